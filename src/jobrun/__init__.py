@@ -1,0 +1,70 @@
+"""jobrun: a durable job queue for Python services, on PostgreSQL.
+
+The names exported here are the domain and the errors; the PostgreSQL store
+lives in :mod:`jobrun.postgres` and the runtime in :mod:`jobrun.worker` and
+:mod:`jobrun.scheduler`.
+"""
+
+from jobrun.errors import (
+    ConfigurationError,
+    DatabaseUnavailable,
+    IdempotencyConflict,
+    InvalidJob,
+    InvalidSchedule,
+    InvalidTransition,
+    JobNotFound,
+    JobrunError,
+    LeaseLost,
+    MigrationError,
+    PayloadTooLarge,
+    ScheduleNotFound,
+    UnknownJobType,
+)
+from jobrun.job import (
+    Backoff,
+    BackoffKind,
+    CommitCallback,
+    Completion,
+    Event,
+    EventMode,
+    Job,
+    JobFilter,
+    JobPage,
+    JobState,
+    NewJob,
+    NewSchedule,
+    QueueDepth,
+    Schedule,
+    SchedulePatch,
+)
+
+__all__ = [
+    "Backoff",
+    "BackoffKind",
+    "CommitCallback",
+    "Completion",
+    "ConfigurationError",
+    "DatabaseUnavailable",
+    "Event",
+    "EventMode",
+    "IdempotencyConflict",
+    "InvalidJob",
+    "InvalidSchedule",
+    "InvalidTransition",
+    "Job",
+    "JobFilter",
+    "JobNotFound",
+    "JobPage",
+    "JobState",
+    "JobrunError",
+    "LeaseLost",
+    "MigrationError",
+    "NewJob",
+    "NewSchedule",
+    "PayloadTooLarge",
+    "QueueDepth",
+    "Schedule",
+    "SchedulePatch",
+    "ScheduleNotFound",
+    "UnknownJobType",
+]

@@ -1,0 +1,139 @@
+"""Every error jobrun raises, under one root so callers can catch them all.
+
+The hierarchy::
+
+    JobrunError
+    ├── ConfigurationError        bad settings (a heartbeat outside the lease, ...)
+    ├── DatabaseUnavailable       the server can't be reached; names host, port, db
+    ├── MigrationError            a malformed or failing migration file
+    ├── InvalidJob                bad input at enqueue: payload, queue, type, policy
+    │   └── PayloadTooLarge
+    ├── InvalidSchedule           bad cron expression, interval or time zone
+    ├── JobNotFound
+    ├── ScheduleNotFound
+    ├── IdempotencyConflict       same idempotency key, different job body
+    ├── InvalidTransition         e.g. cancelling a job that already finished
+    ├── LeaseLost                 the worker no longer owns the job it reports on
+    └── UnknownJobType            no handler is registered for a claimed job
+
+Errors carry plain attributes (``job_id``, ``state``, ...) besides the message,
+so callers can branch without parsing text. Nothing here prints a password:
+:class:`DatabaseUnavailable` is built from the parsed location, never the URL.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+__all__ = [
+    "ConfigurationError",
+    "DatabaseUnavailable",
+    "IdempotencyConflict",
+    "InvalidJob",
+    "InvalidSchedule",
+    "InvalidTransition",
+    "JobNotFound",
+    "JobrunError",
+    "LeaseLost",
+    "MigrationError",
+    "PayloadTooLarge",
+    "ScheduleNotFound",
+    "UnknownJobType",
+]
+
+
+class JobrunError(Exception):
+    """Root of every error jobrun raises on purpose."""
+
+
+class ConfigurationError(JobrunError):
+    """Settings that cannot work together, found before anything runs."""
+
+
+class DatabaseUnavailable(JobrunError):
+    """The database could not be reached; the message names where, never the password."""
+
+    def __init__(self, host: str, port: str, dbname: str, reason: str) -> None:
+        self.host = host
+        self.port = port
+        self.dbname = dbname
+        self.reason = reason
+        super().__init__(
+            f"cannot reach PostgreSQL at {host}:{port}, database {dbname!r}: {reason}"
+        )
+
+
+class MigrationError(JobrunError):
+    """A migration file is malformed or failed to apply; the message names the file."""
+
+
+class InvalidJob(JobrunError):
+    """A job was refused at enqueue; nothing was written."""
+
+
+class PayloadTooLarge(InvalidJob):
+    """The JSON payload is larger than the configured limit."""
+
+
+class InvalidSchedule(JobrunError):
+    """A schedule's cron expression, interval or time zone is not valid."""
+
+
+class JobNotFound(JobrunError):
+    """No job has this id."""
+
+    def __init__(self, job_id: UUID) -> None:
+        self.job_id = job_id
+        super().__init__(f"job {job_id} does not exist")
+
+
+class ScheduleNotFound(JobrunError):
+    """No schedule has this name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"schedule {name!r} does not exist")
+
+
+class IdempotencyConflict(JobrunError):
+    """A job with this idempotency key exists in the queue with a different body."""
+
+    def __init__(self, queue: str, key: str, existing_id: UUID) -> None:
+        self.queue = queue
+        self.key = key
+        self.existing_id = existing_id
+        super().__init__(
+            f"idempotency key {key!r} in queue {queue!r} belongs to job {existing_id}, "
+            "which has a different type, payload, priority, max_attempts or backoff"
+        )
+
+
+class InvalidTransition(JobrunError):
+    """The job's current state does not allow the requested change."""
+
+    def __init__(self, job_id: UUID, state: str, action: str) -> None:
+        self.job_id = job_id
+        self.state = state
+        self.action = action
+        super().__init__(f"cannot {action} job {job_id}: it is {state}")
+
+
+class LeaseLost(JobrunError):
+    """The caller no longer holds the job's lease: it was reaped or claimed by another owner.
+
+    Nothing was changed; whatever the caller wrote in the same transaction was
+    rolled back with it.
+    """
+
+    def __init__(self, job_id: UUID, owner: str) -> None:
+        self.job_id = job_id
+        self.owner = owner
+        super().__init__(f"lease on job {job_id} is no longer held by {owner!r}")
+
+
+class UnknownJobType(JobrunError):
+    """A claimed job has a type no handler is registered for."""
+
+    def __init__(self, job_type: str) -> None:
+        self.job_type = job_type
+        super().__init__(f"no handler is registered for job type {job_type!r}")
