@@ -87,19 +87,28 @@ DEFAULT_QUEUE = "default"
 DEFAULT_MAX_ATTEMPTS = 25
 
 
+_last_job_id = 0
+
+
 def new_job_id() -> UUID:
     """Return a UUIDv7: random, but ordered by creation time.
 
     Time-ordered ids keep the primary-key index append-mostly and give job
-    listings a stable newest-first order for free.
+    listings a stable newest-first order for free. Within one process the ids
+    are strictly increasing, even inside one millisecond.
     """
+    global _last_job_id
     millis = time.time_ns() // 1_000_000
     rand = int.from_bytes(os.urandom(10), "big")
     value = (millis & ((1 << 48) - 1)) << 80
     value |= 0x7 << 76  # version 7
     value |= ((rand >> 62) & 0xFFF) << 64  # rand_a, 12 bits
-    value |= 0b10 << 62  # RFC 4122 variant
+    value |= 0b10 << 62  # RFC 9562 variant
     value |= rand & ((1 << 62) - 1)  # rand_b, 62 bits
+    if value <= _last_job_id:
+        # Same millisecond (or a clock step back): count up in rand_b instead.
+        value = _last_job_id + 1
+    _last_job_id = value
     return UUID(int=value)
 
 

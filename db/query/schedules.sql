@@ -1,0 +1,53 @@
+-- Queries on schedules: job templates fired on a cron expression or interval.
+
+-- name: ScheduleInsert :one
+INSERT INTO schedules (
+    name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at
+) VALUES (
+    @name, @type, @queue, @payload, @priority, @max_attempts,
+    sqlc.narg('cron'), sqlc.narg('every'), @timezone, @next_run_at
+)
+RETURNING *;
+
+-- name: ScheduleGetByName :one
+SELECT * FROM schedules WHERE name = @name;
+
+-- name: ScheduleLockByName :one
+SELECT * FROM schedules WHERE name = @name FOR UPDATE;
+
+-- name: ScheduleUpdate :one
+UPDATE schedules
+SET type = @type, queue = @queue, payload = @payload, priority = @priority,
+    max_attempts = @max_attempts, cron = sqlc.narg('cron'), every = sqlc.narg('every'),
+    timezone = @timezone, next_run_at = @next_run_at, updated_at = now()
+WHERE name = @name
+RETURNING *;
+
+-- name: ScheduleSetPaused :one
+UPDATE schedules
+SET paused = @paused,
+    next_run_at = coalesce(sqlc.narg('next_run_at')::timestamptz, next_run_at),
+    updated_at = now()
+WHERE name = @name
+RETURNING *;
+
+-- name: ScheduleDelete :execrows
+DELETE FROM schedules WHERE name = @name;
+
+-- name: ScheduleList :many
+SELECT * FROM schedules ORDER BY name;
+
+-- name: ScheduleLockDue :many
+-- Due schedules, locked; SKIP LOCKED so an overlapping second leader takes
+-- none of the same rows.
+SELECT *
+FROM schedules
+WHERE NOT paused AND next_run_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+ORDER BY next_run_at
+LIMIT @max_schedules
+FOR UPDATE SKIP LOCKED;
+
+-- name: ScheduleAdvance :exec
+UPDATE schedules
+SET next_run_at = @next_run_at, last_run_at = @last_run_at, updated_at = now()
+WHERE id = @id;
