@@ -1,0 +1,39 @@
+"""The only hand-written part of jobrun that talks to PostgreSQL.
+
+Everything else (the worker, the scheduler, the CLI) goes through the functions and
+ports exported here; psycopg and the generated query layer (``jobrun.sqlc``) stay
+behind this package, which an import-linter contract enforces.
+"""
+
+from __future__ import annotations
+
+from jobrun.postgres.embedded import default_embedded_dir, embedded_database_url
+from jobrun.postgres.migrate import (
+    Migration,
+    MigrationStatus,
+    load_migrations,
+    migrate,
+    migration_status,
+    parse_migration,
+)
+from jobrun.postgres.pool import (
+    Pool,
+    database_location,
+    open_pool,
+    resolve_database_url,
+)
+
+__all__ = [
+    "Migration",
+    "MigrationStatus",
+    "Pool",
+    "database_location",
+    "default_embedded_dir",
+    "embedded_database_url",
+    "load_migrations",
+    "migrate",
+    "migration_status",
+    "open_pool",
+    "parse_migration",
+    "resolve_database_url",
+]

@@ -1,0 +1,137 @@
+"""Open the connection pool every jobrun component shares, with production limits.
+
+The pool is sized for the worker: one connection per concurrent job plus a
+margin for the heartbeat, the reaper, the scheduler and operator commands
+(``worker_concurrency + 8``). It is pinged when it opens, so a wrong URL fails at
+start-up with :class:`~jobrun.errors.DatabaseUnavailable` naming host, port and
+database, never later inside a job, and never with the password in the message.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, TypeAlias
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from jobrun.errors import ConfigurationError, DatabaseUnavailable
+
+try:
+    from jobrun.sqlc import system as system_queries
+except ImportError:  # TEMPORARY until the sqlc plugin generates jobrun.sqlc.system
+    from jobrun.postgres import _sqlc_shim as system_queries  # type: ignore[no-redef]
+
+__all__ = [
+    "POOL_HEADROOM",
+    "Pool",
+    "database_location",
+    "open_pool",
+    "resolve_database_url",
+]
+
+Pool: TypeAlias = "AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]]"
+"""The pool type jobrun hands around; the CLI and runtime name it without importing psycopg."""
+
+POOL_HEADROOM = 8
+"""Connections beyond the worker's concurrency: heartbeat, reaper, scheduler, operators."""
+
+
+def _parse(url: str) -> dict[str, Any]:
+    try:
+        return conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        # The parser's message can quote the URL, password included: say only what failed.
+        raise ConfigurationError(
+            "the database URL is not a valid PostgreSQL connection string"
+        ) from None
+
+
+def database_location(url: str) -> tuple[str, str, str]:
+    """(host, port, dbname) of a connection string, with libpq's defaults filled in.
+
+    Safe to print: it never carries the user's password.
+    """
+    params = _parse(url)
+    host = str(params.get("host") or os.environ.get("PGHOST") or "localhost")
+    port = str(params.get("port") or os.environ.get("PGPORT") or "5432")
+    user = params.get("user") or os.environ.get("PGUSER") or ""
+    dbname = str(params.get("dbname") or os.environ.get("PGDATABASE") or user or "postgres")
+    return host, port, dbname
+
+
+def _unavailable(url: str, reason: str) -> DatabaseUnavailable:
+    host, port, dbname = database_location(url)
+    password = _parse(url).get("password") or os.environ.get("PGPASSWORD")
+    clean = " ".join(reason.split())
+    if password:
+        clean = clean.replace(str(password), "***")
+    return DatabaseUnavailable(host, port, dbname, clean or "connection failed")
+
+
+async def open_pool(
+    url: str,
+    *,
+    worker_concurrency: int = 10,
+    min_size: int = 1,
+    connect_timeout: float = 10.0,
+    name: str = "jobrun",
+) -> Pool:
+    """Open and ping a pool of ``worker_concurrency + 8`` connections to ``url``.
+
+    Raises DatabaseUnavailable when the server cannot be reached or refuses the
+    login, ConfigurationError for a malformed URL or a concurrency below 1. The
+    caller closes the pool (``await pool.close()`` or ``async with pool``).
+    """
+    if worker_concurrency < 1:
+        raise ConfigurationError(f"worker_concurrency must be at least 1, not {worker_concurrency}")
+    _parse(url)
+    max_size = worker_concurrency + POOL_HEADROOM
+    # A first direct connection gives libpq's own reason when the server is not there;
+    # the pool would only report a timeout.
+    try:
+        probe = await psycopg.AsyncConnection.connect(
+            url, connect_timeout=max(1, round(connect_timeout)), autocommit=True
+        )
+    except psycopg.Error as exc:
+        raise _unavailable(url, str(exc)) from None
+    await probe.close()
+
+    pool: Pool = AsyncConnectionPool(
+        url,
+        min_size=min(min_size, max_size),
+        max_size=max_size,
+        open=False,
+        name=name,
+        timeout=connect_timeout,
+        check=AsyncConnectionPool.check_connection,
+    )
+    try:
+        await pool.open(wait=True, timeout=connect_timeout)
+        async with pool.connection() as conn:
+            await system_queries.AsyncQuerier(conn).database_now()
+    except (PoolTimeout, psycopg.Error) as exc:
+        await pool.close()
+        raise _unavailable(url, str(exc)) from None
+    except BaseException:
+        await pool.close()
+        raise
+    return pool
+
+
+def resolve_database_url(explicit: str | None) -> str:
+    """The database to use: ``explicit``, else ``$JOBRUN_DATABASE_URL``, else the embedded one.
+
+    The embedded server needs the ``jobrun[embedded]`` extra; without it this
+    raises ConfigurationError saying so.
+    """
+    if explicit:
+        return explicit
+    from_env = os.environ.get("JOBRUN_DATABASE_URL")
+    if from_env:
+        return from_env
+    from jobrun.postgres.embedded import embedded_database_url
+
+    return embedded_database_url()
