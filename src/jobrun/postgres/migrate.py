@@ -264,6 +264,8 @@ def parse_migration(file_name: str, text: str) -> Migration:
             if buffer_has_code or part_has_code:
                 sections[section].append("\n".join(buffer).strip())
             buffer, buffer_has_code = [], False
+        if finished and not rest_has_code:
+            rest = ""  # a comment trailing a statement on its line belongs to that statement
         if rest.strip() or buffer:
             buffer.append(rest)
         buffer_has_code = buffer_has_code or rest_has_code
@@ -380,7 +382,8 @@ async def _apply(conn: psycopg.AsyncConnection[TupleRow], migration: Migration) 
                 await conn.execute(statement.encode())
             await q.goose_version_insert(version_id=migration.version, is_applied=True)
     except psycopg.Error as exc:
-        first_line = statement.strip().splitlines()[0] if statement.strip() else ""
+        code_lines = [ln for ln in statement.splitlines() if ln.strip() and not ln.lstrip().startswith("--")]
+        first_line = code_lines[0].strip() if code_lines else ""
         raise MigrationError(
             f"{migration.file_name}: failed at {first_line!r}: {exc}".rstrip()
         ) from exc
