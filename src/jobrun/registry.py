@@ -1,0 +1,280 @@
+"""The handler registry: which function runs a job of which type, and how.
+
+A worker looks each claimed job's type up here. A handler is an ``async def``
+(run on the worker's event loop) or a plain ``def`` (run in a worker thread);
+both receive a :class:`JobContext` and the job's payload, and may return a
+:class:`~jobrun.job.CommitCallback` that the store runs inside the completion
+transaction, so the handler's database writes commit exactly once, with the
+job.
+
+A handler may declare the type of its payload (a pydantic model, or anything
+pydantic can validate). The payload is validated before the handler runs, and
+producers can build jobs through the same type with :meth:`Registry.new_job`,
+so both sides agree on one schema.
+
+What a payload that does not validate does: the attempt fails with an
+:class:`InvalidPayload` message and is retried on the job's own backoff, like
+any other failure, until its attempts run out and it ends ``dead``. A payload
+never changes, but the *model* does: during a rolling deploy a job written by a
+new producer can reach a worker still running the old model, and the retry is
+what lets a new worker pick it up. The cost of a truly bad payload is a few
+cheap, exponentially spaced attempts. (Killing it at once would also need a
+``dead``-now transition, which the Store port does not offer.)
+
+Nothing here touches the database: this module depends on the domain only.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, TypeAlias, TypeVar
+
+from pydantic import TypeAdapter, ValidationError
+
+from jobrun.errors import ConfigurationError, JobrunError, UnknownJobType
+from jobrun.job import CommitCallback, Job, NewJob
+
+__all__ = [
+    "AsyncHandler",
+    "CancellationToken",
+    "Handler",
+    "HandlerFunc",
+    "InvalidPayload",
+    "JobContext",
+    "Registry",
+    "SyncHandler",
+    "registry",
+]
+
+
+class InvalidPayload(JobrunError):
+    """A job's payload does not validate against its handler's declared payload type."""
+
+    def __init__(self, job_type: str, detail: str) -> None:
+        self.job_type = job_type
+        self.detail = detail
+        super().__init__(f"payload of job type {job_type!r} does not validate: {detail}")
+
+
+class CancellationToken:
+    """A thread-safe flag a handler checks to learn that its job should stop.
+
+    Async handlers are also cancelled through ``asyncio`` (their task receives
+    ``CancelledError``); sync handlers run in a thread that cannot be
+    interrupted, so the token is how they learn it. It is set when the job is
+    cancelled by an operator, loses its lease, times out or the worker shuts
+    down.
+    """
+
+    __slots__ = ("_event", "reason")
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.reason: str | None = None
+
+    def set(self, reason: str = "cancelled") -> None:
+        """Ask the job to stop; the first reason given is kept."""
+        if self.reason is None:
+            self.reason = reason
+        self._event.set()
+
+    def is_set(self) -> bool:
+        """True once the job has been asked to stop."""
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block (in a sync handler) until asked to stop or ``timeout`` passes; True if asked."""
+        return self._event.wait(timeout)
+
+
+@dataclass(slots=True)
+class JobContext:
+    """What a handler learns about the job it runs."""
+
+    job: Job
+    """The claimed job, as the store returned it."""
+    token: CancellationToken = field(default_factory=CancellationToken)
+    """Set when the job should stop; sync handlers should check it."""
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = field(
+        default_factory=lambda: logging.getLogger("jobrun.handler")
+    )
+    """A logger whose records carry the job's id, type and attempt."""
+
+    @property
+    def attempt(self) -> int:
+        """This attempt's number, 1 for the first run."""
+        return self.job.attempts
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the job has been asked to stop."""
+        return self.token.is_set()
+
+
+AsyncHandler: TypeAlias = Callable[[JobContext, Any], Awaitable[CommitCallback | None]]
+"""``async def handler(ctx, payload) -> CommitCallback | None``."""
+SyncHandler: TypeAlias = Callable[[JobContext, Any], CommitCallback | None]
+"""``def handler(ctx, payload) -> CommitCallback | None``, run in a worker thread."""
+HandlerFunc: TypeAlias = AsyncHandler | SyncHandler
+"""Either kind of handler."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True, slots=True)
+class Handler:
+    """One registered handler and its options."""
+
+    type: str
+    """The job type it handles."""
+    func: HandlerFunc
+    """The function itself."""
+    is_async: bool
+    """True for ``async def`` handlers, which run on the event loop."""
+    payload_type: Any = None
+    """The declared payload type, or ``None`` to receive the raw JSON value."""
+    timeout: timedelta | None = None
+    """This type's per-attempt time limit; ``None`` uses the worker's."""
+    adapter: TypeAdapter[Any] | None = None
+    """The validator built from ``payload_type``."""
+
+    def parse_payload(self, job: Job) -> Any:
+        """The job's payload, validated into the declared type; raises :class:`InvalidPayload`."""
+        if self.adapter is None:
+            return job.payload
+        try:
+            return self.adapter.validate_python(job.payload)
+        except ValidationError as exc:
+            raise InvalidPayload(self.type, _summarise(exc)) from None
+
+
+def _summarise(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "payload"
+        parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts)
+
+
+class Registry(Mapping[str, Handler]):
+    """Handlers by job type; a read-only mapping once built.
+
+    Register with the :meth:`handler` decorator or :meth:`register`. A type
+    can be registered once: a second registration is a configuration error,
+    not a silent override.
+    """
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, Handler] = {}
+
+    def register(
+        self,
+        job_type: str,
+        func: HandlerFunc,
+        *,
+        payload: Any = None,
+        timeout: timedelta | float | None = None,
+    ) -> Handler:
+        """Register ``func`` for ``job_type``; see :meth:`handler` for the options."""
+        if not job_type or len(job_type) > 255:
+            raise ConfigurationError(f"job type must be 1 to 255 characters, got {job_type!r}")
+        if job_type in self._handlers:
+            raise ConfigurationError(f"a handler is already registered for {job_type!r}")
+        if not callable(func):
+            raise ConfigurationError(f"handler for {job_type!r} is not callable")
+        if isinstance(timeout, int | float):
+            timeout = timedelta(seconds=timeout)
+        if timeout is not None and timeout <= timedelta(0):
+            raise ConfigurationError(f"timeout of {job_type!r} must be positive")
+        adapter = None
+        if payload is not None:
+            try:
+                adapter = TypeAdapter(payload)
+            except Exception as exc:
+                raise ConfigurationError(
+                    f"payload type of {job_type!r} cannot be validated: {exc}"
+                ) from exc
+        entry = Handler(
+            type=job_type,
+            func=func,
+            is_async=inspect.iscoroutinefunction(func),
+            payload_type=payload,
+            timeout=timeout,
+            adapter=adapter,
+        )
+        self._handlers[job_type] = entry
+        return entry
+
+    def handler(
+        self,
+        job_type: str,
+        *,
+        payload: Any = None,
+        timeout: timedelta | float | None = None,
+    ) -> Callable[[F], F]:
+        """Decorate a handler for ``job_type``.
+
+        ``payload`` is the type the JSON payload is validated into before the
+        handler runs (a pydantic model, ``Model | None``, ``list[int]``, ...);
+        without it the handler receives the raw JSON value. ``timeout`` limits
+        each attempt (seconds or a timedelta) and overrides the worker's
+        ``job_timeout``. The decorated function is returned unchanged.
+        """
+
+        def decorate(func: F) -> F:
+            self.register(job_type, func, payload=payload, timeout=timeout)
+            return func
+
+        return decorate
+
+    def get(self, job_type: str, default: Any = None) -> Any:
+        """The handler for ``job_type``, or ``default``."""
+        return self._handlers.get(job_type, default)
+
+    def lookup(self, job_type: str) -> Handler:
+        """The handler for ``job_type``; raises :class:`UnknownJobType` when there is none."""
+        try:
+            return self._handlers[job_type]
+        except KeyError:
+            raise UnknownJobType(job_type) from None
+
+    def payload_model(self, job_type: str) -> Any:
+        """The payload type declared for ``job_type`` (``None`` when it declared none)."""
+        return self.lookup(job_type).payload_type
+
+    def new_job(self, job_type: str, payload: Any = None, **options: Any) -> NewJob:
+        """Build a :class:`NewJob` whose payload went through the handler's payload type.
+
+        ``payload`` may be a model instance or plain data; it is validated and
+        dumped to JSON the same way the worker will read it back, so a job
+        that would not validate is refused here with :class:`InvalidPayload`.
+        ``options`` are the other :class:`NewJob` fields (queue, priority, ...).
+        """
+        entry = self.lookup(job_type)
+        if entry.adapter is None:
+            data = {} if payload is None else payload
+        else:
+            try:
+                value = entry.adapter.validate_python(payload)
+            except ValidationError as exc:
+                raise InvalidPayload(job_type, _summarise(exc)) from None
+            data = entry.adapter.dump_python(value, mode="json")
+        return NewJob(type=job_type, payload=data, **options)
+
+    def __getitem__(self, job_type: str) -> Handler:
+        return self._handlers[job_type]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._handlers)
+
+    def __len__(self) -> int:
+        return len(self._handlers)
+
+
+registry = Registry()
+"""The default registry, for applications that need only one."""
