@@ -1,0 +1,694 @@
+"""The worker: claims jobs, runs their handlers, and reports every outcome.
+
+One :class:`Worker` is one owner of leases. Its loops, all on one event loop:
+
+* **claim**: leases as many due jobs as it has free slots, in one statement,
+  and starts one task per job. A full batch means more are waiting, so it
+  claims again as soon as slots free up; a short batch means the queues are
+  drained, so it waits for a notification from the dispatcher (or simply
+  ``poll_every``: notifications only cut latency, polling is the guarantee).
+* **jobs**: each handler runs as a task (``async def``) or in a bounded thread
+  pool (``def``). An exception, a timeout, an unknown type or a payload that
+  does not validate becomes ``store.fail`` with the job's own backoff; success
+  goes to the completer with the handler's commit callback.
+* **completer**: group commit. Finished jobs queue up; the completer sends
+  whatever is ready in one ``store.complete_many``. It never waits on a timer:
+  an idle worker completes a lone job at once, a busy one builds big batches
+  because jobs keep finishing while the previous batch commits.
+* **heartbeat**: extends the leases of running jobs. A job left out of the
+  kept set was cancelled or lost its lease; its handler is cancelled (task
+  cancellation for async handlers, the :class:`~jobrun.registry.CancellationToken`
+  for sync ones) and the attempt is reported through ``fail``, which the store
+  turns into ``cancelled`` when a cancel was requested.
+* **reaper**: :class:`~jobrun.reaper.Reaper`, safe on every worker.
+
+Shutdown: the first SIGTERM/SIGINT (or the ``stop`` event) stops claiming and
+lets running jobs finish until ``shutdown_grace``; whatever still runs then is
+cancelled and handed back through ``fail`` due now, so it does not sit leased
+until its lease expires. A second signal skips the grace period.
+
+The clock rule: every time sent to the store is database time. Claimed rows
+carry ``lease_expires_at`` (database now + lease), so the worker derives
+database now from each claim batch plus the monotonic clock instead of a round
+trip per failure.
+
+The worker depends on the ports in :mod:`jobrun.job` only, never on psycopg.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import socket
+import time
+import traceback
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from jobrun.errors import ConfigurationError, JobrunError, LeaseLost, UnknownJobType
+from jobrun.job import CommitCallback, Completion, Dispatcher, Job, Store
+from jobrun.reaper import Reaper
+from jobrun.registry import CancellationToken, Handler, JobContext, Registry
+
+__all__ = ["Completer", "Worker", "default_owner"]
+
+_log = logging.getLogger("jobrun.worker")
+_handler_log = logging.getLogger("jobrun.handler")
+
+# The jobs.last_error column holds at most 8192 characters; keep the end of a
+# traceback, where the exception is, when it is longer.
+_MAX_ERROR = 8000
+# How long a shutdown waits for handed-back jobs to be reported before giving
+# up on them (their leases then expire and the reaper requeues them).
+_HAND_BACK_TIMEOUT = 10.0
+# How stale the claim-derived database clock may get before it is re-read.
+_CLOCK_MAX_AGE = 30.0
+
+_REASON_CANCELLED = "cancelled"
+_REASON_SHUTDOWN = "shutdown"
+
+
+def default_owner() -> str:
+    """``host:pid:random``: unique per worker, and says where a lease came from."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+def _error_text(exc: BaseException) -> str:
+    text = "".join(traceback.format_exception(exc)).strip()
+    if len(text) > _MAX_ERROR:
+        text = "...\n" + text[-(_MAX_ERROR - 4) :]
+    return text
+
+
+class Completer:
+    """Group commit of successful jobs through ``store.complete_many``.
+
+    :meth:`submit` returns a future resolved with the completed :class:`Job`
+    or the error for that job (an exception *value*, never raised into the
+    future, so nobody has to retrieve it). At most ``max_inflight`` batches
+    are committing at once; everything submitted meanwhile forms the next
+    batch, up to ``max_batch`` jobs.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        owner: str,
+        *,
+        max_batch: int = 1000,
+        max_inflight: int = 2,
+    ) -> None:
+        if max_batch < 1 or max_inflight < 1:
+            raise ConfigurationError("completion batch size and parallelism must be positive")
+        self._store = store
+        self._owner = owner
+        self._max_batch = max_batch
+        self._max_inflight = max_inflight
+        self._pending: list[tuple[Completion, asyncio.Future[Job | BaseException]]] = []
+        self._wake = asyncio.Event()
+        self._closed = False
+        self.batches: list[int] = []
+        """Sizes of the batches sent so far (kept for tests and the benchmark)."""
+
+    def submit(
+        self, job: Job, commit: CommitCallback | None
+    ) -> asyncio.Future[Job | BaseException]:
+        """Queue ``job`` for completion; the future resolves once its batch committed."""
+        fut: asyncio.Future[Job | BaseException] = asyncio.get_running_loop().create_future()
+        # model_construct: the job is already a validated Job; revalidating
+        # each one would cost more than the rest of the completion path.
+        self._pending.append((Completion.model_construct(job=job, commit=commit), fut))
+        self._wake.set()
+        return fut
+
+    def close(self) -> None:
+        """Stop once everything submitted so far has been committed."""
+        self._closed = True
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Send batches until closed and drained."""
+        inflight: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                if not self._pending:
+                    if self._closed:
+                        if inflight:
+                            await asyncio.gather(*inflight)
+                        return
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                if len(inflight) >= self._max_inflight:
+                    await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                batch = self._pending[: self._max_batch]
+                del self._pending[: self._max_batch]
+                task = asyncio.create_task(self._flush(batch))
+                inflight.add(task)
+                task.add_done_callback(inflight.discard)
+        finally:
+            for task in inflight:
+                task.cancel()
+            cancelled = asyncio.CancelledError("completer stopped")
+            for _, fut in self._pending:
+                if not fut.done():
+                    fut.set_result(cancelled)
+
+    async def _flush(
+        self, batch: list[tuple[Completion, asyncio.Future[Job | BaseException]]]
+    ) -> None:
+        self.batches.append(len(batch))
+        results: Sequence[Job | BaseException]
+        try:
+            results = await self._store.complete_many(self._owner, [c for c, _ in batch])
+            if len(results) != len(batch):
+                raise RuntimeError(
+                    f"complete_many returned {len(results)} results for {len(batch)} jobs"
+                )
+        except Exception as exc:
+            results = [exc] * len(batch)
+        except asyncio.CancelledError as exc:
+            results = [exc] * len(batch)
+            raise
+        finally:
+            for (_, fut), result in zip(batch, results, strict=False):
+                if not fut.done():
+                    fut.set_result(result)
+
+
+@dataclass(slots=True, eq=False)
+class _Running:
+    """A claimed job while this worker holds it."""
+
+    job: Job
+    handler: Handler | None
+    ctx: JobContext
+    started: float
+    task: asyncio.Task[None] | None = None
+    # Why the worker itself stopped the job (cancelled, shutdown); None while it runs freely.
+    stop_reason: str | None = None
+    # True once the handler returned and the job waits on the completer: it can
+    # no longer be cancelled, only completed (or found lost).
+    completing: bool = False
+
+
+class _AttemptTimeout(Exception):
+    """An attempt ran past its time limit (distinct from a handler's own TimeoutError)."""
+
+
+def _positive(name: str, value: timedelta | None) -> None:
+    if value is not None and value <= timedelta(0):
+        raise ConfigurationError(f"{name} must be positive, got {value}")
+
+
+class Worker:
+    """Runs the handlers of ``registry`` for jobs of ``queues``, ``concurrency`` at a time.
+
+    ``store`` and ``dispatcher`` are ports (:class:`jobrun.job.Store`,
+    :class:`jobrun.job.Dispatcher`); without a dispatcher the worker polls
+    every ``poll_every``. ``lease`` is how long a claim holds a job without a
+    heartbeat; ``heartbeat_every`` must sit well inside it (at most a third)
+    so one slow heartbeat does not lose a lease. ``job_timeout`` limits each
+    attempt unless the handler sets its own. ``reap_every=None`` turns the
+    built-in reaper off. Settings are checked here, raising
+    :class:`ConfigurationError` before anything runs.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        registry: Registry,
+        *,
+        queues: Sequence[str] = ("default",),
+        concurrency: int = 10,
+        dispatcher: Dispatcher | None = None,
+        lease: timedelta = timedelta(seconds=30),
+        heartbeat_every: timedelta = timedelta(seconds=10),
+        poll_every: timedelta = timedelta(seconds=1),
+        job_timeout: timedelta | None = None,
+        shutdown_grace: timedelta = timedelta(seconds=30),
+        owner: str | None = None,
+        reap_every: timedelta | None = timedelta(seconds=5),
+        completion_batch: int = 1000,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        if isinstance(queues, str):
+            queues = (queues,)
+        if not queues or any(not q for q in queues):
+            raise ConfigurationError("a worker needs at least one non-empty queue name")
+        if concurrency < 1:
+            raise ConfigurationError(f"concurrency must be at least 1, got {concurrency}")
+        _positive("lease", lease)
+        _positive("heartbeat_every", heartbeat_every)
+        _positive("poll_every", poll_every)
+        _positive("job_timeout", job_timeout)
+        _positive("reap_every", reap_every)
+        if shutdown_grace < timedelta(0):
+            raise ConfigurationError(f"shutdown_grace must not be negative, got {shutdown_grace}")
+        if heartbeat_every * 3 > lease:
+            raise ConfigurationError(
+                f"heartbeat_every ({heartbeat_every}) must be at most a third of the lease "
+                f"({lease}), so a late heartbeat still lands before the lease expires"
+            )
+        if owner is not None and not owner:
+            raise ConfigurationError("owner must not be empty")
+        self._store = store
+        self._registry = registry
+        self._queues = list(dict.fromkeys(queues))
+        self._concurrency = concurrency
+        self._dispatcher = dispatcher
+        self._lease = lease
+        self._heartbeat_every = heartbeat_every.total_seconds()
+        self._poll_every = poll_every.total_seconds()
+        self._job_timeout = job_timeout
+        self._grace = shutdown_grace.total_seconds()
+        self._reaper = Reaper(store, reap_every, logger=logger) if reap_every else None
+        self._log = logger or _log
+        self.owner = owner or default_owner()
+        """The lease owner this worker claims as."""
+        self._completer = Completer(store, self.owner, max_batch=completion_batch)
+        self._running: dict[UUID, _Running] = {}
+        self._executor: ThreadPoolExecutor | None = None
+        self._started = False
+        # Created in run(): asyncio primitives belong to the loop that runs the worker.
+        self._stopping: asyncio.Event | None = None
+        self._hard: asyncio.Event | None = None
+        self._wakeup: asyncio.Event | None = None
+        self._signals: list[int] = []
+        # (database time, monotonic time) at the last moment both were known.
+        self._clock: tuple[datetime, float] | None = None
+
+    # -- public surface ---------------------------------------------------------------------
+
+    @property
+    def running(self) -> int:
+        """How many jobs this worker holds right now."""
+        return len(self._running)
+
+    @property
+    def completion_batches(self) -> list[int]:
+        """Sizes of the completion batches sent so far."""
+        return self._completer.batches
+
+    def request_stop(self, *, graceful: bool = True) -> None:
+        """Stop claiming; with ``graceful=False`` also skip the grace period for running jobs."""
+        if self._stopping is None or self._hard is None or self._wakeup is None:
+            raise RuntimeError("the worker is not running")
+        self._stopping.set()
+        self._wakeup.set()
+        if not graceful:
+            self._hard.set()
+
+    def install_signal_handlers(self) -> None:
+        """Stop on SIGTERM and SIGINT: gracefully on the first, at once on the second.
+
+        Call it from inside the event loop that runs :meth:`run` (e.g. in the
+        same ``async def main``, before awaiting ``run``); the handlers are
+        removed when ``run`` returns.
+        """
+        loop = asyncio.get_running_loop()
+        self._ensure_events()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+            self._signals.append(sig)
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Work until ``stop`` is set or a stop is requested, then shut down gracefully.
+
+        A worker runs once. Cancelling the task that runs it behaves like a
+        second signal: running jobs are handed back at once.
+        """
+        if self._started:
+            raise RuntimeError("a Worker runs once; create a new one")
+        self._started = True
+        self._ensure_events()
+        assert self._stopping is not None and self._hard is not None
+        background: list[asyncio.Task[Any]] = [
+            asyncio.create_task(self._completer.run(), name="jobrun-completer"),
+            asyncio.create_task(self._heartbeat_loop(), name="jobrun-heartbeat"),
+        ]
+        completer = background[0]
+        if self._reaper is not None:
+            background.append(asyncio.create_task(self._reaper.run(), name="jobrun-reaper"))
+        if stop is not None:
+            background.append(asyncio.create_task(self._watch(stop), name="jobrun-stop"))
+        self._log.info(
+            "worker %s started on queues %s, concurrency %d",
+            self.owner,
+            ",".join(self._queues),
+            self._concurrency,
+            extra={"owner": self.owner},
+        )
+        try:
+            await self._claim_loop()
+            await self._drain()
+        except asyncio.CancelledError:
+            self._hard.set()
+            await self._drain()
+            raise
+        finally:
+            self._completer.close()
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(completer), _HAND_BACK_TIMEOUT)
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+            if self._executor is not None:
+                # Threads of sync handlers cannot be interrupted; don't wait for them.
+                self._executor.shutdown(wait=False, cancel_futures=True)
+            loop = asyncio.get_running_loop()
+            for sig in self._signals:
+                loop.remove_signal_handler(sig)
+            self._signals.clear()
+            self._log.info("worker %s stopped", self.owner, extra={"owner": self.owner})
+
+    # -- loops --------------------------------------------------------------------------------
+
+    def _ensure_events(self) -> None:
+        if self._stopping is None:
+            self._stopping = asyncio.Event()
+            self._hard = asyncio.Event()
+            self._wakeup = asyncio.Event()
+
+    def _on_signal(self, sig: int) -> None:
+        assert self._stopping is not None
+        graceful = not self._stopping.is_set()
+        self._log.warning(
+            "received %s: %s",
+            signal.Signals(sig).name,
+            "finishing running jobs" if graceful else "handing running jobs back now",
+        )
+        self.request_stop(graceful=graceful)
+
+    async def _watch(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self.request_stop()
+
+    async def _claim_loop(self) -> None:
+        assert self._stopping is not None and self._wakeup is not None
+        while not self._stopping.is_set():
+            free = self._concurrency - len(self._running)
+            if free <= 0:
+                # Every finishing job sets the wakeup, and so does a stop request.
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            try:
+                jobs = await self._store.claim(self._queues, self.owner, free, self._lease)
+            except Exception:
+                self._log.exception("claim failed; retrying in %.1fs", self._poll_every)
+                await self._idle(use_dispatcher=False)
+                continue
+            if jobs:
+                self._observe_clock(jobs[0])
+                for job in jobs:
+                    self._start(job)
+            if len(jobs) < free:
+                await self._idle(use_dispatcher=True)
+
+    async def _idle(self, *, use_dispatcher: bool) -> None:
+        """Wait for a notification, ``poll_every``, or a stop request, whichever comes first."""
+        assert self._stopping is not None
+        if self._stopping.is_set():
+            return
+        stopper = asyncio.ensure_future(self._stopping.wait())
+        if use_dispatcher and self._dispatcher is not None:
+            waiter: asyncio.Future[Any] = asyncio.ensure_future(
+                self._dispatcher.wait(self._queues, self._poll_every)
+            )
+        else:
+            waiter = asyncio.ensure_future(asyncio.sleep(self._poll_every))
+        try:
+            await asyncio.wait({stopper, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+            waiter.cancel()
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is not None:
+                self._log.warning(
+                    "dispatcher wait failed; polling instead",
+                    exc_info=waiter.exception(),
+                )
+                await asyncio.sleep(min(self._poll_every, 1.0))
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._heartbeat_every)
+            ids = list(self._running)
+            if not ids:
+                continue
+            try:
+                now = await self._store.now()
+                self._clock = (now, time.monotonic())
+                kept = await self._store.heartbeat(self.owner, ids, now + self._lease)
+            except Exception:
+                self._log.exception("heartbeat failed; leases not extended this round")
+                continue
+            for job_id in ids:
+                if job_id in kept:
+                    continue
+                run = self._running.get(job_id)
+                if run is not None and not run.completing and run.stop_reason is None:
+                    self._log.info(
+                        "job %s was cancelled or lost its lease; stopping it",
+                        job_id,
+                        extra=self._extra(run, outcome="stopping"),
+                    )
+                    self._stop(run, _REASON_CANCELLED)
+
+    async def _drain(self) -> None:
+        """Let running jobs finish until the grace deadline, then hand the rest back."""
+        assert self._hard is not None
+        deadline = time.monotonic() + self._grace
+        hard = asyncio.ensure_future(self._hard.wait())
+        try:
+            while self._running and not self._hard.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                tasks = {r.task for r in self._running.values() if r.task is not None}
+                await asyncio.wait(
+                    tasks | {hard}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                )
+        finally:
+            hard.cancel()
+        if not self._running:
+            return
+        self._log.warning(
+            "handing back %d unfinished jobs", len(self._running), extra={"owner": self.owner}
+        )
+        for run in list(self._running.values()):
+            if not run.completing and run.stop_reason is None:
+                self._stop(run, _REASON_SHUTDOWN)
+        tasks = {r.task for r in self._running.values() if r.task is not None}
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=_HAND_BACK_TIMEOUT)
+            for task in pending:
+                task.cancel()
+            if pending:
+                self._log.error(
+                    "%d jobs could not be handed back in time; their leases will expire",
+                    len(pending),
+                )
+
+    # -- one job ------------------------------------------------------------------------------
+
+    def _start(self, job: Job) -> None:
+        handler = self._registry.get(job.type)
+        ctx = JobContext(
+            job=job,
+            token=CancellationToken(),
+            logger=logging.LoggerAdapter(
+                _handler_log,
+                {"job_id": str(job.id), "job_type": job.type, "attempt": job.attempts},
+            ),
+        )
+        run = _Running(job=job, handler=handler, ctx=ctx, started=time.monotonic())
+        self._running[job.id] = run
+        run.task = asyncio.get_running_loop().create_task(self._execute(run))
+
+    def _stop(self, run: _Running, reason: str) -> None:
+        run.stop_reason = reason
+        run.ctx.token.set(reason)
+        sync = run.handler is not None and not run.handler.is_async
+        if run.task is None:
+            return
+        # A sync handler's thread cannot be interrupted: on a cancel the job keeps
+        # its slot until the handler notices the token and returns. At shutdown
+        # there is no time for that, so the worker stops waiting for it.
+        if not sync or reason == _REASON_SHUTDOWN:
+            run.task.cancel()
+
+    async def _execute(self, run: _Running) -> None:
+        job = run.job
+        try:
+            try:
+                commit = await self._invoke(run)
+            except asyncio.CancelledError:
+                if run.stop_reason is None:
+                    raise
+                # Ours: report the stop instead of dying with the task.
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+                await self._stopped(run)
+                return
+            except _AttemptTimeout as exc:
+                run.ctx.token.set("timeout")
+                await self._failed(run, str(exc))
+                return
+            except JobrunError as exc:
+                await self._failed(run, str(exc))
+                return
+            except Exception as exc:
+                await self._failed(run, _error_text(exc))
+                return
+            if run.stop_reason is not None:
+                # The handler swallowed the cancellation or ignored the token; the
+                # job was stopped all the same, so its result is discarded.
+                await self._stopped(run)
+                return
+            if commit is not None and not callable(commit):
+                await self._failed(
+                    run,
+                    f"handler for {job.type!r} returned {type(commit).__name__}, "
+                    "expected a commit callback or None",
+                )
+                return
+            await self._complete(run, commit)
+        finally:
+            self._running.pop(job.id, None)
+            assert self._wakeup is not None
+            self._wakeup.set()
+
+    async def _invoke(self, run: _Running) -> CommitCallback | None:
+        handler = run.handler
+        if handler is None:
+            raise UnknownJobType(run.job.type)
+        payload = handler.parse_payload(run.job)
+        timeout = handler.timeout or self._job_timeout
+        if handler.is_async:
+            call: Any = handler.func(run.ctx, payload)
+        else:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    max_workers=self._concurrency, thread_name_prefix="jobrun-handler"
+                )
+            call = asyncio.get_running_loop().run_in_executor(
+                self._executor, handler.func, run.ctx, payload
+            )
+        if timeout is None:
+            result: CommitCallback | None = await call
+            return result
+        seconds = timeout.total_seconds()
+        try:
+            async with asyncio.timeout(seconds):
+                result = await call
+                return result
+        except TimeoutError:
+            if run.stop_reason is not None:
+                raise asyncio.CancelledError from None
+            raise _AttemptTimeout(f"timed out: the attempt exceeded {seconds:g}s") from None
+
+    async def _complete(self, run: _Running, commit: CommitCallback | None) -> None:
+        run.completing = True
+        result = await self._completer.submit(run.job, commit)
+        if isinstance(result, Job):
+            self._record(run, result.state.value, level=logging.INFO)
+        elif isinstance(result, LeaseLost):
+            self._record(run, "lease_lost", level=logging.WARNING, detail=str(result))
+        elif isinstance(result, asyncio.CancelledError):
+            self._record(run, "abandoned", level=logging.ERROR, detail="worker stopped")
+        else:
+            # The effect did not commit (a failing commit callback, a database
+            # error): it is a failed attempt like any other, so it retries.
+            await self._failed(run, f"completion failed: {_error_text(result)}")
+
+    async def _failed(self, run: _Running, error: str) -> None:
+        job = run.job
+        retry_at = await self.db_now() + job.backoff.delay(job.attempts)
+        await self._report_fail(run, error, retry_at, outcome="failed")
+
+    async def _stopped(self, run: _Running) -> None:
+        if run.stop_reason == _REASON_SHUTDOWN:
+            error = "handed back: the worker shut down before the job finished"
+            outcome = "handed_back"
+        else:
+            error = "stopped: the job was cancelled or its lease was lost"
+            outcome = "stopped"
+        await self._report_fail(run, error, await self.db_now(), outcome=outcome)
+
+    async def _report_fail(
+        self, run: _Running, error: str, retry_at: datetime, *, outcome: str
+    ) -> None:
+        try:
+            stored = await self._store.fail(run.job, self.owner, error, retry_at)
+        except LeaseLost as exc:
+            self._record(run, "lease_lost", level=logging.WARNING, detail=str(exc))
+            return
+        except Exception:
+            self._log.exception(
+                "could not record the failure of job %s; its lease will expire",
+                run.job.id,
+                extra=self._extra(run, outcome="report_failed"),
+            )
+            return
+        level = logging.WARNING if stored.state.value == "dead" else logging.INFO
+        self._record(run, f"{outcome}:{stored.state.value}", level=level, detail=error)
+
+    # -- clock and logs -----------------------------------------------------------------------
+
+    def _observe_clock(self, job: Job) -> None:
+        if job.lease_expires_at is not None:
+            # The claim stamped lease_expires_at = database now + lease.
+            self._clock = (job.lease_expires_at - self._lease, time.monotonic())
+
+    def _db_now(self) -> datetime:
+        """Database now, from the last known reading plus the monotonic time since."""
+        assert self._clock is not None, "no database time observed yet"
+        at, mono = self._clock
+        return at + timedelta(seconds=time.monotonic() - mono)
+
+    async def db_now(self) -> datetime:
+        """Database now: derived from the latest claim, re-read when that is stale."""
+        if self._clock is None or time.monotonic() - self._clock[1] > _CLOCK_MAX_AGE:
+            now = await self._store.now()
+            self._clock = (now, time.monotonic())
+            return now
+        return self._db_now()
+
+    def _extra(self, run: _Running, *, outcome: str) -> dict[str, Any]:
+        return {
+            "job_id": str(run.job.id),
+            "job_type": run.job.type,
+            "queue": run.job.queue,
+            "attempt": run.job.attempts,
+            "owner": self.owner,
+            "duration_ms": round((time.monotonic() - run.started) * 1000, 3),
+            "outcome": outcome,
+        }
+
+    def _record(self, run: _Running, outcome: str, *, level: int, detail: str = "") -> None:
+        if not self._log.isEnabledFor(level):
+            return
+        extra = self._extra(run, outcome=outcome)
+        if detail:
+            extra["error"] = detail
+        self._log.log(
+            level,
+            "job %s (%s, attempt %d): %s in %.1fms",
+            run.job.id,
+            run.job.type,
+            run.job.attempts,
+            outcome,
+            extra["duration_ms"],
+            extra=extra,
+        )

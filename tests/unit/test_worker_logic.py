@@ -1,0 +1,251 @@
+"""Pure worker logic without a database: settings, group-commit batching, claim sizing.
+
+The store here is a tiny in-memory stand-in that records calls; it checks the
+worker's own bookkeeping only. Everything the store guarantees is tested
+against the real store and PostgreSQL in tests/integration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+
+from jobrun.errors import ConfigurationError, JobrunError, LeaseLost
+from jobrun.job import Backoff, Completion, Job, JobState
+from jobrun.registry import JobContext, Registry
+from jobrun.worker import Completer, Worker
+
+
+def make_job(job_type: str = "noop", owner: str = "w") -> Job:
+    now = datetime.now(UTC)
+    return Job(
+        id=uuid4(),
+        queue="default",
+        type=job_type,
+        payload={},
+        priority=0,
+        state=JobState.LEASED,
+        attempts=1,
+        max_attempts=3,
+        backoff=Backoff(),
+        run_at=now,
+        lease_owner=owner,
+        lease_expires_at=now + timedelta(seconds=30),
+        cancel_requested=False,
+        idempotency_key=None,
+        last_error=None,
+        created_at=now,
+        updated_at=now,
+        finished_at=None,
+    )
+
+
+class RecordingStore:
+    """Just enough of the Store port for the worker's loops; records what it was asked."""
+
+    def __init__(self, queued: int = 0, job_type: str = "noop") -> None:
+        self.queued = [make_job(job_type) for _ in range(queued)]
+        self.claims: list[int] = []
+        self.batches: list[int] = []
+        self.failed: list[tuple[Job, str, datetime]] = []
+        self.completed: list[UUID] = []
+        self.gate: asyncio.Event | None = None
+        self.lost: set[UUID] = set()
+
+    async def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    async def claim(
+        self, queues: Sequence[str], owner: str, limit: int, lease: timedelta
+    ) -> list[Job]:
+        self.claims.append(limit)
+        taken, self.queued = self.queued[:limit], self.queued[limit:]
+        return taken
+
+    async def complete_many(
+        self, owner: str, completions: Sequence[Completion]
+    ) -> list[Job | JobrunError]:
+        self.batches.append(len(completions))
+        if self.gate is not None:
+            await self.gate.wait()
+        out: list[Job | JobrunError] = []
+        for c in completions:
+            if c.job.id in self.lost:
+                out.append(LeaseLost(c.job.id, owner))
+            else:
+                self.completed.append(c.job.id)
+                out.append(c.job.model_copy(update={"state": JobState.SUCCEEDED}))
+        return out
+
+    async def fail(self, job: Job, owner: str, error: str, retry_at: datetime) -> Job:
+        self.failed.append((job, error, retry_at))
+        return job.model_copy(update={"state": JobState.QUEUED, "last_error": error})
+
+    async def heartbeat(self, owner: str, ids: Sequence[UUID], until: datetime) -> set[UUID]:
+        return set(ids)
+
+    async def reap_expired(self, now: datetime, limit: int = 1000) -> list[Job]:
+        return []
+
+
+def worker(store: RecordingStore, reg: Registry, **kw: Any) -> Worker:
+    kw.setdefault("poll_every", timedelta(milliseconds=20))
+    kw.setdefault("reap_every", None)
+    return Worker(store, reg, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"concurrency": 0}, "concurrency"),
+        ({"queues": ()}, "queue"),
+        ({"lease": timedelta(0)}, "lease"),
+        ({"heartbeat_every": timedelta(seconds=11)}, "third of the lease"),
+        ({"poll_every": timedelta(seconds=-1)}, "poll_every"),
+        ({"job_timeout": timedelta(0)}, "job_timeout"),
+        ({"shutdown_grace": timedelta(seconds=-1)}, "shutdown_grace"),
+        ({"reap_every": timedelta(0)}, "reap"),
+        ({"owner": ""}, "owner"),
+    ],
+)
+def test_bad_settings_are_refused_at_construction(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        Worker(RecordingStore(), Registry(), **kwargs)  # type: ignore[arg-type]
+
+
+def test_default_owner_is_host_pid_random() -> None:
+    a = Worker(RecordingStore(), Registry())  # type: ignore[arg-type]
+    b = Worker(RecordingStore(), Registry())  # type: ignore[arg-type]
+    assert a.owner != b.owner
+    assert a.owner.count(":") == 2
+
+
+async def test_completer_flushes_a_lone_job_at_once() -> None:
+    store = RecordingStore()
+    completer = Completer(store, "w")  # type: ignore[arg-type]
+    runner = asyncio.create_task(completer.run())
+    job = make_job()
+    result = await asyncio.wait_for(completer.submit(job, None), 1)
+    assert isinstance(result, Job)
+    assert result.state is JobState.SUCCEEDED
+    assert store.batches == [1]
+    completer.close()
+    await runner
+
+
+async def test_completer_grows_batches_while_a_commit_is_in_flight() -> None:
+    store = RecordingStore()
+    store.gate = asyncio.Event()
+    completer = Completer(store, "w", max_inflight=1)  # type: ignore[arg-type]
+    runner = asyncio.create_task(completer.run())
+    first = completer.submit(make_job(), None)
+    await asyncio.sleep(0.01)
+    rest = [completer.submit(make_job(), None) for _ in range(50)]
+    await asyncio.sleep(0.01)
+    store.gate.set()
+    await asyncio.gather(first, *rest)
+    assert store.batches == [1, 50]
+    completer.close()
+    await runner
+
+
+async def test_completer_caps_batch_size_and_reports_per_job_errors() -> None:
+    store = RecordingStore()
+    completer = Completer(store, "w", max_batch=10)  # type: ignore[arg-type]
+    jobs = [make_job() for _ in range(25)]
+    store.lost = {jobs[3].id}
+    futures = [completer.submit(j, None) for j in jobs]
+    runner = asyncio.create_task(completer.run())
+    results = await asyncio.gather(*futures)
+    assert max(store.batches) <= 10
+    assert sum(store.batches) == 25
+    assert isinstance(results[3], LeaseLost)
+    assert all(isinstance(r, Job) for i, r in enumerate(results) if i != 3)
+    completer.close()
+    await runner
+
+
+async def test_completer_turns_a_store_exception_into_per_job_results() -> None:
+    class Broken(RecordingStore):
+        async def complete_many(
+            self, owner: str, completions: Sequence[Completion]
+        ) -> list[Job | JobrunError]:
+            raise OSError("connection reset")
+
+    completer = Completer(Broken(), "w")  # type: ignore[arg-type]
+    runner = asyncio.create_task(completer.run())
+    results = await asyncio.gather(*(completer.submit(make_job(), None) for _ in range(3)))
+    assert all(isinstance(r, OSError) for r in results)
+    completer.close()
+    await runner
+
+
+async def test_claims_are_sized_to_free_slots_and_batches_group() -> None:
+    store = RecordingStore(queued=250)
+    reg = Registry()
+
+    @reg.handler("noop")
+    async def noop(ctx: JobContext, payload: Any) -> None:
+        return None
+
+    w = worker(store, reg, concurrency=100)
+    stop = asyncio.Event()
+    task = asyncio.create_task(w.run(stop))
+    for _ in range(200):
+        if len(store.completed) == 250:
+            break
+        await asyncio.sleep(0.01)
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    assert len(store.completed) == 250
+    assert store.claims[0] == 100
+    assert all(limit <= 100 for limit in store.claims)
+    # Group commit: far fewer completion batches than jobs.
+    assert len(store.batches) < 50
+
+
+async def test_failure_retry_at_is_database_time_plus_backoff() -> None:
+    store = RecordingStore(queued=1, job_type="boom")
+    reg = Registry()
+
+    @reg.handler("boom")
+    async def boom(ctx: JobContext, payload: Any) -> None:
+        raise ValueError("kaboom")
+
+    w = worker(store, reg)
+    stop = asyncio.Event()
+    task = asyncio.create_task(w.run(stop))
+    for _ in range(100):
+        if store.failed:
+            break
+        await asyncio.sleep(0.01)
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    job, error, retry_at = store.failed[0]
+    assert "ValueError: kaboom" in error
+    claimed_at = job.lease_expires_at - timedelta(seconds=30)  # type: ignore[operator]
+    expected = claimed_at + job.backoff.delay(1)
+    assert abs((retry_at - expected).total_seconds()) < 0.5
+
+
+async def test_stop_event_with_an_idle_worker_returns_promptly() -> None:
+    w = worker(RecordingStore(), Registry(), poll_every=timedelta(seconds=10))
+    stop = asyncio.Event()
+    task = asyncio.create_task(w.run(stop))
+    await asyncio.sleep(0.05)
+    stop.set()
+    await asyncio.wait_for(task, 2)
+
+
+async def test_a_worker_runs_once() -> None:
+    w = worker(RecordingStore(), Registry())
+    stop = asyncio.Event()
+    stop.set()
+    await w.run(stop)
+    with pytest.raises(RuntimeError):
+        await w.run(stop)
