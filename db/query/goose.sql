@@ -21,4 +21,4 @@ SELECT pg_advisory_unlock(sqlc.arg(lock_key)::bigint) AS released;
 
 -- name: GooseTableExists :one
 -- Lets `migrate status` read a database without creating anything in it.
-SELECT to_regclass('goose_db_version') IS NOT NULL AS present;
+SELECT (to_regclass('goose_db_version') IS NOT NULL)::boolean AS present;

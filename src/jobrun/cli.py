@@ -31,7 +31,7 @@ from jobrun.postgres import (
     resolve_database_url,
 )
 
-__all__ = ["DatabaseUrlOption", "EXIT_JOBRUN_ERROR", "app", "main", "run_with_pool"]
+__all__ = ["EXIT_JOBRUN_ERROR", "DatabaseUrlOption", "app", "main", "run_with_pool"]
 
 EXIT_JOBRUN_ERROR = 2
 """Exit code of a command that failed with a JobrunError (bad input, database down, ...)."""
@@ -120,8 +120,10 @@ def migrate_status_command(ctx: typer.Context, database_url: DatabaseUrlOption =
     table.add_column("file")
     for row in rows:
         applied = (
-            row.applied_at.strftime("%Y-%m-%d %H:%M:%S") if row.applied_at else "yes"
-        ) if row.applied else "pending"
+            (row.applied_at.strftime("%Y-%m-%d %H:%M:%S") if row.applied_at else "yes")
+            if row.applied
+            else "pending"
+        )
         table.add_row(str(row.version), applied, row.file_name or "(not in this jobrun)")
     stdout.print(table)
 

@@ -162,7 +162,7 @@ async def test_malformed_file_raises_naming_it_and_applies_nothing(
     write(tmp_path, "00001_ok.sql", "-- +goose Up\nCREATE TABLE ok (id int);\n")
     write(tmp_path, "00002_broken.sql", "-- +goose Up\n-- +goose StatementBegin\nSELECT 1;\n")
 
-    with pytest.raises(MigrationError, match="00002_broken.sql"):
+    with pytest.raises(MigrationError, match=r"00002_broken\.sql"):
         await run_migrate(empty_db_url, tmp_path)
     assert "ok" not in catalog(empty_db_url)["tables"]
 

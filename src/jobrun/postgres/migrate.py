@@ -33,11 +33,7 @@ from psycopg.rows import TupleRow
 
 from jobrun.errors import MigrationError
 from jobrun.postgres.pool import Pool
-
-try:
-    from jobrun.sqlc import goose as goose_queries
-except ImportError:  # TEMPORARY until the sqlc plugin generates jobrun.sqlc.goose
-    from jobrun.postgres import _sqlc_shim as goose_queries  # type: ignore[no-redef]
+from jobrun.sqlc import goose as goose_queries
 
 __all__ = [
     "MIGRATION_LOCK_KEY",
@@ -353,9 +349,7 @@ def _applied(rows: Iterable[_VersionRow]) -> dict[int, datetime | None]:
     for row in rows:
         latest[row.version_id] = row
     return {
-        version: row.tstamp
-        for version, row in latest.items()
-        if row.is_applied and version != 0
+        version: row.tstamp for version, row in latest.items() if row.is_applied and version != 0
     }
 
 
@@ -382,16 +376,16 @@ async def _apply(conn: psycopg.AsyncConnection[TupleRow], migration: Migration) 
                 await conn.execute(statement.encode())
             await q.goose_version_insert(version_id=migration.version, is_applied=True)
     except psycopg.Error as exc:
-        code_lines = [ln for ln in statement.splitlines() if ln.strip() and not ln.lstrip().startswith("--")]
+        code_lines = [
+            ln for ln in statement.splitlines() if ln.strip() and not ln.lstrip().startswith("--")
+        ]
         first_line = code_lines[0].strip() if code_lines else ""
         raise MigrationError(
             f"{migration.file_name}: failed at {first_line!r}: {exc}".rstrip()
         ) from exc
 
 
-async def migrate(
-    pool: Pool, *, source: Traversable | Path | None = None
-) -> list[int]:
+async def migrate(pool: Pool, *, source: Traversable | Path | None = None) -> list[int]:
     """Apply every pending migration; return the versions this call applied, in order.
 
     ``source`` is a directory of goose SQL files (tests pass their own); by default

@@ -18,11 +18,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from jobrun.errors import ConfigurationError, DatabaseUnavailable
-
-try:
-    from jobrun.sqlc import system as system_queries
-except ImportError:  # TEMPORARY until the sqlc plugin generates jobrun.sqlc.system
-    from jobrun.postgres import _sqlc_shim as system_queries  # type: ignore[no-redef]
+from jobrun.sqlc import system as system_queries
 
 __all__ = [
     "POOL_HEADROOM",

@@ -1,0 +1,82 @@
+"""Opening the pool: sizing, the ping, and errors that name the server but not the password."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from jobrun.errors import ConfigurationError, DatabaseUnavailable
+from jobrun.postgres import embedded_database_url, open_pool, resolve_database_url
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_unreachable_database_names_host_port_db_but_not_the_password() -> None:
+    port = closed_port()
+    url = f"postgresql://jobrun:hunter2-s3cret@127.0.0.1:{port}/jobs_prod"
+
+    with pytest.raises(DatabaseUnavailable) as info:
+        await open_pool(url, connect_timeout=2)
+
+    message = str(info.value)
+    assert f"127.0.0.1:{port}" in message
+    assert "jobs_prod" in message
+    assert "hunter2-s3cret" not in message
+    assert "hunter2-s3cret" not in repr(info.value.args)
+    assert (info.value.host, info.value.port, info.value.dbname) == (
+        "127.0.0.1",
+        str(port),
+        "jobs_prod",
+    )
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+async def test_missing_database_is_unavailable(pg_admin_url: str) -> None:
+    from psycopg.conninfo import make_conninfo
+
+    url = make_conninfo(pg_admin_url, dbname="jobrun_no_such_database")
+    with pytest.raises(DatabaseUnavailable, match="jobrun_no_such_database"):
+        await open_pool(url)
+
+
+async def test_malformed_url_is_a_configuration_error_without_the_password() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        await open_pool("postgresql://u:pa55word@host:notaport/db?bogus_option=1")
+    assert "pa55word" not in str(info.value)
+
+
+async def test_pool_is_sized_for_the_worker_and_pinged(db_url: str) -> None:
+    pool = await open_pool(db_url, worker_concurrency=5)
+    try:
+        assert pool.max_size == 5 + 8
+        assert pool.min_size <= 2
+        assert pool.get_stats()["pool_size"] >= 1
+    finally:
+        await pool.close()
+
+
+async def test_worker_concurrency_below_one_is_refused(db_url: str) -> None:
+    with pytest.raises(ConfigurationError):
+        await open_pool(db_url, worker_concurrency=0)
+
+
+def test_resolve_prefers_explicit_then_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JOBRUN_DATABASE_URL", "postgresql://from-env/db")
+    assert resolve_database_url("postgresql://explicit/db") == "postgresql://explicit/db"
+    assert resolve_database_url(None) == "postgresql://from-env/db"
+
+
+def test_embedded_server_is_used_when_nothing_is_configured(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    data_dir = tmp_path_factory.mktemp("embedded")
+    monkeypatch.delenv("JOBRUN_DATABASE_URL", raising=False)
+    monkeypatch.setenv("JOBRUN_EMBEDDED_DIR", str(data_dir))
+    url = resolve_database_url(None)
+    assert url == embedded_database_url(data_dir)
+    assert "host=" in url

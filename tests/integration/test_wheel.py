@@ -1,0 +1,87 @@
+"""The built wheel carries its migrations: install it in a fresh venv and migrate with it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import psycopg
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with only the built jobrun wheel installed in it.
+
+    Its dependencies come from the test venv's site-packages through a .pth file
+    (no downloads); the test venv's editable jobrun is not on that path.
+    """
+    work = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(work)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
+    wheel = next(work.glob("jobrun-*.whl"))
+    venv = work / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    (Path(site) / "_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--disable-pip-version-check",
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return venv
+
+
+def test_installed_wheel_migrates_an_empty_database(wheel_venv: Path, empty_db_url: str) -> None:
+    python = wheel_venv / "bin" / "python"
+    where = subprocess.run(
+        [str(python), "-c", "import jobrun, sys; print(jobrun.__file__)"],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=wheel_venv,
+    ).stdout.strip()
+    assert where.startswith(str(wheel_venv)), where
+    assert (Path(where).parent / "migrations" / "00001_jobs.sql").is_file()
+
+    env = {k: v for k, v in os.environ.items() if k != "JOBRUN_DATABASE_URL"}
+    result = subprocess.run(
+        [str(wheel_venv / "bin" / "jobrun"), "migrate", "--database-url", empty_db_url],
+        capture_output=True,
+        text=True,
+        cwd=wheel_venv,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+
+    with psycopg.connect(empty_db_url) as conn:
+        versions = [r[0] for r in conn.execute("SELECT version_id FROM goose_db_version")]
+    assert versions[0] == 0
+    assert 1 in versions
