@@ -14,6 +14,7 @@ The hierarchy::
     ├── IdempotencyConflict       same idempotency key, different job body
     ├── InvalidTransition         e.g. cancelling a job that already finished
     ├── LeaseLost                 the worker no longer owns the job it reports on
+    ├── CommitTimeout             a completion ran past the commit timeout
     └── UnknownJobType            no handler is registered for a claimed job
 
 Errors carry plain attributes (``job_id``, ``state``, ...) besides the message,
@@ -26,6 +27,7 @@ from __future__ import annotations
 from uuid import UUID
 
 __all__ = [
+    "CommitTimeout",
     "ConfigurationError",
     "DatabaseUnavailable",
     "IdempotencyConflict",
@@ -129,6 +131,10 @@ class LeaseLost(JobrunError):
         self.job_id = job_id
         self.owner = owner
         super().__init__(f"lease on job {job_id} is no longer held by {owner!r}")
+
+
+class CommitTimeout(JobrunError):
+    """A completion transaction ran past the store's commit timeout and was rolled back."""
 
 
 class UnknownJobType(JobrunError):

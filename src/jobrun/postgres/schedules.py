@@ -1,0 +1,234 @@
+"""The Schedules half of the Store: cron and interval job templates.
+
+A schedule stores its next run time. ``due_schedules`` runs in its own short
+transaction: it locks the due rows with SKIP LOCKED (so an overlapping second
+leader takes none of them), materialises each due run as a job whose
+idempotency key is ``sched:<id>:<next_run>`` (the durable guard: even two
+leaders racing on the same row could only produce one job per run), and
+advances ``next_run_at``.
+
+Misfire policy: after downtime a schedule fires once for all the runs it
+missed (the oldest missed run time is the job's key), and its next run is the
+first one after *now*, not a storm of catch-ups.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from jobrun.cron import next_fire, next_interval, validate_cron
+from jobrun.errors import InvalidSchedule, ScheduleNotFound
+from jobrun.job import Backoff, Job, NewSchedule, Schedule, SchedulePatch, new_job_id
+from jobrun.postgres.convert import dump_dt, encode_payload, job_from_row, schedule_from_row, utc
+from jobrun.sqlc import jobs as job_queries
+from jobrun.sqlc import models
+from jobrun.sqlc import schedules as schedule_queries
+from jobrun.sqlc import system as system_queries
+
+__all__ = ["ScheduleMethods", "schedule_job_key"]
+
+log = logging.getLogger("jobrun.schedules")
+
+_DUE_BATCH = 100
+
+
+def schedule_job_key(schedule_id: int, run_at: datetime) -> str:
+    """The idempotency key of the job materialised for one run of a schedule."""
+    return f"sched:{schedule_id}:{dump_dt(run_at)}"
+
+
+def _check_trigger(cron: str | None, timezone: str) -> None:
+    if cron is not None:
+        validate_cron(cron, timezone)
+    else:
+        # An interval schedule still carries a zone; refuse a bad one early.
+        validate_cron("* * * * *", timezone)
+
+
+def _next_run(
+    cron: str | None, every: Any, timezone: str, anchor: datetime, after: datetime
+) -> datetime:
+    if cron is not None:
+        return next_fire(cron, timezone, after)
+    return next_interval(every, anchor, after)
+
+
+class ScheduleMethods:
+    """Mixed into :class:`jobrun.postgres.store.Store`; uses its transaction helpers."""
+
+    notify_channel: str
+    max_payload_bytes: int
+
+    if TYPE_CHECKING:
+
+        def _with_tx(
+            self, conn: psycopg.AsyncConnection[Any] | None = None
+        ) -> AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]: ...
+
+        def _connection(self) -> AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]: ...
+
+    async def create_schedule(self, schedule: NewSchedule) -> Schedule:
+        """Store a new schedule; its first run is the first fire time after database now."""
+        _check_trigger(schedule.cron, schedule.timezone)
+        payload, _ = encode_payload(schedule.type, schedule.payload, self.max_payload_bytes)
+        async with self._with_tx() as tx:
+            now = await _db_now(tx)
+            first = _next_run(schedule.cron, schedule.every, schedule.timezone, now, now)
+            queries = schedule_queries.AsyncQuerier(tx)
+            if await queries.schedule_get_by_name(name=schedule.name) is not None:
+                raise InvalidSchedule(f"a schedule named {schedule.name!r} already exists")
+            row = await queries.schedule_insert(
+                name=schedule.name,
+                type=schedule.type,
+                queue=schedule.queue,
+                payload=payload,
+                priority=schedule.priority,
+                max_attempts=schedule.max_attempts,
+                cron=schedule.cron,
+                every=schedule.every,
+                timezone=schedule.timezone,
+                next_run_at=first,
+            )
+        assert row is not None
+        return schedule_from_row(row)
+
+    async def get_schedule(self, name: str) -> Schedule:
+        """One schedule by name; ScheduleNotFound when there is none."""
+        async with self._connection() as conn:
+            row = await schedule_queries.AsyncQuerier(conn).schedule_get_by_name(name=name)
+        if row is None:
+            raise ScheduleNotFound(name)
+        return schedule_from_row(row)
+
+    async def update_schedule(self, name: str, patch: SchedulePatch) -> Schedule:
+        """Change a schedule's template or trigger; a changed trigger recomputes the next run."""
+        async with self._with_tx() as tx:
+            queries = schedule_queries.AsyncQuerier(tx)
+            current = await queries.schedule_lock_by_name(name=name)
+            if current is None:
+                raise ScheduleNotFound(name)
+            cron, every = current.cron, current.every
+            if patch.cron is not None:
+                cron, every = patch.cron, None
+            elif patch.every is not None:
+                cron, every = None, patch.every
+            timezone = patch.timezone or current.timezone
+            _check_trigger(cron, timezone)
+            job_type = patch.type or current.type
+            payload = current.payload if patch.payload is None else patch.payload
+            payload, _ = encode_payload(job_type, payload, self.max_payload_bytes)
+            next_run_at = current.next_run_at
+            if (cron, every, timezone) != (current.cron, current.every, current.timezone):
+                now = await _db_now(tx)
+                next_run_at = _next_run(cron, every, timezone, now, now)
+            row = await queries.schedule_update(
+                name=name,
+                type=job_type,
+                queue=patch.queue or current.queue,
+                payload=payload,
+                priority=current.priority if patch.priority is None else patch.priority,
+                max_attempts=patch.max_attempts or current.max_attempts,
+                cron=cron,
+                every=every,
+                timezone=timezone,
+                next_run_at=next_run_at,
+            )
+        assert row is not None
+        return schedule_from_row(row)
+
+    async def pause_schedule(self, name: str) -> Schedule:
+        """Stop a schedule from firing until it is resumed."""
+        async with self._connection() as conn:
+            row = await schedule_queries.AsyncQuerier(conn).schedule_set_paused(
+                name=name, paused=True, next_run_at=None
+            )
+        if row is None:
+            raise ScheduleNotFound(name)
+        return schedule_from_row(row)
+
+    async def resume_schedule(self, name: str) -> Schedule:
+        """Let a paused schedule fire again from now on: the runs it missed are skipped."""
+        async with self._with_tx() as tx:
+            queries = schedule_queries.AsyncQuerier(tx)
+            current = await queries.schedule_lock_by_name(name=name)
+            if current is None:
+                raise ScheduleNotFound(name)
+            now = await _db_now(tx)
+            next_run_at = current.next_run_at
+            if current.paused and next_run_at <= now:
+                next_run_at = _next_run(
+                    current.cron, current.every, current.timezone, current.next_run_at, now
+                )
+            row = await queries.schedule_set_paused(
+                name=name, paused=False, next_run_at=next_run_at
+            )
+        assert row is not None
+        return schedule_from_row(row)
+
+    async def delete_schedule(self, name: str) -> None:
+        """Remove a schedule; jobs it already made are left alone."""
+        async with self._connection() as conn:
+            deleted = await schedule_queries.AsyncQuerier(conn).schedule_delete(name=name)
+        if deleted == 0:
+            raise ScheduleNotFound(name)
+
+    async def list_schedules(self) -> list[Schedule]:
+        """Every schedule, by name."""
+        async with self._connection() as conn:
+            rows = await schedule_queries.AsyncQuerier(conn).schedule_list()
+        return [schedule_from_row(r) for r in rows]
+
+    async def due_schedules(self, now: datetime) -> list[Job]:
+        """Materialise every due run as a job, advance the schedules, return the new jobs.
+
+        ``now`` is database time as read by the caller. A run whose job
+        already exists (its ``sched:`` key is taken) makes no second job.
+        """
+        made: list[Job] = []
+        async with self._with_tx() as tx:
+            due = await schedule_queries.AsyncQuerier(tx).schedule_lock_due(
+                now=now, max_schedules=_DUE_BATCH
+            )
+            jobs = job_queries.AsyncQuerier(tx)
+            for row in due:
+                made.extend(await _materialise(jobs, row))
+                following = _next_run(row.cron, row.every, row.timezone, row.next_run_at, now)
+                await schedule_queries.AsyncQuerier(tx).schedule_advance(
+                    id=row.id, next_run_at=following, last_run_at=row.next_run_at
+                )
+            for queue in sorted({job.queue for job in made}):
+                await jobs.job_notify(channel=self.notify_channel, queue=queue)
+        return made
+
+
+async def _db_now(conn: psycopg.AsyncConnection[Any]) -> datetime:
+    now = await system_queries.AsyncQuerier(conn).database_now()
+    assert now is not None
+    return utc(now)
+
+
+async def _materialise(jobs: job_queries.AsyncQuerier, row: models.Schedule) -> list[Job]:
+    backoff = Backoff()
+    inserted = await jobs.job_insert(
+        id=new_job_id(),
+        queue=row.queue,
+        type=row.type,
+        payload=row.payload,
+        priority=row.priority,
+        max_attempts=row.max_attempts,
+        backoff_kind=models.BackoffKind(backoff.kind.value),
+        backoff_base=backoff.base,
+        backoff_max=backoff.max,
+        run_at=row.next_run_at,
+        delay=backoff.base * 0,
+        idempotency_key=schedule_job_key(row.id, row.next_run_at),
+    )
+    if inserted is None:
+        log.info("schedule %s run %s already materialised", row.name, row.next_run_at)
+        return []
+    return [job_from_row(inserted)]

@@ -1,0 +1,585 @@
+"""The PostgreSQL Store: every job transition of the contract, one transaction each.
+
+Transactions open only here, through :meth:`Store._with_tx`. A transition that
+fits in one statement (claim, heartbeat, fail, the plain completion, cancel's
+two halves) is written as one statement whose data-modifying CTEs also record
+its events, so it is one round trip on an autocommit connection and its event
+can never be lost or orphaned. Multi-statement transitions:
+
+* enqueue: insert (+ event) and, on an idempotency replay, a re-read; then
+  ``pg_notify``. PostgreSQL delivers the notification at commit, so no
+  listener wakes before the job is visible.
+* enqueue_batch: db now, COPY jobs, keyed jobs by one ``INSERT .. ON CONFLICT``,
+  COPY events, one notification per queue.
+* complete with a commit callback: statement timeout, lock and owner check,
+  ledger rows, the callbacks, the owner-guarded finish (+ events). A lost
+  lease or any error rolls the callbacks' writes back with everything else.
+* reap: lock expired leases with SKIP LOCKED, verdicts from each job's own
+  policy, one batched update (+ events).
+
+Times passed in are database time as read by the caller (``await store.now()``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from typing import Any, TypeVar
+from uuid import UUID
+
+import psycopg
+from pydantic import BaseModel
+
+from jobrun.errors import (
+    ConfigurationError,
+    IdempotencyConflict,
+    InvalidTransition,
+    JobNotFound,
+    JobrunError,
+    LeaseLost,
+)
+from jobrun.job import (
+    CommitCallback,
+    Completion,
+    Event,
+    EventMode,
+    Job,
+    JobFilter,
+    JobPage,
+    NewJob,
+    QueueDepth,
+)
+from jobrun.postgres import _base
+from jobrun.postgres.convert import (
+    depth_from_row,
+    event_from_row,
+    job_from_row,
+    map_error,
+    utc,
+)
+from jobrun.postgres.pool import Pool, database_location
+from jobrun.postgres.schedules import ScheduleMethods
+from jobrun.sqlc import effects as effect_queries
+from jobrun.sqlc import events as event_queries
+from jobrun.sqlc import jobs as job_queries
+from jobrun.sqlc import models
+from jobrun.sqlc import system as system_queries
+
+__all__ = ["DEFAULT_NOTIFY_CHANNEL", "Store"]
+
+log = logging.getLogger("jobrun.store")
+
+DEFAULT_NOTIFY_CHANNEL = "jobrun"
+"""The LISTEN/NOTIFY channel; the payload of each notification is a queue name."""
+
+_COPY_CHUNK = 5_000
+_T = TypeVar("_T")
+
+
+def effect_key_of(job_type: str, idempotency_key: str | None, job_id: UUID) -> tuple[str, str]:
+    """The ledger key of a job's effect: its idempotency key when it has one, else its id."""
+    return "job:" + job_type, idempotency_key if idempotency_key is not None else str(job_id)
+
+
+class Store(ScheduleMethods):
+    """jobrun's Store port on a psycopg async pool.
+
+    ``event_mode`` chooses which transitions are recorded (claims are skipped
+    in ``terminal`` mode); ``commit_timeout`` bounds each statement of a
+    completion transaction; ``notify_channel`` is the LISTEN/NOTIFY channel;
+    ``payload_models`` validates the payload of the named job types at enqueue.
+    """
+
+    def __init__(
+        self,
+        pool: Pool,
+        *,
+        event_mode: EventMode | str = EventMode.ALL,
+        commit_timeout: timedelta = timedelta(seconds=30),
+        notify_channel: str = DEFAULT_NOTIFY_CHANNEL,
+        payload_models: Mapping[str, type[BaseModel]] | None = None,
+        max_payload_bytes: int = _base.DEFAULT_MAX_PAYLOAD_BYTES,
+    ) -> None:
+        if commit_timeout <= timedelta(0):
+            raise ConfigurationError("commit_timeout must be positive")
+        if not notify_channel:
+            raise ConfigurationError("notify_channel must not be empty")
+        self._pool = pool
+        self.event_mode = EventMode(event_mode)
+        self.commit_timeout = commit_timeout
+        self.notify_channel = notify_channel
+        self.payload_models: dict[str, type[BaseModel]] = dict(payload_models or {})
+        self.max_payload_bytes = max_payload_bytes
+        self._timeout_setting = f"{max(1, int(commit_timeout.total_seconds() * 1000))}ms"
+        self._location = database_location(str(pool.conninfo))
+
+    @property
+    def pool(self) -> Pool:
+        """The pool this store runs on."""
+        return self._pool
+
+    # -- plumbing -----------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _with_tx(
+        self, conn: psycopg.AsyncConnection[Any] | None = None
+    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """The one way a transaction opens: on ``conn`` (joining its transaction) or the pool.
+
+        On a caller's connection that already has a transaction open this is a
+        savepoint inside it, so the caller's commit or rollback decides.
+        """
+        try:
+            if conn is not None:
+                if not isinstance(conn, psycopg.AsyncConnection):
+                    raise ConfigurationError(
+                        "conn must be a psycopg.AsyncConnection; "
+                        "use jobrun.postgres.SyncProducer with a sync connection"
+                    )
+                async with conn.transaction():
+                    yield conn
+                return
+            async with self._pool.connection() as pooled, pooled.transaction():
+                yield pooled
+        except psycopg.Error as exc:
+            raise map_error(exc, self._location) from exc
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A pooled connection for a single statement (its own implicit transaction)."""
+        try:
+            async with self._pool.connection() as conn:
+                yield conn
+        except psycopg.Error as exc:
+            raise map_error(exc, self._location) from exc
+
+    async def now(self) -> Any:
+        """The database clock, in UTC."""
+        async with self._connection() as conn:
+            now = await system_queries.AsyncQuerier(conn).database_now()
+        if now is None:  # pragma: no cover - now() always returns a row
+            raise JobrunError("the database returned no time")
+        return utc(now)
+
+    # -- enqueue ------------------------------------------------------------------
+
+    async def enqueue(
+        self, job: NewJob, *, conn: psycopg.AsyncConnection[Any] | None = None
+    ) -> Job:
+        """Insert ``job``, or return the stored job when it replays an idempotency key.
+
+        A replay (same key, same body) returns the stored job, whose ``id``
+        differs from ``job.id``; a different body raises IdempotencyConflict.
+        With ``conn`` the job joins the caller's transaction and commits (and
+        notifies) with it or not at all.
+        """
+        (item,) = _base.prepare_jobs([job], self.payload_models, self.max_payload_bytes)
+        async with self._with_tx(conn) as tx:
+            queries = job_queries.AsyncQuerier(tx)
+            row = await queries.job_insert(**_base.insert_args(item))
+            if row is None:
+                stored = await queries.job_get_by_idempotency_key(
+                    queue=job.queue, idempotency_key=job.idempotency_key or ""
+                )
+                if stored is None:
+                    # The conflicting row was purged between our insert and read: retry once.
+                    row = await queries.job_insert(**_base.insert_args(item))
+                    if row is None:
+                        raise JobrunError(f"could not insert or read job key {job.idempotency_key}")
+                else:
+                    return _base.check_replay(item, job_from_row(stored))
+            await queries.job_notify(channel=self.notify_channel, queue=job.queue)
+        return job_from_row(row)
+
+    async def enqueue_batch(
+        self, jobs: Sequence[NewJob], *, conn: psycopg.AsyncConnection[Any] | None = None
+    ) -> list[Job | IdempotencyConflict]:
+        """Insert many jobs in one transaction; one result per input, in order.
+
+        Jobs without an idempotency key go through COPY; keyed jobs through
+        one ``INSERT .. ON CONFLICT DO NOTHING``, so a replay returns the
+        stored job and a conflicting body is reported as an IdempotencyConflict
+        in its slot while the rest are inserted. Every payload is validated
+        before anything is written.
+        """
+        if not jobs:
+            return []
+        prepared = _base.prepare_jobs(jobs, self.payload_models, self.max_payload_bytes)
+        results: list[Job | IdempotencyConflict | None] = [None] * len(prepared)
+        async with self._with_tx(conn) as tx:
+            now = await system_queries.AsyncQuerier(tx).database_now()
+            assert now is not None
+            queries = job_queries.AsyncQuerier(tx)
+            inserted: list[Job] = []
+            plain = [i for i, item in enumerate(prepared) if item.job.idempotency_key is None]
+            keyed = [i for i, item in enumerate(prepared) if item.job.idempotency_key is not None]
+            for start in range(0, len(plain), _COPY_CHUNK):
+                chunk = plain[start : start + _COPY_CHUNK]
+                rows = []
+                for index in chunk:
+                    row, made = _base.job_copy_row(prepared[index], now)
+                    rows.append(row)
+                    results[index] = made
+                    inserted.append(made)
+                await queries.job_insert_copy(rows=rows)
+            if keyed:
+                inserted.extend(await self._insert_keyed(queries, prepared, keyed, now, results))
+            event_rows = (_base.event_copy_row(job) for job in inserted)
+            await event_queries.AsyncQuerier(tx).event_insert_copy(rows=event_rows)
+            for queue in sorted({job.queue for job in inserted}):
+                await queries.job_notify(channel=self.notify_channel, queue=queue)
+        return [r for r in results if r is not None]
+
+    async def _insert_keyed(
+        self,
+        queries: job_queries.AsyncQuerier,
+        prepared: list[_base.PreparedJob],
+        keyed: list[int],
+        now: Any,
+        results: list[Job | IdempotencyConflict | None],
+    ) -> list[Job]:
+        inserted: list[Job] = []
+        for start in range(0, len(keyed), _COPY_CHUNK):
+            chunk = keyed[start : start + _COPY_CHUNK]
+            items = [prepared[i] for i in chunk]
+            new_ids = set(await queries.job_insert_keyed_many(**_base.keyed_arrays(items, now)))
+            missing = [i for i in chunk if prepared[i].job.id not in new_ids]
+            stored_by_key: dict[tuple[str, str], Job] = {}
+            if missing:
+                stored = await queries.job_get_by_idempotency_keys(
+                    queues=[prepared[i].job.queue for i in missing],
+                    idempotency_keys=[prepared[i].job.idempotency_key or "" for i in missing],
+                )
+                stored_by_key = {
+                    (r.queue, r.idempotency_key or ""): job_from_row(r) for r in stored
+                }
+            for index in chunk:
+                item = prepared[index]
+                if item.job.id in new_ids:
+                    made = _base.job_copy_row(item, now)[1]
+                    results[index] = made
+                    inserted.append(made)
+                    continue
+                key = (item.job.queue, item.job.idempotency_key or "")
+                existing = stored_by_key.get(key)
+                if existing is None:
+                    raise JobrunError(f"idempotency key {key[1]!r} vanished during enqueue")
+                try:
+                    results[index] = _base.check_replay(item, existing)
+                except IdempotencyConflict as conflict:
+                    results[index] = conflict
+        return inserted
+
+    # -- the lease ----------------------------------------------------------------
+
+    async def claim(
+        self, queues: Sequence[str], owner: str, limit: int, lease: timedelta
+    ) -> list[Job]:
+        """Lease up to ``limit`` due jobs of ``queues`` for ``owner``, in claim order.
+
+        One statement: queued → leased, attempts + 1, lease until db now +
+        ``lease``; in event mode ``all`` the same statement records the claims.
+        """
+        if limit <= 0 or not queues:
+            return []
+        async with self._connection() as conn:
+            queries = job_queries.AsyncQuerier(conn)
+            claim = (
+                queries.job_claim_recorded
+                if self.event_mode is EventMode.ALL
+                else queries.job_claim
+            )
+            rows = await claim(
+                queues=list(queues), owner=owner, max_jobs=limit, lease=lease, now=None
+            )
+        jobs = [job_from_row(r) for r in rows]
+        jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
+        return jobs
+
+    async def heartbeat(self, owner: str, ids: Sequence[UUID], until: Any) -> set[UUID]:
+        """Extend ``owner``'s unexpired leases on ``ids`` to ``until``; return those kept.
+
+        Ids whose cancel was requested, whose lease expired, or that another
+        owner holds are left out: the worker must stop those jobs.
+        """
+        if not ids:
+            return set()
+        async with self._connection() as conn:
+            kept = await job_queries.AsyncQuerier(conn).job_heartbeat(
+                ids=list(ids), owner=owner, until=until, now=None
+            )
+        return set(kept)
+
+    # -- completion -----------------------------------------------------------------
+
+    def effect_key(self, job: Job) -> tuple[str, str]:
+        """The (scope, key) of ``job``'s effect in the ``processed_effects`` ledger."""
+        return effect_key_of(job.type, job.idempotency_key, job.id)
+
+    async def effect_done(self, job: Job) -> bool:
+        """Whether ``job``'s effect has committed."""
+        scope, key = self.effect_key(job)
+        async with self._connection() as conn:
+            done = await effect_queries.AsyncQuerier(conn).effect_exists(scope=scope, key=key)
+        return bool(done)
+
+    async def complete(self, job: Job, owner: str, commit: CommitCallback | None = None) -> Job:
+        """Finish a leased job: succeeded, or cancelled when a cancel was requested.
+
+        ``commit`` runs inside the completion transaction, after the ledger row
+        is inserted, and is skipped when the row already existed (the effect
+        committed on an earlier attempt). Raises LeaseLost, changing nothing,
+        when ``owner`` no longer holds the lease.
+        """
+        (result,) = await self.complete_many(owner, [Completion(job=job, commit=commit)])
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    async def complete_many(
+        self, owner: str, completions: Sequence[Completion]
+    ) -> list[Job | Exception]:
+        """Complete a group of jobs with as few transactions as the guarantees allow.
+
+        Jobs without a callback finish in one statement together. Jobs with a
+        callback share one transaction (group commit): rows locked and owners
+        checked together, ledger rows inserted together, each callback run in
+        turn, one finishing update. If a callback fails, that transaction rolls
+        back and each of those jobs is completed in a transaction of its own,
+        so one bad effect never takes the others with it. One result per
+        input, in order: the finished Job, LeaseLost, or the callback's error.
+        """
+        results: dict[UUID, Job | Exception] = {}
+        plain = [c.job for c in completions if c.commit is None]
+        with_effects = [c for c in completions if c.commit is not None]
+        if plain:
+            await self._complete_plain(owner, plain, results)
+        if with_effects:
+            try:
+                await self._complete_group(owner, with_effects, results)
+            except Exception as exc:
+                if len(with_effects) == 1:
+                    results[with_effects[0].job.id] = _as_exception(exc)
+                else:
+                    log.debug("group commit rolled back, completing one by one: %s", exc)
+                    for completion in with_effects:
+                        try:
+                            await self._complete_group(owner, [completion], results)
+                        except Exception as single:
+                            results[completion.job.id] = _as_exception(single)
+        return [results[c.job.id] for c in completions]
+
+    async def _complete_plain(
+        self, owner: str, jobs: list[Job], results: dict[UUID, Job | Exception]
+    ) -> None:
+        async with self._connection() as conn:
+            rows = await job_queries.AsyncQuerier(conn).job_complete_many(
+                ids=[j.id for j in jobs], owner=owner
+            )
+        for row in rows:
+            results[row.id] = job_from_row(row)
+        for job in jobs:
+            results.setdefault(job.id, LeaseLost(job.id, owner))
+
+    async def _complete_group(
+        self, owner: str, group: Sequence[Completion], results: dict[UUID, Job | Exception]
+    ) -> None:
+        outcome: dict[UUID, Job | Exception] = {}
+        async with self._with_tx() as tx:
+            await effect_queries.AsyncQuerier(tx).transaction_set_statement_timeout(
+                timeout=self._timeout_setting
+            )
+            queries = job_queries.AsyncQuerier(tx)
+            locked = await queries.job_lock_many(ids=[c.job.id for c in group])
+            held = {
+                row.id
+                for row in locked
+                if row.state == models.JobState.LEASED and row.lease_owner == owner
+            }
+            kept = [c for c in group if c.job.id in held]
+            for completion in group:
+                if completion.job.id not in held:
+                    outcome[completion.job.id] = LeaseLost(completion.job.id, owner)
+            if kept:
+                keys = [self.effect_key(c.job) for c in kept]
+                fresh = set(
+                    await effect_queries.AsyncQuerier(tx).effect_insert_many(
+                        scopes=[k[0] for k in keys],
+                        keys=[k[1] for k in keys],
+                        job_ids=[c.job.id for c in kept],
+                    )
+                )
+                for completion in kept:
+                    if completion.job.id in fresh and completion.commit is not None:
+                        await completion.commit(tx)
+                rows = await queries.job_finish_many(ids=[c.job.id for c in kept], owner=owner)
+                for row in rows:
+                    outcome[row.id] = job_from_row(row)
+                for completion in kept:
+                    # Locked and checked above, so the guarded update cannot miss it.
+                    outcome.setdefault(completion.job.id, LeaseLost(completion.job.id, owner))
+        results.update(outcome)
+
+    async def fail(self, job: Job, owner: str, error: str, retry_at: Any) -> Job:
+        """Record a failed attempt: queued at ``retry_at``, dead, or cancelled.
+
+        Dead when the attempts are spent, cancelled when a cancel was
+        requested, otherwise queued again at ``retry_at`` (db time). Raises
+        LeaseLost, changing nothing, when ``owner`` no longer holds the lease.
+        """
+        async with self._connection() as conn:
+            row = await job_queries.AsyncQuerier(conn).job_fail(
+                id=job.id, owner=owner, error=error, retry_at=retry_at
+            )
+        if row is None:
+            raise LeaseLost(job.id, owner)
+        return job_from_row(row)
+
+    async def reap_expired(self, now: Any, limit: int = 1000) -> list[Job]:
+        """Requeue, kill or cancel jobs whose lease expired before ``now`` (db time).
+
+        Each verdict comes from the job's own policy: dead when its attempts
+        are spent, cancelled when a cancel was requested, else queued after its
+        backoff. The claim already counted the attempt, so a crash costs one.
+        """
+        async with self._with_tx() as tx:
+            queries = job_queries.AsyncQuerier(tx)
+            expired = await queries.job_lock_expired(now=now, max_jobs=limit)
+            if not expired:
+                return []
+            states: list[models.JobState] = []
+            run_ats = []
+            for row in expired:
+                if row.cancel_requested:
+                    states.append(models.JobState.CANCELLED)
+                elif row.attempts >= row.max_attempts:
+                    states.append(models.JobState.DEAD)
+                else:
+                    states.append(models.JobState.QUEUED)
+                backoff = job_from_row(row).backoff
+                run_ats.append(now + backoff.delay(row.attempts))
+            rows = await queries.job_reap_many(
+                ids=[r.id for r in expired], states=states, run_ats=run_ats
+            )
+            notify = sorted({r.queue for r in rows if r.state == models.JobState.QUEUED})
+            for queue in notify:
+                await queries.job_notify(channel=self.notify_channel, queue=queue)
+        return [job_from_row(r) for r in rows]
+
+    # -- operators ----------------------------------------------------------------
+
+    async def get(self, job_id: UUID) -> Job:
+        """One job by id; JobNotFound when there is none."""
+        async with self._connection() as conn:
+            row = await job_queries.AsyncQuerier(conn).job_get(id=job_id)
+        if row is None:
+            raise JobNotFound(job_id)
+        return job_from_row(row)
+
+    async def list_jobs(
+        self, filter: JobFilter | None = None, *, limit: int = 50, cursor: UUID | None = None
+    ) -> JobPage:
+        """A page of jobs matching ``filter``, newest first; keyset-paginated by id."""
+        if limit < 1:
+            raise ConfigurationError("limit must be at least 1")
+        f = filter or JobFilter()
+        async with self._connection() as conn:
+            rows = await job_queries.AsyncQuerier(conn).job_list(
+                queue=f.queue,
+                state=None if f.state is None else models.JobState(f.state.value),
+                type=f.type,
+                created_after=f.created_after,
+                created_before=f.created_before,
+                cursor=cursor,
+                max_jobs=limit + 1,
+            )
+        jobs = [job_from_row(r) for r in rows[:limit]]
+        next_cursor = jobs[-1].id if len(rows) > limit else None
+        return JobPage(jobs=jobs, next_cursor=next_cursor)
+
+    async def cancel(self, job_id: UUID) -> Job:
+        """Cancel a job: a queued one ends cancelled now; a leased one gets a cancel request.
+
+        The worker holding a cancel-requested job stops it at its next
+        heartbeat, and the job ends cancelled. A finished job raises
+        InvalidTransition.
+        """
+        async with self._with_tx() as tx:
+            queries = job_queries.AsyncQuerier(tx)
+            current = await queries.job_lock(id=job_id)
+            if current is None:
+                raise JobNotFound(job_id)
+            if current.state == models.JobState.QUEUED:
+                row = await queries.job_cancel_queued(id=job_id)
+            elif current.state == models.JobState.LEASED:
+                if current.cancel_requested:
+                    return job_from_row(current)
+                row = await queries.job_request_cancel(id=job_id)
+            else:
+                raise InvalidTransition(job_id, str(current.state), "cancel")
+            assert row is not None  # locked above
+        return job_from_row(row)
+
+    async def retry(self, job_id: UUID) -> Job:
+        """Put a dead or cancelled job back in its queue, due now, and wake a worker."""
+        async with self._with_tx() as tx:
+            queries = job_queries.AsyncQuerier(tx)
+            current = await queries.job_lock(id=job_id)
+            if current is None:
+                raise JobNotFound(job_id)
+            if current.state not in (models.JobState.DEAD, models.JobState.CANCELLED):
+                raise InvalidTransition(job_id, str(current.state), "retry")
+            row = await queries.job_retry(id=job_id, from_state=current.state)
+            assert row is not None  # locked above
+            await queries.job_notify(channel=self.notify_channel, queue=row.queue)
+        return job_from_row(row)
+
+    async def purge(self, older_than: timedelta, batch_size: int = 1000) -> int:
+        """Delete finished jobs (and their events and ledger rows) older than ``older_than``.
+
+        Age is measured by the database clock. Works in batches of
+        ``batch_size``, each its own short transaction, so no lock is held long.
+        """
+        if batch_size < 1:
+            raise ConfigurationError("batch_size must be at least 1")
+        total = 0
+        while True:
+            async with self._connection() as conn:
+                deleted = await job_queries.AsyncQuerier(conn).job_purge(
+                    older_than=older_than, batch_size=batch_size
+                )
+            total += deleted
+            if deleted < batch_size:
+                return total
+
+    async def depth(self) -> list[QueueDepth]:
+        """Job counts per queue and state, with the oldest creation time of each."""
+        async with self._connection() as conn:
+            rows = await job_queries.AsyncQuerier(conn).job_depth()
+        return [depth_from_row(r.queue, r.state, r.count, r.oldest_created_at) for r in rows]
+
+    async def events(self, job_id: UUID) -> list[Event]:
+        """The recorded transitions of a job, oldest first."""
+        async with self._connection() as conn:
+            rows = await event_queries.AsyncQuerier(conn).event_list_by_job(job_id=job_id)
+        return [event_from_row(r) for r in rows]
+
+    async def prune_events(self, older_than: timedelta, batch_size: int = 5000) -> int:
+        """Delete events older than ``older_than`` (database clock), in bounded batches."""
+        total = 0
+        while True:
+            async with self._connection() as conn:
+                deleted = await event_queries.AsyncQuerier(conn).event_prune(
+                    older_than=older_than, batch_size=batch_size
+                )
+            total += deleted
+            if deleted < batch_size:
+                return total
+
+
+def _as_exception(exc: BaseException) -> Exception:
+    if isinstance(exc, Exception):
+        return exc
+    raise exc
