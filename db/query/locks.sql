@@ -1,0 +1,26 @@
+-- Session-level advisory locks for leader election (jobrun.postgres.lock). Each
+-- held lock lives on its own dedicated connection, so the server releases it the
+-- moment that connection dies, whoever killed it.
+
+-- name: AdvisoryLockTry :one
+-- Never blocks: false when another session holds the key.
+SELECT pg_try_advisory_lock(sqlc.arg(key)::bigint) AS acquired;
+
+-- name: AdvisoryUnlock :one
+SELECT pg_advisory_unlock(sqlc.arg(key)::bigint) AS released;
+
+-- name: AdvisoryLockHeld :one
+-- The keep-alive probe: a round trip that also proves this session still holds
+-- the lock. pg_locks splits a bigint key into classid (high 32 bits) and objid
+-- (low 32 bits); objsubid 1 marks the single-bigint form. Schema-qualified because
+-- sqlc's offline catalog only resolves pg_catalog relations by their full name.
+SELECT EXISTS (
+    SELECT 1
+    FROM pg_catalog.pg_locks
+    WHERE locktype = 'advisory'
+      AND pid = pg_backend_pid()
+      AND granted
+      AND objsubid = 1
+      AND classid = ((sqlc.arg(key)::bigint >> 32) & 4294967295)::oid
+      AND objid = (sqlc.arg(key)::bigint & 4294967295)::oid
+) AS held;

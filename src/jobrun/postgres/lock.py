@@ -1,0 +1,179 @@
+"""Leader election on PostgreSQL session advisory locks.
+
+:class:`AdvisoryLocker` implements the :class:`~jobrun.job.Locker` port: a
+lock is ``pg_try_advisory_lock(key)`` taken on a connection opened for that
+lock alone, outside the pool. The server releases a session lock the moment
+its session ends, so whatever kills the holder (a crash, ``kill -9``, a
+network cut, ``pg_terminate_backend``) frees the key for another process
+without any timeout of ours.
+
+The holder must learn it too, or two processes would both believe they lead.
+Each :class:`AdvisoryLock` handle runs a watcher that probes its connection
+every ``probe_every`` seconds (a query that also checks the lock is still in
+``pg_locks`` for this session); a failed or negative probe flips
+:attr:`~AdvisoryLock.lost` and completes :meth:`~AdvisoryLock.wait_lost`. A
+holder therefore learns of a loss within ``probe_every`` seconds plus one
+round trip; anything it does in that window must be safe to do twice (the
+scheduler's idempotency keys are).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from jobrun.postgres.pool import _unavailable
+from jobrun.sqlc.locks import AsyncQuerier
+
+__all__ = ["AdvisoryLock", "AdvisoryLocker"]
+
+log = logging.getLogger(__name__)
+
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+
+
+class AdvisoryLock:
+    """A held advisory lock (the :class:`~jobrun.job.LockHandle` port).
+
+    Owns its connection; :meth:`release` (or a loss) closes it.
+    """
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any], key: int, *, probe_every: float) -> None:
+        self._conn = conn
+        self._key = key
+        self._probe_every = probe_every
+        self._lost = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._released = False
+        self._watcher = asyncio.create_task(self._watch(), name=f"jobrun-lock-{key}")
+
+    @property
+    def key(self) -> int:
+        """The advisory lock key."""
+        return self._key
+
+    @property
+    def lost(self) -> bool:
+        """True once the lock is no longer held by this handle (lost or released)."""
+        return self._lost.is_set()
+
+    async def wait_lost(self) -> None:
+        """Return when the lock is lost, or released."""
+        await self._lost.wait()
+
+    async def release(self) -> None:
+        """Give the lock up and close its connection. Idempotent."""
+        if self._released:
+            return
+        self._released = True
+        # Stop the watcher between probes rather than cancelling one mid-query.
+        self._stop.set()
+        await self._watcher
+        if not self._lost.is_set():
+            with contextlib.suppress(psycopg.Error):
+                await AsyncQuerier(self._conn).advisory_unlock(key=self._key)
+        self._lost.set()
+        with contextlib.suppress(psycopg.Error):
+            await self._conn.close()
+
+    async def _watch(self) -> None:
+        querier = AsyncQuerier(self._conn)
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._probe_every):
+                    await self._stop.wait()
+            if self._stop.is_set():
+                return
+            try:
+                held = await querier.advisory_lock_held(key=self._key)
+            except psycopg.Error as exc:
+                reason = " ".join(str(exc).split()) or type(exc).__name__
+                self._mark_lost(f"its connection failed: {reason}")
+                break
+            if not held:
+                self._mark_lost("the session no longer holds it")
+                break
+        with contextlib.suppress(psycopg.Error):
+            await self._conn.close()
+
+    def _mark_lost(self, reason: str) -> None:
+        log.warning("advisory lock %d lost: %s", self._key, reason)
+        self._lost.set()
+
+
+class AdvisoryLocker:
+    """The :class:`~jobrun.job.Locker` port on ``pg_try_advisory_lock``.
+
+    Every acquired lock gets its own connection, named ``application_name``
+    in ``pg_stat_activity`` so operators can see who leads.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        application_name: str = "jobrun-locker",
+        probe_every: float = 1.0,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        if probe_every <= 0:
+            raise ValueError("probe_every must be positive")
+        self._url = url
+        self._application_name = application_name
+        self._probe_every = probe_every
+        self._connect_timeout = connect_timeout
+
+    @property
+    def probe_every(self) -> float:
+        """Seconds between a held lock's liveness probes: the bound on noticing a loss."""
+        return self._probe_every
+
+    async def try_acquire(self, key: int) -> AdvisoryLock | None:
+        """Take lock ``key`` if no other session holds it; ``None`` when one does.
+
+        Raises :class:`~jobrun.errors.DatabaseUnavailable` when the server
+        cannot be reached.
+        """
+        if not _INT64_MIN <= key <= _INT64_MAX:
+            raise ValueError(f"advisory lock key {key} does not fit a bigint")
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                self._url,
+                autocommit=True,
+                application_name=self._application_name,
+                connect_timeout=max(1, round(self._connect_timeout)),
+                keepalives=1,
+                keepalives_idle=5,
+                keepalives_interval=2,
+                keepalives_count=3,
+            )
+        except psycopg.OperationalError as exc:
+            raise _unavailable(self._url, str(exc)) from None
+        try:
+            acquired = await AsyncQuerier(conn).advisory_lock_try(key=key)
+        except psycopg.OperationalError as exc:
+            with contextlib.suppress(psycopg.Error):
+                await conn.close()
+            raise _unavailable(self._url, str(exc)) from None
+        except BaseException:
+            await conn.close()
+            raise
+        if not acquired:
+            await conn.close()
+            return None
+        log.debug("advisory lock %d acquired", key)
+        return AdvisoryLock(conn, key, probe_every=self._probe_every)
+
+
+if TYPE_CHECKING:
+    from jobrun.job import Locker, LockHandle
+
+    def _implements_ports(
+        locker: AdvisoryLocker, handle: AdvisoryLock
+    ) -> tuple[Locker, LockHandle]:
+        return locker, handle
