@@ -1,0 +1,297 @@
+"""Wake idle workers the moment a job is enqueued, over LISTEN/NOTIFY.
+
+Producers call ``pg_notify(channel, queue)`` inside the transaction that writes
+the job, so PostgreSQL delivers the notification only at commit: a worker can
+never wake before the row is visible, and a rolled-back enqueue wakes nobody.
+This module is the receiving end: the :class:`Notifier` implements the
+:class:`~jobrun.job.Dispatcher` port.
+
+Invariants:
+
+* One dedicated connection (autocommit, outside the pool) LISTENs for the whole
+  process. A reader task consumes psycopg's ``notifies()`` generator, so a
+  notification is dispatched as soon as its packet arrives: no polling.
+* Each waiter (a :class:`Subscription`, one per queue set) has a one-slot
+  signal. Notifications that arrive while it is busy leave a single pending
+  wake-up, not a pile of them.
+* Notifications are only a latency optimisation; workers also poll. When the
+  connection drops, the notifier reconnects with capped exponential backoff
+  and then wakes every waiter once, since a notification may have been lost
+  in the gap. Nothing a caller does ever fails because the listener is down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg import sql
+
+from jobrun.postgres.pool import _unavailable
+
+__all__ = ["DEFAULT_CHANNEL", "Notifier", "Subscription"]
+
+DEFAULT_CHANNEL = "jobrun"
+"""The channel producers notify and the notifier listens on, unless configured."""
+
+log = logging.getLogger(__name__)
+
+
+class Subscription:
+    """A waiter's one-slot wake-up signal for a fixed set of queues.
+
+    A notification for any of the queues sets the slot; :meth:`wait` consumes
+    it. However many notifications arrive while the owner is busy, the next
+    :meth:`wait` returns at once, exactly one time.
+    """
+
+    def __init__(self, notifier: Notifier, queues: frozenset[str]) -> None:
+        self._notifier = notifier
+        self._queues = queues
+        self._signal = asyncio.Event()
+
+    @property
+    def queues(self) -> frozenset[str]:
+        """The queues whose notifications wake this subscription."""
+        return self._queues
+
+    async def wait(self, timeout: float) -> bool:  # noqa: ASYNC109 - mirrors the port
+        """Wait for a notification of one of the queues; False after ``timeout`` seconds.
+
+        A wake-up that arrived since the last call is returned immediately.
+        """
+        if not self._signal.is_set():
+            try:
+                async with asyncio.timeout(max(timeout, 0.0)):
+                    await self._signal.wait()
+            except TimeoutError:
+                return False
+        self._signal.clear()
+        return True
+
+    def close(self) -> None:
+        """Stop receiving notifications."""
+        self._notifier._unsubscribe(self)
+
+    def _wake(self) -> None:
+        self._signal.set()
+
+
+class Notifier:
+    """The :class:`~jobrun.job.Dispatcher` over LISTEN/NOTIFY on one dedicated connection.
+
+    Open it with ``await Notifier.start(url)`` or ``async with Notifier(url)``;
+    :meth:`close` stops the reader and closes the connection. The first
+    connection must succeed (a wrong URL raises
+    :class:`~jobrun.errors.DatabaseUnavailable`); later drops are repaired in
+    the background.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        channel: str = DEFAULT_CHANNEL,
+        *,
+        application_name: str = "jobrun-notifier",
+        connect_timeout: float = 10.0,
+        reconnect_initial: float = 0.05,
+        reconnect_max: float = 5.0,
+    ) -> None:
+        if not channel:
+            raise ValueError("channel must not be empty")
+        self._url = url
+        self._channel = channel
+        self._application_name = application_name
+        self._connect_timeout = connect_timeout
+        self._reconnect_initial = reconnect_initial
+        self._reconnect_max = reconnect_max
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._closed = False
+        self._by_queue: dict[str, set[Subscription]] = {}
+        self._by_queue_set: dict[frozenset[str], Subscription] = {}
+        self._reconnects = 0
+        self._connected = asyncio.Event()
+
+    @classmethod
+    async def start(cls, url: str, channel: str = DEFAULT_CHANNEL, **options: Any) -> Notifier:
+        """Connect, LISTEN and start dispatching; return the running notifier."""
+        notifier = cls(url, channel, **options)
+        await notifier.open()
+        return notifier
+
+    async def open(self) -> None:
+        """Connect and LISTEN; raise ``DatabaseUnavailable`` if the server can't be reached."""
+        if self._reader is not None:
+            return
+        if self._closed:
+            raise RuntimeError("notifier is closed")
+        try:
+            conn = await self._connect()
+        except psycopg.OperationalError as exc:
+            raise _unavailable(self._url, str(exc)) from None
+        self._conn = conn
+        self._connected.set()
+        self._reader = asyncio.create_task(self._read(conn), name="jobrun-notifier")
+
+    async def __aenter__(self) -> Notifier:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @property
+    def channel(self) -> str:
+        """The channel this notifier LISTENs on."""
+        return self._channel
+
+    @property
+    def connected(self) -> bool:
+        """Whether the listening connection is currently up."""
+        return self._connected.is_set()
+
+    @property
+    def reconnects(self) -> int:
+        """How many times the connection was re-established after a drop."""
+        return self._reconnects
+
+    async def wait_connected(self, timeout: float) -> bool:  # noqa: ASYNC109 - as wait()
+        """Wait until the listening connection is up; False after ``timeout`` seconds."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self._connected.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    def subscribe(self, queues: Iterable[str]) -> Subscription:
+        """A new waiter for ``queues``, with its own one-slot signal."""
+        subscription = Subscription(self, frozenset(queues))
+        if not subscription.queues:
+            raise ValueError("subscribe to at least one queue")
+        for queue in subscription.queues:
+            self._by_queue.setdefault(queue, set()).add(subscription)
+        return subscription
+
+    async def wait(self, queues: Sequence[str], timeout: float) -> bool:  # noqa: ASYNC109 - the Dispatcher port
+        """Wait until one of ``queues`` is notified or ``timeout`` seconds pass.
+
+        Callers passing the same queue set share one subscription, so a
+        wake-up that arrived while they were busy is waiting for them.
+        """
+        key = frozenset(queues)
+        subscription = self._by_queue_set.get(key)
+        if subscription is None:
+            subscription = self._by_queue_set[key] = self.subscribe(key)
+        return await subscription.wait(timeout)
+
+    async def close(self) -> None:
+        """Stop listening and close the connection. Idempotent."""
+        self._closed = True
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+        conn, self._conn = self._conn, None
+        self._connected.clear()
+        if conn is not None:
+            await conn.close()
+
+    def _unsubscribe(self, subscription: Subscription) -> None:
+        for queue in subscription.queues:
+            waiters = self._by_queue.get(queue)
+            if waiters is not None:
+                waiters.discard(subscription)
+                if not waiters:
+                    del self._by_queue[queue]
+        if self._by_queue_set.get(subscription.queues) is subscription:
+            del self._by_queue_set[subscription.queues]
+
+    def _dispatch(self, queue: str) -> None:
+        for subscription in self._by_queue.get(queue, ()):
+            subscription._wake()
+
+    def _wake_all(self) -> None:
+        for waiters in self._by_queue.values():
+            for subscription in waiters:
+                subscription._wake()
+
+    async def _connect(self) -> psycopg.AsyncConnection[Any]:
+        conn = await psycopg.AsyncConnection.connect(
+            self._url,
+            autocommit=True,
+            application_name=self._application_name,
+            connect_timeout=max(1, round(self._connect_timeout)),
+            # A silently dead network path must end the read, not hang it forever.
+            keepalives=1,
+            keepalives_idle=5,
+            keepalives_interval=2,
+            keepalives_count=3,
+        )
+        try:
+            # LISTEN takes an identifier, not a bind parameter, so it cannot be a
+            # sqlc query: the one sanctioned piece of SQL composed in Python.
+            await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
+
+    async def _read(self, conn: psycopg.AsyncConnection[Any] | None) -> None:
+        failures = 0
+        while not self._closed:
+            if conn is None:
+                try:
+                    conn = await self._connect()
+                except psycopg.OperationalError as exc:
+                    delay = min(self._reconnect_max, self._reconnect_initial * 2**failures)
+                    failures += 1
+                    # Jitter spreads a fleet of workers reconnecting to one restarted server.
+                    delay *= random.uniform(0.5, 1.0)
+                    log.warning(
+                        "notifier: reconnect to channel %r failed (%s); retrying in %.2fs",
+                        self._channel,
+                        " ".join(str(exc).split()),
+                        delay,
+                    )
+                    await asyncio.sleep(delay)
+                    continue
+                failures = 0
+                self._conn = conn
+                self._reconnects += 1
+                self._connected.set()
+                log.info("notifier: listening on channel %r again", self._channel)
+                # Anything notified while we were away is lost: let everyone look.
+                self._wake_all()
+            try:
+                async for note in conn.notifies():
+                    self._dispatch(note.payload)
+            except psycopg.Error as exc:
+                log.warning(
+                    "notifier: connection lost (%s); reconnecting", " ".join(str(exc).split())
+                )
+            self._connected.clear()
+            self._conn = None
+            with contextlib.suppress(psycopg.Error):
+                await conn.close()
+            conn = None
+
+
+if TYPE_CHECKING:
+    from jobrun.job import Dispatcher
+
+    def _implements_port(notifier: Notifier) -> Dispatcher:
+        return notifier

@@ -1,0 +1,219 @@
+"""Notifier (the Dispatcher port) over real LISTEN/NOTIFY on a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import psycopg
+import pytest
+
+from jobrun.job import Dispatcher
+from jobrun.postgres.notify import Notifier
+
+# Tests send notifications with plain pg_notify, as a producer's transaction would.
+NOTIFY = "SELECT pg_notify(%s, %s)"
+
+
+@pytest.fixture
+def app_name() -> str:
+    return f"jobrun-notifier-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+async def notifier(db_url: str, app_name: str) -> AsyncIterator[Notifier]:
+    n = await Notifier.start(
+        db_url, "jobrun", application_name=app_name, reconnect_initial=0.02, reconnect_max=0.2
+    )
+    try:
+        yield n
+    finally:
+        await n.close()
+
+
+@pytest.fixture
+async def producer(db_url: str) -> AsyncIterator[psycopg.AsyncConnection[object]]:
+    conn = await psycopg.AsyncConnection.connect(db_url, autocommit=True)
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+async def notify(
+    conn: psycopg.AsyncConnection[object], queue: str, channel: str = "jobrun"
+) -> None:
+    async with conn.transaction():
+        await conn.execute(NOTIFY, (channel, queue))
+
+
+async def terminate(db_url: str, app_name: str) -> int:
+    async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as admin:
+        cur = await admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE application_name = %s AND datname = current_database()",
+            (app_name,),
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def test_notifier_is_a_dispatcher() -> None:
+    assert issubclass(Notifier, Dispatcher)
+
+
+async def test_committed_notify_wakes_waiter(
+    notifier: Notifier, producer: psycopg.AsyncConnection[object]
+) -> None:
+    waiter = asyncio.create_task(notifier.wait(["default"], timeout=5))
+    await asyncio.sleep(0.05)
+    await notify(producer, "default")
+    assert await asyncio.wait_for(waiter, 2) is True
+
+
+async def test_nothing_wakes_before_commit(
+    notifier: Notifier, producer: psycopg.AsyncConnection[object]
+) -> None:
+    sub = notifier.subscribe(["default"])
+    async with producer.transaction():
+        await producer.execute(NOTIFY, ("jobrun", "default"))
+        assert await sub.wait(timeout=0.3) is False
+    assert await sub.wait(timeout=2) is True
+
+
+async def test_rolled_back_notify_wakes_nobody(
+    notifier: Notifier, producer: psycopg.AsyncConnection[object]
+) -> None:
+    sub = notifier.subscribe(["default"])
+    await producer.execute("BEGIN")
+    await producer.execute(NOTIFY, ("jobrun", "default"))
+    await producer.execute("ROLLBACK")
+    assert await sub.wait(timeout=0.5) is False
+
+
+async def test_notifications_while_busy_coalesce_into_one_wakeup(
+    notifier: Notifier, producer: psycopg.AsyncConnection[object]
+) -> None:
+    sub = notifier.subscribe(["default"])
+    for _ in range(10):
+        await notify(producer, "default")
+    await asyncio.sleep(0.2)  # the waiter is "busy": nobody waits while these arrive
+    assert await sub.wait(timeout=1) is True
+    assert await sub.wait(timeout=0.3) is False
+
+
+async def test_port_wait_keeps_pending_wakeup_between_calls(
+    notifier: Notifier, producer: psycopg.AsyncConnection[object]
+) -> None:
+    assert await notifier.wait(["default"], timeout=0.05) is False  # registers the waiter
+    for _ in range(5):
+        await notify(producer, "default")
+    await asyncio.sleep(0.2)
+    assert await notifier.wait(["default"], timeout=0) is True
+    assert await notifier.wait(["default"], timeout=0.2) is False
+
+
+async def test_each_waiter_has_its_own_slot(
+    notifier: Notifier, producer: psycopg.AsyncConnection[object]
+) -> None:
+    first = notifier.subscribe(["default"])
+    second = notifier.subscribe(["default"])
+    await notify(producer, "default")
+    assert await first.wait(timeout=2) is True
+    assert await second.wait(timeout=2) is True
+
+
+async def test_queues_are_isolated(
+    notifier: Notifier, producer: psycopg.AsyncConnection[object]
+) -> None:
+    emails = notifier.subscribe(["emails"])
+    both = notifier.subscribe(["emails", "reports"])
+    reports = notifier.subscribe(["reports"])
+    await notify(producer, "reports")
+    assert await reports.wait(timeout=2) is True
+    assert await both.wait(timeout=2) is True
+    assert await emails.wait(timeout=0.3) is False
+
+
+async def test_other_channel_is_ignored(
+    notifier: Notifier, producer: psycopg.AsyncConnection[object]
+) -> None:
+    sub = notifier.subscribe(["default"])
+    await notify(producer, "default", channel="someone_else")
+    assert await sub.wait(timeout=0.3) is False
+
+
+async def test_channel_name_is_quoted_as_identifier(
+    db_url: str, producer: psycopg.AsyncConnection[object]
+) -> None:
+    channel = 'Mixed Case; DROP TABLE jobs; --"'
+    async with Notifier(db_url, channel) as n:
+        sub = n.subscribe(["q"])
+        await notify(producer, "q", channel=channel)
+        assert await sub.wait(timeout=2) is True
+
+
+async def test_timeout_returns_false(notifier: Notifier) -> None:
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    assert await notifier.wait(["default"], timeout=0.2) is False
+    assert 0.15 <= loop.time() - started < 1.0
+
+
+async def test_reconnects_after_terminate_and_wakes_every_waiter_once(
+    db_url: str,
+    app_name: str,
+    notifier: Notifier,
+    producer: psycopg.AsyncConnection[object],
+) -> None:
+    first = notifier.subscribe(["a"])
+    second = notifier.subscribe(["b"])
+    assert await terminate(db_url, app_name) == 1
+    # Both waiters get exactly one wake-up for the gap, without any notification.
+    assert await first.wait(timeout=5) is True
+    assert await second.wait(timeout=5) is True
+    assert notifier.reconnects == 1
+    assert notifier.connected
+    assert await first.wait(timeout=0.3) is False
+    # And notifications flow again on the new connection.
+    await notify(producer, "a")
+    assert await first.wait(timeout=2) is True
+    assert await second.wait(timeout=0.2) is False
+
+
+async def test_keeps_retrying_while_server_refuses_then_recovers(
+    db_url: str,
+    app_name: str,
+    notifier: Notifier,
+    producer: psycopg.AsyncConnection[object],
+) -> None:
+    sub = notifier.subscribe(["default"])
+    # Kill the listener repeatedly: every new connection dies at once for a while.
+    deadline = asyncio.get_running_loop().time() + 0.5
+    while asyncio.get_running_loop().time() < deadline:
+        await terminate(db_url, app_name)
+        await asyncio.sleep(0.01)
+    assert await notifier.wait_connected(timeout=5)
+    assert await sub.wait(timeout=5) is True  # woken for the gap
+    await asyncio.sleep(0.1)
+    # Drain: a reconnect may have completed after our last wait.
+    await sub.wait(timeout=0)
+    await notify(producer, "default")
+    assert await sub.wait(timeout=2) is True
+
+
+async def test_start_with_unreachable_server_raises_database_unavailable() -> None:
+    from jobrun.errors import DatabaseUnavailable
+
+    with pytest.raises(DatabaseUnavailable) as info:
+        await Notifier.start("postgresql://u:secret@127.0.0.1:1/nowhere", connect_timeout=2)
+    assert "secret" not in str(info.value)
+
+
+async def test_close_is_idempotent(db_url: str) -> None:
+    n = await Notifier.start(db_url)
+    await n.close()
+    await n.close()
+    assert not n.connected
