@@ -10,6 +10,7 @@ per-user directory (``~/.local/share/jobrun/pgdata``, or ``$JOBRUN_EMBEDDED_DIR`
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 from jobrun.errors import ConfigurationError
@@ -33,7 +34,10 @@ def embedded_database_url(data_dir: Path | None = None, *, database: str | None 
     asked for it exits. Raises ConfigurationError when pgserver is not installed.
     """
     try:
-        import pgserver
+        with warnings.catch_warnings():
+            # pgserver asks platformdirs for XDG_RUNTIME_DIR, unset in containers; harmless.
+            warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+            import pgserver
     except ImportError:
         raise ConfigurationError(
             "no database configured and the embedded server is not installed: "
