@@ -74,6 +74,7 @@ _CLOCK_MAX_AGE = 30.0
 
 _REASON_CANCELLED = "cancelled"
 _REASON_SHUTDOWN = "shutdown"
+_REASON_TIMEOUT = "timeout"
 
 
 def default_owner() -> str:
@@ -199,10 +200,6 @@ class _Running:
     # True once the handler returned and the job waits on the completer: it can
     # no longer be cancelled, only completed (or found lost).
     completing: bool = False
-
-
-class _AttemptTimeout(Exception):
-    """An attempt ran past its time limit (distinct from a handler's own TimeoutError)."""
 
 
 def _positive(name: str, value: timedelta | None) -> None:
@@ -486,8 +483,7 @@ class Worker:
             "handing back %d unfinished jobs", len(self._running), extra={"owner": self.owner}
         )
         for run in list(self._running.values()):
-            if not run.completing and run.stop_reason is None:
-                self._stop(run, _REASON_SHUTDOWN)
+            self._stop(run, _REASON_SHUTDOWN)
         tasks = {r.task for r in self._running.values() if r.task is not None}
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=_HAND_BACK_TIMEOUT)
@@ -516,15 +512,22 @@ class Worker:
         run.task = asyncio.get_running_loop().create_task(self._execute(run))
 
     def _stop(self, run: _Running, reason: str) -> None:
+        if run.completing:
+            return
+        if run.stop_reason is not None:
+            if reason == _REASON_SHUTDOWN and run.task is not None:
+                # Already stopping (a sync handler slow to notice its token): stop waiting.
+                run.task.cancel()
+            return
         run.stop_reason = reason
         run.ctx.token.set(reason)
         sync = run.handler is not None and not run.handler.is_async
         if run.task is None:
             return
         # A sync handler's thread cannot be interrupted: on a cancel the job keeps
-        # its slot until the handler notices the token and returns. At shutdown
-        # there is no time for that, so the worker stops waiting for it.
-        if not sync or reason == _REASON_SHUTDOWN:
+        # its slot until the handler notices the token and returns. At a timeout
+        # or shutdown the worker stops waiting for it instead.
+        if not sync or reason != _REASON_CANCELLED:
             run.task.cancel()
 
     async def _execute(self, run: _Running) -> None:
@@ -540,10 +543,6 @@ class Worker:
                 if task is not None:
                     task.uncancel()
                 await self._stopped(run)
-                return
-            except _AttemptTimeout as exc:
-                run.ctx.token.set("timeout")
-                await self._failed(run, str(exc))
                 return
             except JobrunError as exc:
                 await self._failed(run, str(exc))
@@ -588,15 +587,16 @@ class Worker:
         if timeout is None:
             result: CommitCallback | None = await call
             return result
-        seconds = timeout.total_seconds()
+        # A timer rather than asyncio.timeout: expiry goes through _stop, which
+        # sets the token *before* cancelling, so the handler sees both at once.
+        timer = asyncio.get_running_loop().call_later(
+            timeout.total_seconds(), self._stop, run, _REASON_TIMEOUT
+        )
         try:
-            async with asyncio.timeout(seconds):
-                result = await call
-                return result
-        except TimeoutError:
-            if run.stop_reason is not None:
-                raise asyncio.CancelledError from None
-            raise _AttemptTimeout(f"timed out: the attempt exceeded {seconds:g}s") from None
+            result = await call
+            return result
+        finally:
+            timer.cancel()
 
     async def _complete(self, run: _Running, commit: CommitCallback | None) -> None:
         run.completing = True
@@ -618,6 +618,11 @@ class Worker:
         await self._report_fail(run, error, retry_at, outcome="failed")
 
     async def _stopped(self, run: _Running) -> None:
+        if run.stop_reason == _REASON_TIMEOUT:
+            timeout = (run.handler.timeout if run.handler else None) or self._job_timeout
+            seconds = timeout.total_seconds() if timeout else 0.0
+            await self._failed(run, f"timed out: the attempt exceeded {seconds:g}s")
+            return
         if run.stop_reason == _REASON_SHUTDOWN:
             error = "handed back: the worker shut down before the job finished"
             outcome = "handed_back"

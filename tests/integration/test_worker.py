@@ -1,0 +1,407 @@
+"""The worker against the real store on PostgreSQL: every outcome of a job's attempt."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+import pytest
+from pydantic import BaseModel
+
+from jobrun.job import Backoff, BackoffKind, Job, JobState, NewJob
+from jobrun.postgres import Pool
+from jobrun.postgres.notify import Notifier
+from jobrun.postgres.store import Store
+from jobrun.registry import JobContext, Registry
+from jobrun.worker import Worker
+
+FAST_RETRY = Backoff(kind=BackoffKind.CONSTANT, base=timedelta(milliseconds=50))
+
+
+@pytest.fixture
+def store(pool: Pool) -> Store:
+    return Store(pool)
+
+
+def make_worker(store: Store, reg: Registry, **kw: Any) -> Worker:
+    kw.setdefault("poll_every", timedelta(milliseconds=50))
+    kw.setdefault("lease", timedelta(seconds=3))
+    kw.setdefault("heartbeat_every", timedelta(milliseconds=100))
+    kw.setdefault("reap_every", timedelta(milliseconds=200))
+    kw.setdefault("shutdown_grace", timedelta(seconds=5))
+    return Worker(store, reg, **kw)
+
+
+@asynccontextmanager
+async def running(worker: Worker) -> AsyncIterator[asyncio.Event]:
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run(stop))
+    try:
+        yield stop
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 20)
+
+
+async def wait_for(check: Callable[[], Awaitable[bool]], within: float = 10.0) -> None:
+    deadline = time.monotonic() + within
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)
+
+
+async def wait_state(store: Store, job_id: UUID, *states: JobState, within: float = 10.0) -> Job:
+    found: list[Job] = []
+
+    async def check() -> bool:
+        job = await store.get(job_id)
+        found[:] = [job]
+        return job.state in states
+
+    try:
+        await wait_for(check, within)
+    except AssertionError:
+        raise AssertionError(f"job stayed {found[0].state}, wanted {states}") from None
+    return found[0]
+
+
+async def test_a_job_runs_and_succeeds(store: Store) -> None:
+    reg = Registry()
+    seen: list[tuple[Any, int]] = []
+
+    @reg.handler("greet")
+    async def greet(ctx: JobContext, payload: Any) -> None:
+        seen.append((payload, ctx.attempt))
+
+    job = await store.enqueue(NewJob(type="greet", payload={"name": "ada"}))
+    async with running(make_worker(store, reg)):
+        done = await wait_state(store, job.id, JobState.SUCCEEDED)
+    assert seen == [({"name": "ada"}, 1)]
+    assert done.attempts == 1
+    assert done.lease_owner is None
+
+
+async def test_an_exception_retries_with_backoff_then_ends_dead(store: Store) -> None:
+    reg = Registry()
+    starts: list[float] = []
+
+    @reg.handler("flaky")
+    async def flaky(ctx: JobContext, payload: Any) -> None:
+        starts.append(time.monotonic())
+        raise RuntimeError(f"boom on attempt {ctx.attempt}")
+
+    backoff = Backoff(kind=BackoffKind.CONSTANT, base=timedelta(milliseconds=300))
+    job = await store.enqueue(NewJob(type="flaky", max_attempts=3, backoff=backoff))
+    async with running(make_worker(store, reg)):
+        dead = await wait_state(store, job.id, JobState.DEAD)
+    assert dead.attempts == 3
+    assert dead.last_error is not None
+    assert "RuntimeError: boom on attempt 3" in dead.last_error
+    assert len(starts) == 3
+    # Each retry waited for the job's backoff (database time, so allow scheduling slack).
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert all(gap >= 0.25 for gap in gaps), gaps
+    kinds = [e.kind for e in await store.events(job.id)]
+    assert kinds == ["enqueued"] + ["claimed", "failed"] * 2 + ["claimed", "dead"]
+
+
+async def test_a_sync_handler_runs_in_a_thread(store: Store) -> None:
+    reg = Registry()
+    threads: list[str] = []
+
+    @reg.handler("blocking")
+    def blocking(ctx: JobContext, payload: Any) -> None:
+        time.sleep(0.05)
+        threads.append(threading.current_thread().name)
+
+    job = await store.enqueue(NewJob(type="blocking"))
+    async with running(make_worker(store, reg)):
+        await wait_state(store, job.id, JobState.SUCCEEDED)
+    assert len(threads) == 1
+    assert threads[0] != threading.main_thread().name
+
+
+async def test_a_commit_callback_write_commits_exactly_once(store: Store, pool: Pool) -> None:
+    async with pool.connection() as conn:
+        await conn.execute("CREATE TABLE effects (job_id uuid PRIMARY KEY, n int NOT NULL)")
+    reg = Registry()
+
+    class Payload(BaseModel):
+        n: int
+
+    @reg.handler("write", payload=Payload)
+    async def write(ctx: JobContext, payload: Payload) -> Callable[[Any], Awaitable[None]]:
+        async def commit(conn: Any) -> None:
+            await conn.execute(
+                "INSERT INTO effects (job_id, n) VALUES (%s, %s)", (ctx.job.id, payload.n)
+            )
+
+        return commit
+
+    jobs = await store.enqueue_batch([reg.new_job("write", Payload(n=i)) for i in range(20)])
+    async with running(make_worker(store, reg)):
+        for job in jobs:
+            await wait_state(store, job.id, JobState.SUCCEEDED)
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT job_id, n FROM effects ORDER BY n")
+        rows = await cur.fetchall()
+    assert [r[1] for r in rows] == list(range(20))
+    assert {r[0] for r in rows} == {j.id for j in jobs}
+    assert all([await store.effect_done(j) for j in jobs])
+
+
+async def test_a_failing_commit_callback_rolls_back_and_retries(store: Store, pool: Pool) -> None:
+    async with pool.connection() as conn:
+        await conn.execute("CREATE TABLE effects (job_id uuid, attempt int)")
+    reg = Registry()
+
+    @reg.handler("half")
+    async def half(ctx: JobContext, payload: Any) -> Callable[[Any], Awaitable[None]]:
+        async def commit(conn: Any) -> None:
+            await conn.execute("INSERT INTO effects VALUES (%s, %s)", (ctx.job.id, ctx.attempt))
+            if ctx.attempt == 1:
+                raise ValueError("commit failed after writing")
+
+        return commit
+
+    job = await store.enqueue(NewJob(type="half", backoff=FAST_RETRY))
+    async with running(make_worker(store, reg)):
+        done = await wait_state(store, job.id, JobState.SUCCEEDED)
+    assert done.attempts == 2
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT attempt FROM effects")
+        assert await cur.fetchall() == [(2,)]
+
+
+async def test_cancel_reaches_a_running_async_handler(store: Store) -> None:
+    reg = Registry()
+    started = asyncio.Event()
+    cancelled = asyncio.Event()
+
+    @reg.handler("long")
+    async def long(ctx: JobContext, payload: Any) -> None:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    job = await store.enqueue(NewJob(type="long"))
+    async with running(make_worker(store, reg)):
+        await asyncio.wait_for(started.wait(), 5)
+        await store.cancel(job.id)
+        await asyncio.wait_for(cancelled.wait(), 5)
+        done = await wait_state(store, job.id, JobState.CANCELLED)
+    assert done.finished_at is not None
+
+
+async def test_cancel_reaches_a_running_sync_handler_through_its_token(store: Store) -> None:
+    reg = Registry()
+    started = threading.Event()
+    saw: list[str | None] = []
+
+    @reg.handler("spin")
+    def spin(ctx: JobContext, payload: Any) -> None:
+        started.set()
+        deadline = time.monotonic() + 30
+        while not ctx.token.wait(0.01) and time.monotonic() < deadline:
+            pass
+        saw.append(ctx.token.reason if ctx.cancelled else None)
+
+    job = await store.enqueue(NewJob(type="spin"))
+    async with running(make_worker(store, reg)):
+        await asyncio.to_thread(started.wait, 5)
+        await store.cancel(job.id)
+        await wait_state(store, job.id, JobState.CANCELLED)
+    assert saw == ["cancelled"]
+
+
+async def test_an_attempt_past_its_timeout_fails_with_a_timeout_error(store: Store) -> None:
+    reg = Registry()
+    tokens: list[bool] = []
+
+    @reg.handler("slow", timeout=0.2)
+    async def slow(ctx: JobContext, payload: Any) -> None:
+        try:
+            await asyncio.sleep(30)
+        finally:
+            tokens.append(ctx.cancelled)
+
+    job = await store.enqueue(NewJob(type="slow", max_attempts=2, backoff=FAST_RETRY))
+    async with running(make_worker(store, reg)):
+        dead = await wait_state(store, job.id, JobState.DEAD)
+    assert dead.attempts == 2
+    assert dead.last_error == "timed out: the attempt exceeded 0.2s"
+    assert tokens == [True, True]
+
+
+async def test_worker_job_timeout_applies_to_sync_handlers(store: Store) -> None:
+    reg = Registry()
+
+    @reg.handler("sleepy")
+    def sleepy(ctx: JobContext, payload: Any) -> None:
+        ctx.token.wait(5)
+
+    job = await store.enqueue(NewJob(type="sleepy", max_attempts=1))
+    async with running(make_worker(store, reg, job_timeout=timedelta(milliseconds=200))):
+        dead = await wait_state(store, job.id, JobState.DEAD)
+    assert dead.last_error == "timed out: the attempt exceeded 0.2s"
+
+
+async def test_an_unknown_type_fails_with_a_clear_error(store: Store) -> None:
+    job = await store.enqueue(NewJob(type="nobody_handles_this", max_attempts=1))
+    async with running(make_worker(store, Registry())):
+        dead = await wait_state(store, job.id, JobState.DEAD)
+    assert dead.last_error == "no handler is registered for job type 'nobody_handles_this'"
+
+
+async def test_a_payload_that_does_not_validate_fails_without_running(store: Store) -> None:
+    reg = Registry()
+    ran: list[Any] = []
+
+    class Email(BaseModel):
+        to: str
+
+    @reg.handler("email", payload=Email)
+    async def email(ctx: JobContext, payload: Email) -> None:
+        ran.append(payload)
+
+    job = await store.enqueue(
+        NewJob(type="email", payload={"too": "x"}, max_attempts=2, backoff=FAST_RETRY)
+    )
+    async with running(make_worker(store, reg)):
+        dead = await wait_state(store, job.id, JobState.DEAD)
+    assert ran == []
+    assert dead.attempts == 2
+    assert dead.last_error is not None
+    assert "payload of job type 'email' does not validate" in dead.last_error
+    assert "to: Field required" in dead.last_error
+
+
+async def test_graceful_shutdown_finishes_quick_jobs_and_hands_back_the_rest(
+    store: Store,
+) -> None:
+    reg = Registry()
+    started: set[str] = set()
+
+    @reg.handler("quick")
+    async def quick(ctx: JobContext, payload: Any) -> None:
+        started.add("quick")
+        await asyncio.sleep(0.3)
+
+    @reg.handler("stuck")
+    async def stuck(ctx: JobContext, payload: Any) -> None:
+        started.add("stuck")
+        await asyncio.sleep(60)
+
+    @reg.handler("stuck_sync")
+    def stuck_sync(ctx: JobContext, payload: Any) -> None:
+        started.add("stuck_sync")
+        time.sleep(2)  # ignores its token: the worker must not wait for it
+
+    a = await store.enqueue(NewJob(type="quick"))
+    b = await store.enqueue(NewJob(type="stuck"))
+    c = await store.enqueue(NewJob(type="stuck_sync"))
+    worker = make_worker(store, reg, shutdown_grace=timedelta(milliseconds=800))
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run(stop))
+
+    async def all_started() -> bool:
+        return len(started) == 3
+
+    await wait_for(all_started)
+    began = time.monotonic()
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    assert time.monotonic() - began < 1.8
+    assert (await store.get(a.id)).state is JobState.SUCCEEDED
+    for job_id in (b.id, c.id):
+        back = await store.get(job_id)
+        assert back.state is JobState.QUEUED
+        assert back.lease_owner is None
+        assert back.attempts == 1
+        assert back.last_error is not None
+        assert "handed back" in back.last_error
+    assert (await store.claim(["default"], "next", 10, timedelta(seconds=5))) != []
+
+
+async def test_a_second_stop_request_skips_the_grace_period(store: Store) -> None:
+    reg = Registry()
+    started = asyncio.Event()
+
+    @reg.handler("stuck")
+    async def stuck(ctx: JobContext, payload: Any) -> None:
+        started.set()
+        await asyncio.sleep(60)
+
+    job = await store.enqueue(NewJob(type="stuck"))
+    worker = make_worker(store, reg, shutdown_grace=timedelta(seconds=30))
+    task = asyncio.create_task(worker.run())
+    await asyncio.wait_for(started.wait(), 5)
+    worker.request_stop()
+    await asyncio.sleep(0.1)
+    assert not task.done()
+    worker.request_stop(graceful=False)
+    await asyncio.wait_for(task, 5)
+    assert (await store.get(job.id)).state is JobState.QUEUED
+
+
+async def test_the_built_in_reaper_requeues_an_expired_lease(store: Store) -> None:
+    reg = Registry()
+
+    @reg.handler("orphan")
+    async def orphan(ctx: JobContext, payload: Any) -> None:
+        return None
+
+    job = await store.enqueue(NewJob(type="orphan", backoff=FAST_RETRY))
+    (claimed,) = await store.claim(["default"], "dead-worker", 1, timedelta(milliseconds=100))
+    assert claimed.id == job.id
+    async with running(make_worker(store, reg)):
+        done = await wait_state(store, job.id, JobState.SUCCEEDED)
+    assert done.attempts == 2
+
+
+async def test_a_notification_wakes_an_idle_worker(store: Store, db_url: str) -> None:
+    reg = Registry()
+    ran = asyncio.Event()
+
+    @reg.handler("ping")
+    async def ping(ctx: JobContext, payload: Any) -> None:
+        ran.set()
+
+    async with Notifier(db_url) as notifier:
+        worker = make_worker(store, reg, dispatcher=notifier, poll_every=timedelta(seconds=30))
+        async with running(worker):
+            await asyncio.sleep(0.3)  # let the worker go idle on the dispatcher
+            began = time.monotonic()
+            await store.enqueue(NewJob(type="ping"))
+            await asyncio.wait_for(ran.wait(), 5)
+            assert time.monotonic() - began < 1.0
+
+
+async def test_many_jobs_complete_in_groups(store: Store) -> None:
+    reg = Registry()
+
+    @reg.handler("noop")
+    async def noop(ctx: JobContext, payload: Any) -> None:
+        return None
+
+    await store.enqueue_batch([NewJob(type="noop") for _ in range(2000)])
+    worker = make_worker(store, reg, concurrency=100)
+    async with running(worker):
+
+        async def drained() -> bool:
+            depth = await store.depth()
+            return sum(d.count for d in depth if d.state is JobState.SUCCEEDED) == 2000
+
+        await wait_for(drained, 30)
+    assert len(worker.completion_batches) < 2000 / 5
