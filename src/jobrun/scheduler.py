@@ -1,0 +1,156 @@
+"""Fire schedules from exactly one process: an elected leader that ticks.
+
+Every process may run a :class:`Scheduler`; one of them leads. Leadership is
+an advisory lock taken through the :class:`~jobrun.job.Locker` port. The
+leader calls :meth:`~jobrun.job.Schedules.due_schedules` once per tick with
+the database clock; the store materialises each due run as a job keyed
+``sched:<id>:<next_run>`` and advances the schedule (and applies the misfire
+policy: after downtime a schedule fires once, not once per missed run).
+
+Failover. A follower retries the lock every ``retry_leadership_every``
+seconds (N, default 5). When the leader's lock connection dies (its process
+crashed or was killed, the network dropped, the backend was terminated) the
+server frees the lock at once, so a follower leads within N seconds (plus
+one connect and round trip) and materialises its first due runs at once,
+at most N + ``tick`` seconds after the old leader's last tick. The old
+leader notices the loss within its locker's probe interval (1 s for
+:class:`jobrun.postgres.lock.AdvisoryLocker`) and then sits out 2N seconds,
+so leadership moves to a healthy follower instead of flapping back. If the
+old leader ticks once more before it notices, the store's row locks and the
+``sched:`` idempotency key still keep every run single.
+
+This module uses the ports only: no psycopg, no SQL (import-linter checks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from jobrun.errors import JobrunError
+from jobrun.job import Locker, LockHandle, Store
+
+__all__ = ["DEFAULT_RETRY_LEADERSHIP_EVERY", "DEFAULT_TICK", "SCHEDULER_LOCK_KEY", "Scheduler"]
+
+SCHEDULER_LOCK_KEY = 0x6A6F6272756E0001
+"""The advisory lock key every jobrun scheduler competes for ("jobrun" then 1)."""
+
+DEFAULT_TICK = 1.0
+"""Seconds between two materialisations by the leader."""
+
+DEFAULT_RETRY_LEADERSHIP_EVERY = 5.0
+"""Seconds between a follower's attempts to take the lock: the failover bound."""
+
+log = logging.getLogger(__name__)
+
+
+class Scheduler:
+    """Materialise due schedules while leading; stand by and retry while not.
+
+    ``run(stop)`` returns when ``stop`` is set, releasing the lock if held.
+    Store and locker errors are logged and retried, never raised: a
+    scheduler outlives a database restart.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        locker: Locker,
+        *,
+        key: int = SCHEDULER_LOCK_KEY,
+        tick: float = DEFAULT_TICK,
+        retry_leadership_every: float = DEFAULT_RETRY_LEADERSHIP_EVERY,
+    ) -> None:
+        if tick <= 0:
+            raise ValueError("tick must be positive")
+        if retry_leadership_every <= 0:
+            raise ValueError("retry_leadership_every must be positive")
+        self._store = store
+        self._locker = locker
+        self._key = key
+        self._tick = tick
+        self._retry = retry_leadership_every
+        self._handle: LockHandle | None = None
+        self._materialised = 0
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this scheduler holds the lock right now."""
+        return self._handle is not None and not self._handle.lost
+
+    @property
+    def failover_bound(self) -> float:
+        """Seconds after the leader's lock connection dies by which a follower leads.
+
+        One retry period; add a connect and a round trip to the database.
+        """
+        return self._retry
+
+    @property
+    def materialised(self) -> int:
+        """How many jobs this scheduler has materialised since it started."""
+        return self._materialised
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Compete for leadership and tick while leading, until ``stop`` is set."""
+        while not stop.is_set():
+            handle = await self._try_lead()
+            if handle is None:
+                await _sleep_unless(stop, self._retry)
+                continue
+            self._handle = handle
+            log.info("scheduler: leading (lock key %d)", self._key)
+            try:
+                await self._lead(handle, stop)
+            finally:
+                self._handle = None
+                lost = handle.lost
+                await handle.release()
+            if lost:
+                log.warning("scheduler: lost leadership; standing by")
+                # Sit out two retry periods so a healthy follower takes over rather
+                # than the process whose connection just failed grabbing it back.
+                await _sleep_unless(stop, 2 * self._retry)
+            else:
+                log.info("scheduler: stepped down")
+
+    async def _try_lead(self) -> LockHandle | None:
+        try:
+            return await self._locker.try_acquire(self._key)
+        except (JobrunError, OSError) as exc:
+            log.warning("scheduler: cannot try for leadership: %s", exc)
+            return None
+
+    async def _lead(self, handle: LockHandle, stop: asyncio.Event) -> None:
+        while not stop.is_set() and not handle.lost:
+            await self._materialise()
+            await _sleep_unless(stop, self._tick, handle)
+
+    async def _materialise(self) -> None:
+        try:
+            now = await self._store.now()
+            jobs = await self._store.due_schedules(now)
+        except (JobrunError, OSError) as exc:
+            log.warning("scheduler: materialising due schedules failed: %s", exc)
+            return
+        self._materialised += len(jobs)
+        for job in jobs:
+            log.info("scheduler: enqueued %s job %s (%s)", job.type, job.id, job.idempotency_key)
+
+
+async def _sleep_unless(
+    stop: asyncio.Event, seconds: float, handle: LockHandle | None = None
+) -> None:
+    """Sleep ``seconds``, returning early when ``stop`` is set or ``handle`` is lost."""
+    waits: list[asyncio.Task[object]] = [asyncio.create_task(stop.wait())]
+    if handle is not None:
+        waits.append(asyncio.create_task(handle.wait_lost()))
+    try:
+        await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in waits:
+            task.cancel()
+        for task in waits:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
