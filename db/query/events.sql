@@ -22,3 +22,8 @@ WHERE id IN (
     WHERE at < now() - @older_than::interval
     LIMIT @batch_size
 );
+
+-- name: EventInsertEnqueuedMany :exec
+-- The enqueued events of a batch, built by the server from the ids alone.
+INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt)
+SELECT unnest(@job_ids::uuid[]), @at::timestamptz, 'enqueued', NULL, 'queued', 0;

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ValidationError
 
 from jobrun.errors import IdempotencyConflict, InvalidJob
-from jobrun.job import Job, NewJob
-from jobrun.postgres.convert import encode_payload, job_from_new
-from jobrun.sqlc import events as event_queries
+from jobrun.job import BackoffKind, Job, NewJob
+from jobrun.postgres.convert import encode_payload, job_from_new, normal_json, utc
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import models
 
@@ -25,7 +25,6 @@ __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
     "PreparedJob",
     "check_replay",
-    "event_copy_row",
     "job_copy_row",
     "keyed_arrays",
     "prepare_jobs",
@@ -36,13 +35,22 @@ DEFAULT_MAX_PAYLOAD_BYTES = 1 << 20
 
 _ZERO = timedelta(0)
 
+BACKOFF_KINDS = {kind: models.BackoffKind(kind.value) for kind in BackoffKind}
+"""Domain backoff kinds to the generated enum, looked up instead of converted per job."""
+
 
 @dataclass(slots=True)
 class PreparedJob:
-    """A NewJob after validation: its payload in normal form, ready to send."""
+    """A NewJob after validation, with its payload's JSON text ready to send."""
 
     job: NewJob
     payload: Any
+    text: str
+
+    def jsonb(self) -> Jsonb:
+        """The payload for COPY, reusing the text already encoded for validation."""
+        text = self.text
+        return Jsonb(self.payload, dumps=lambda _value: text)
 
 
 def _validate_model(job: NewJob, model: type[BaseModel]) -> Any:
@@ -68,8 +76,12 @@ def prepare_jobs(
     for job in jobs:
         model = payload_models.get(job.type)
         payload = job.payload if model is None else _validate_model(job, model)
-        normal, _ = encode_payload(job.type, payload, max_payload_bytes)
-        prepared.append(PreparedJob(job, normal))
+        text = encode_payload(job.type, payload, max_payload_bytes)
+        # Keyed jobs may be compared with a stored payload, so they need the
+        # value PostgreSQL will hand back; NewJob already holds a JSON value.
+        if model is not None or job.idempotency_key is not None:
+            payload = normal_json(text)
+        prepared.append(PreparedJob(job, payload, text))
     return prepared
 
 
@@ -83,7 +95,7 @@ def insert_args(item: PreparedJob) -> dict[str, Any]:
         "payload": item.payload,
         "priority": job.priority,
         "max_attempts": job.max_attempts,
-        "backoff_kind": models.BackoffKind(job.backoff.kind.value),
+        "backoff_kind": BACKOFF_KINDS[job.backoff.kind],
         "backoff_base": job.backoff.base,
         "backoff_max": job.backoff.max,
         "run_at": job.run_at,
@@ -93,10 +105,10 @@ def insert_args(item: PreparedJob) -> dict[str, Any]:
 
 
 def run_at_of(job: NewJob, now: datetime) -> datetime:
-    """When a job becomes due, from the database's now."""
+    """When a job becomes due (UTC), from the database's now (UTC)."""
     if job.run_at is not None:
-        return job.run_at
-    return now + (job.delay or _ZERO)
+        return utc(job.run_at)
+    return now if job.delay is None else now + job.delay
 
 
 def job_copy_row(item: PreparedJob, now: datetime) -> tuple[job_queries.JobInsertCopyParams, Job]:
@@ -107,10 +119,10 @@ def job_copy_row(item: PreparedJob, now: datetime) -> tuple[job_queries.JobInser
         id=job.id,
         queue=job.queue,
         type=job.type,
-        payload=item.payload,
+        payload=item.jsonb(),
         priority=job.priority,
         max_attempts=job.max_attempts,
-        backoff_kind=models.BackoffKind(job.backoff.kind.value),
+        backoff_kind=BACKOFF_KINDS[job.backoff.kind],
         backoff_base=job.backoff.base,
         backoff_max=job.backoff.max,
         run_at=run_at,
@@ -119,20 +131,6 @@ def job_copy_row(item: PreparedJob, now: datetime) -> tuple[job_queries.JobInser
         updated_at=now,
     )
     return row, job_from_new(job, item.payload, run_at, now)
-
-
-def event_copy_row(job: Job) -> event_queries.EventInsertCopyParams:
-    """The ``enqueued`` event of a batch-inserted job."""
-    return event_queries.EventInsertCopyParams(
-        job_id=job.id,
-        at=job.created_at,
-        kind="enqueued",
-        from_state=None,
-        to_state=models.JobState.QUEUED,
-        attempt=0,
-        owner=None,
-        detail=None,
-    )
 
 
 def keyed_arrays(items: Sequence[PreparedJob], now: datetime) -> dict[str, Any]:
@@ -144,7 +142,7 @@ def keyed_arrays(items: Sequence[PreparedJob], now: datetime) -> dict[str, Any]:
         "payloads": [i.payload for i in items],
         "priorities": [i.job.priority for i in items],
         "max_attempts": [i.job.max_attempts for i in items],
-        "backoff_kinds": [models.BackoffKind(i.job.backoff.kind.value) for i in items],
+        "backoff_kinds": [BACKOFF_KINDS[i.job.backoff.kind] for i in items],
         "backoff_bases": [i.job.backoff.base for i in items],
         "backoff_maxes": [i.job.backoff.max for i in items],
         "run_ats": [run_at_of(i.job, now) for i in items],

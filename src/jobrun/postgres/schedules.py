@@ -24,7 +24,14 @@ import psycopg
 from jobrun.cron import next_fire, next_interval, validate_cron
 from jobrun.errors import InvalidSchedule, ScheduleNotFound
 from jobrun.job import Backoff, Job, NewSchedule, Schedule, SchedulePatch, new_job_id
-from jobrun.postgres.convert import dump_dt, encode_payload, job_from_row, schedule_from_row, utc
+from jobrun.postgres.convert import (
+    dump_dt,
+    encode_payload,
+    job_from_row,
+    normal_json,
+    schedule_from_row,
+    utc,
+)
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import models
 from jobrun.sqlc import schedules as schedule_queries
@@ -75,7 +82,9 @@ class ScheduleMethods:
     async def create_schedule(self, schedule: NewSchedule) -> Schedule:
         """Store a new schedule; its first run is the first fire time after database now."""
         _check_trigger(schedule.cron, schedule.timezone)
-        payload, _ = encode_payload(schedule.type, schedule.payload, self.max_payload_bytes)
+        payload = normal_json(
+            encode_payload(schedule.type, schedule.payload, self.max_payload_bytes)
+        )
         async with self._with_tx() as tx:
             now = await _db_now(tx)
             first = _next_run(schedule.cron, schedule.every, schedule.timezone, now, now)
@@ -121,7 +130,7 @@ class ScheduleMethods:
             _check_trigger(cron, timezone)
             job_type = patch.type or current.type
             payload = current.payload if patch.payload is None else patch.payload
-            payload, _ = encode_payload(job_type, payload, self.max_payload_bytes)
+            payload = normal_json(encode_payload(job_type, payload, self.max_payload_bytes))
             next_run_at = current.next_run_at
             if (cron, every, timezone) != (current.cron, current.every, current.timezone):
                 now = await _db_now(tx)

@@ -209,26 +209,34 @@ class Store(ScheduleMethods):
         prepared = _base.prepare_jobs(jobs, self.payload_models, self.max_payload_bytes)
         results: list[Job | IdempotencyConflict | None] = [None] * len(prepared)
         async with self._with_tx(conn) as tx:
-            now = await system_queries.AsyncQuerier(tx).database_now()
-            assert now is not None
+            db_now = await system_queries.AsyncQuerier(tx).database_now()
+            assert db_now is not None
+            now = utc(db_now)
             queries = job_queries.AsyncQuerier(tx)
-            inserted: list[Job] = []
+            events = event_queries.AsyncQuerier(tx)
+            queues: set[str] = set()
             plain = [i for i, item in enumerate(prepared) if item.job.idempotency_key is None]
             keyed = [i for i, item in enumerate(prepared) if item.job.idempotency_key is not None]
+            # Chunks bound the memory of one COPY and of the id array its events take.
             for start in range(0, len(plain), _COPY_CHUNK):
-                chunk = plain[start : start + _COPY_CHUNK]
                 rows = []
-                for index in chunk:
+                ids = []
+                for index in plain[start : start + _COPY_CHUNK]:
                     row, made = _base.job_copy_row(prepared[index], now)
                     rows.append(row)
+                    ids.append(made.id)
                     results[index] = made
-                    inserted.append(made)
+                    queues.add(made.queue)
                 await queries.job_insert_copy(rows=rows)
+                await events.event_insert_enqueued_many(job_ids=ids, at=now)
             if keyed:
-                inserted.extend(await self._insert_keyed(queries, prepared, keyed, now, results))
-            event_rows = (_base.event_copy_row(job) for job in inserted)
-            await event_queries.AsyncQuerier(tx).event_insert_copy(rows=event_rows)
-            for queue in sorted({job.queue for job in inserted}):
+                new_jobs = await self._insert_keyed(queries, prepared, keyed, now, results)
+                if new_jobs:
+                    await events.event_insert_enqueued_many(
+                        job_ids=[j.id for j in new_jobs], at=now
+                    )
+                    queues.update(j.queue for j in new_jobs)
+            for queue in sorted(queues):
                 await queries.job_notify(channel=self.notify_channel, queue=queue)
         return [r for r in results if r is not None]
 

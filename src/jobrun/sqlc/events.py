@@ -37,6 +37,11 @@ WHERE id IN (
 )
 """
 
+EVENT_INSERT_ENQUEUED_MANY = """
+INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt)
+SELECT unnest(%(job_ids)s::uuid[]), %(at)s::timestamptz, 'enqueued', NULL, 'queued', 0
+"""
+
 
 class EventInsertCopyParams(NamedTuple):
     """One parameter set of ``EventInsertCopy``, in parameter order."""
@@ -112,6 +117,11 @@ class AsyncQuerier:
             await _cur.execute(EVENT_PRUNE, {"older_than": older_than, "batch_size": batch_size})
             return _cur.rowcount
 
+    async def event_insert_enqueued_many(self, *, job_ids: list[UUID], at: datetime) -> None:
+        """Run ``EventInsertEnqueuedMany``."""
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(EVENT_INSERT_ENQUEUED_MANY, {"job_ids": job_ids, "at": at})
+
 class Querier:
     """The queries of ``db/query/events.sql`` on a connection.
 
@@ -172,3 +182,8 @@ class Querier:
         with self._conn.cursor() as _cur:
             _cur.execute(EVENT_PRUNE, {"older_than": older_than, "batch_size": batch_size})
             return _cur.rowcount
+
+    def event_insert_enqueued_many(self, *, job_ids: list[UUID], at: datetime) -> None:
+        """Run ``EventInsertEnqueuedMany``."""
+        with self._conn.cursor() as _cur:
+            _cur.execute(EVENT_INSERT_ENQUEUED_MANY, {"job_ids": job_ids, "at": at})
