@@ -472,7 +472,9 @@ def test_editing_a_query_changes_the_typed_signature(tmp_path: Path) -> None:
         "async def probe_get(self, *, queue: str, min_priority: int) -> ProbeGetRow | None:"
         in after
     )
-    assert re.search(r"class ProbeGetRow\(pydantic.BaseModel\):.*id: UUID.*priority: int", after, re.S)
+    assert re.search(
+        r"class ProbeGetRow\(pydantic.BaseModel\):.*id: UUID.*priority: int", after, re.S
+    )
 
 
 def test_generate_check_names_a_hand_edited_file(tmp_path: Path) -> None:
