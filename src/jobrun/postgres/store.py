@@ -35,7 +35,6 @@ from pydantic import BaseModel
 from jobrun.errors import (
     ConfigurationError,
     IdempotencyConflict,
-    InvalidTransition,
     JobNotFound,
     JobrunError,
     LeaseLost,
@@ -138,7 +137,15 @@ class Store(ScheduleMethods):
                         "conn must be a psycopg.AsyncConnection; "
                         "use jobrun.postgres.SyncProducer with a sync connection"
                     )
-                async with conn.transaction():
+                if conn.autocommit or _in_transaction(conn):
+                    # Autocommit: our own atomic transaction. Inside the
+                    # caller's transaction: a savepoint, so a failure here
+                    # leaves their transaction usable.
+                    async with conn.transaction():
+                        yield conn
+                else:
+                    # psycopg's implicit transaction has not begun yet: our
+                    # first statement begins it and the caller commits it.
                     yield conn
                 return
             async with self._pool.connection() as pooled, pooled.transaction():
@@ -215,8 +222,7 @@ class Store(ScheduleMethods):
             queries = job_queries.AsyncQuerier(tx)
             events = event_queries.AsyncQuerier(tx)
             queues: set[str] = set()
-            plain = [i for i, item in enumerate(prepared) if item.job.idempotency_key is None]
-            keyed = [i for i, item in enumerate(prepared) if item.job.idempotency_key is not None]
+            plain, keyed = _base.split_batch(prepared)
             # Chunks bound the memory of one COPY and of the id array its events take.
             for start in range(0, len(plain), _COPY_CHUNK):
                 rows = []
@@ -254,30 +260,13 @@ class Store(ScheduleMethods):
             items = [prepared[i] for i in chunk]
             new_ids = set(await queries.job_insert_keyed_many(**_base.keyed_arrays(items, now)))
             missing = [i for i in chunk if prepared[i].job.id not in new_ids]
-            stored_by_key: dict[tuple[str, str], Job] = {}
+            stored: list[models.Job] = []
             if missing:
                 stored = await queries.job_get_by_idempotency_keys(
                     queues=[prepared[i].job.queue for i in missing],
                     idempotency_keys=[prepared[i].job.idempotency_key or "" for i in missing],
                 )
-                stored_by_key = {
-                    (r.queue, r.idempotency_key or ""): job_from_row(r) for r in stored
-                }
-            for index in chunk:
-                item = prepared[index]
-                if item.job.id in new_ids:
-                    made = _base.job_copy_row(item, now)[1]
-                    results[index] = made
-                    inserted.append(made)
-                    continue
-                key = (item.job.queue, item.job.idempotency_key or "")
-                existing = stored_by_key.get(key)
-                if existing is None:
-                    raise JobrunError(f"idempotency key {key[1]!r} vanished during enqueue")
-                try:
-                    results[index] = _base.check_replay(item, existing)
-                except IdempotencyConflict as conflict:
-                    results[index] = conflict
+            inserted += _base.keyed_results(prepared, chunk, new_ids, stored, now, results)
         return inserted
 
     # -- the lease ----------------------------------------------------------------
@@ -490,22 +479,10 @@ class Store(ScheduleMethods):
         self, filter: JobFilter | None = None, *, limit: int = 50, cursor: UUID | None = None
     ) -> JobPage:
         """A page of jobs matching ``filter``, newest first; keyset-paginated by id."""
-        if limit < 1:
-            raise ConfigurationError("limit must be at least 1")
-        f = filter or JobFilter()
+        args = _base.list_args(filter, limit, cursor)
         async with self._connection() as conn:
-            rows = await job_queries.AsyncQuerier(conn).job_list(
-                queue=f.queue,
-                state=None if f.state is None else models.JobState(f.state.value),
-                type=f.type,
-                created_after=f.created_after,
-                created_before=f.created_before,
-                cursor=cursor,
-                max_jobs=limit + 1,
-            )
-        jobs = [job_from_row(r) for r in rows[:limit]]
-        next_cursor = jobs[-1].id if len(rows) > limit else None
-        return JobPage(jobs=jobs, next_cursor=next_cursor)
+            rows = await job_queries.AsyncQuerier(conn).job_list(**args)
+        return _base.page_of(rows, limit)
 
     async def cancel(self, job_id: UUID) -> Job:
         """Cancel a job: a queued one ends cancelled now; a leased one gets a cancel request.
@@ -519,14 +496,13 @@ class Store(ScheduleMethods):
             current = await queries.job_lock(id=job_id)
             if current is None:
                 raise JobNotFound(job_id)
-            if current.state == models.JobState.QUEUED:
+            action = _base.cancel_action(job_id, current.state, current.cancel_requested)
+            if action is _base.CancelAction.UNCHANGED:
+                return job_from_row(current)
+            if action is _base.CancelAction.CANCEL_QUEUED:
                 row = await queries.job_cancel_queued(id=job_id)
-            elif current.state == models.JobState.LEASED:
-                if current.cancel_requested:
-                    return job_from_row(current)
-                row = await queries.job_request_cancel(id=job_id)
             else:
-                raise InvalidTransition(job_id, str(current.state), "cancel")
+                row = await queries.job_request_cancel(id=job_id)
             assert row is not None  # locked above
         return job_from_row(row)
 
@@ -537,8 +513,7 @@ class Store(ScheduleMethods):
             current = await queries.job_lock(id=job_id)
             if current is None:
                 raise JobNotFound(job_id)
-            if current.state not in (models.JobState.DEAD, models.JobState.CANCELLED):
-                raise InvalidTransition(job_id, str(current.state), "retry")
+            _base.check_retryable(job_id, current.state)
             row = await queries.job_retry(id=job_id, from_state=current.state)
             assert row is not None  # locked above
             await queries.job_notify(channel=self.notify_channel, queue=row.queue)
@@ -591,3 +566,7 @@ def _as_exception(exc: BaseException) -> Exception:
     if isinstance(exc, Exception):
         return exc
     raise exc
+
+
+def _in_transaction(conn: psycopg.AsyncConnection[Any]) -> bool:
+    return conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE

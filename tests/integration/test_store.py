@@ -1,0 +1,732 @@
+"""The Store contract, one named test per guarantee, on a real PostgreSQL database."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from jobrun.errors import (
+    IdempotencyConflict,
+    InvalidJob,
+    InvalidSchedule,
+    InvalidTransition,
+    JobNotFound,
+    LeaseLost,
+    PayloadTooLarge,
+)
+from jobrun.job import (
+    Backoff,
+    BackoffKind,
+    Completion,
+    EventMode,
+    Job,
+    JobFilter,
+    JobState,
+    NewJob,
+    NewSchedule,
+    SchedulePatch,
+)
+from jobrun.postgres import Pool
+from jobrun.postgres.store import Store
+
+LEASE = timedelta(seconds=30)
+
+
+@pytest.fixture
+async def store(pool: Pool) -> Store:
+    return Store(pool)
+
+
+@pytest.fixture
+async def effects_table(db_url: str) -> str:
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE effect_rows (job_id uuid NOT NULL, note text)")
+    return db_url
+
+
+def effect_rows(db_url: str) -> list[UUID]:
+    with psycopg.connect(db_url) as conn:
+        return [r[0] for r in conn.execute("SELECT job_id FROM effect_rows ORDER BY job_id")]
+
+
+def write_effect(job: Job, note: str = "done") -> Any:
+    async def commit(conn: psycopg.AsyncConnection[Any]) -> None:
+        await conn.execute("INSERT INTO effect_rows (job_id, note) VALUES (%s, %s)", (job.id, note))
+
+    return commit
+
+
+async def claim_one(store: Store, owner: str = "w1", queue: str = "default") -> Job:
+    (job,) = await store.claim([queue], owner, 1, LEASE)
+    return job
+
+
+# -- enqueue ---------------------------------------------------------------------------
+
+
+async def test_enqueue_stores_a_queued_job_with_its_event(store: Store) -> None:
+    job = await store.enqueue(NewJob(type="email", payload={"to": "a@example.com"}, priority=3))
+    assert job.state is JobState.QUEUED
+    assert job.attempts == 0
+    assert job.priority == 3
+    assert job.created_at.utcoffset() == timedelta(0)
+    assert await store.get(job.id) == job
+    (event,) = await store.events(job.id)
+    assert (event.kind, event.from_state, event.to_state) == ("enqueued", None, JobState.QUEUED)
+
+
+async def test_enqueue_run_at_defaults_to_database_now_plus_delay(store: Store) -> None:
+    before = await store.now()
+    job = await store.enqueue(NewJob(type="t", delay=timedelta(hours=1)))
+    assert before + timedelta(hours=1) <= job.run_at <= before + timedelta(hours=1, seconds=5)
+    assert await store.claim(["default"], "w1", 10, LEASE) == []
+
+
+async def test_listener_is_not_woken_before_the_job_is_visible(store: Store, db_url: str) -> None:
+    listener = await psycopg.AsyncConnection.connect(db_url, autocommit=True)
+    await listener.execute("LISTEN jobrun")
+    async with await psycopg.AsyncConnection.connect(db_url) as producer:
+        job = await store.enqueue(NewJob(type="t"), conn=producer)
+        # Not committed yet: nothing may arrive.
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.3):
+                async for _ in listener.notifies():
+                    break
+        await producer.commit()
+    async with asyncio.timeout(5):
+        async for note in listener.notifies():
+            assert note.payload == "default"
+            break
+    # Woken: the job must be visible to a fresh reader right now.
+    assert (await store.get(job.id)).state is JobState.QUEUED
+    await listener.close()
+
+
+async def test_transactional_enqueue_rolled_back_leaves_no_job_and_no_notification(
+    store: Store, db_url: str
+) -> None:
+    listener = await psycopg.AsyncConnection.connect(db_url, autocommit=True)
+    await listener.execute("LISTEN jobrun")
+    async with await psycopg.AsyncConnection.connect(db_url) as producer:
+        job = await store.enqueue(NewJob(type="t"), conn=producer)
+        await producer.rollback()
+    with pytest.raises(JobNotFound):
+        await store.get(job.id)
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.5):
+            async for _ in listener.notifies():
+                break
+    await listener.close()
+
+
+async def test_transactional_enqueue_commits_with_the_callers_row(
+    store: Store, db_url: str
+) -> None:
+    async with await psycopg.AsyncConnection.connect(db_url) as producer:
+        await producer.execute("CREATE TABLE orders (id int)")
+        await producer.commit()
+        await producer.execute("INSERT INTO orders VALUES (1)")
+        job = await store.enqueue(NewJob(type="ship", payload={"order": 1}), conn=producer)
+        await producer.commit()
+    assert (await store.get(job.id)).payload == {"order": 1}
+
+
+async def test_idempotent_replay_returns_stored_job(store: Store) -> None:
+    first = await store.enqueue(
+        NewJob(type="t", payload={"a": 1, "b": [1, 2]}, idempotency_key="k")
+    )
+    replay = NewJob(type="t", payload={"b": [1, 2], "a": 1}, idempotency_key="k")
+    again = await store.enqueue(replay)
+    assert again.id == first.id
+    assert again.id != replay.id
+    assert len((await store.list_jobs()).jobs) == 1
+
+
+async def test_idempotency_conflict_on_different_body(store: Store) -> None:
+    first = await store.enqueue(NewJob(type="t", payload={"a": 1}, idempotency_key="k"))
+    with pytest.raises(IdempotencyConflict) as caught:
+        await store.enqueue(NewJob(type="t", payload={"a": 2}, idempotency_key="k"))
+    assert caught.value.existing_id == first.id
+    with pytest.raises(IdempotencyConflict):
+        await store.enqueue(NewJob(type="t", payload={"a": 1}, idempotency_key="k", priority=5))
+    # The same key in another queue is another job.
+    other = await store.enqueue(
+        NewJob(type="t", payload={"a": 2}, idempotency_key="k", queue="other")
+    )
+    assert other.id != first.id
+
+
+async def test_invalid_payloads_are_refused_and_nothing_is_written(pool: Pool) -> None:
+    from pydantic import BaseModel
+
+    class Email(BaseModel):
+        to: str
+
+    store = Store(pool, payload_models={"email": Email}, max_payload_bytes=64)
+    with pytest.raises(InvalidJob, match="nan|JSON"):
+        await store.enqueue(NewJob(type="t", payload={"x": float("nan")}))
+    with pytest.raises(PayloadTooLarge, match="64-byte"):
+        await store.enqueue(NewJob(type="t", payload={"x": "y" * 100}))
+    with pytest.raises(InvalidJob, match="to"):
+        await store.enqueue(NewJob(type="email", payload={"too": 1}))
+    with pytest.raises(InvalidJob):
+        await store.enqueue_batch([NewJob(type="t"), NewJob(type="email", payload={})])
+    assert (await store.list_jobs()).jobs == []
+    job = await store.enqueue(NewJob(type="email", payload={"to": "x"}))
+    assert job.payload == {"to": "x"}
+
+
+# -- batch -----------------------------------------------------------------------------
+
+
+async def test_enqueue_batch_inserts_in_order_with_events(store: Store) -> None:
+    jobs = [NewJob(type="t", payload={"i": i}, queue=f"q{i % 3}") for i in range(250)]
+    results = await store.enqueue_batch(jobs)
+    assert [r.id for r in results if isinstance(r, Job)] == [j.id for j in jobs]
+    stored = await store.get(jobs[17].id)
+    assert stored.payload == {"i": 17}
+    assert stored.queue == "q2"
+    assert [e.kind for e in await store.events(jobs[17].id)] == ["enqueued"]
+    depth = {(d.queue, d.state): d.count for d in await store.depth()}
+    assert depth == {
+        ("q0", JobState.QUEUED): 84,
+        ("q1", JobState.QUEUED): 83,
+        ("q2", JobState.QUEUED): 83,
+    }
+
+
+async def test_enqueue_batch_keyed_replays_conflicts_and_inserts(store: Store) -> None:
+    existing = await store.enqueue(NewJob(type="t", payload={"v": 1}, idempotency_key="a"))
+    await store.enqueue(NewJob(type="t", payload={"v": 1}, idempotency_key="b"))
+    batch = [
+        NewJob(type="t", payload={"v": 1}, idempotency_key="a"),  # replay
+        NewJob(type="t", payload={"v": 9}, idempotency_key="b"),  # conflict
+        NewJob(type="t", payload={"v": 1}, idempotency_key="c"),  # new
+        NewJob(type="t", payload={"v": 2}),  # plain
+    ]
+    results = await store.enqueue_batch(batch)
+    assert isinstance(results[0], Job) and results[0].id == existing.id
+    assert isinstance(results[1], IdempotencyConflict)
+    assert isinstance(results[2], Job) and results[2].id == batch[2].id
+    assert isinstance(results[3], Job) and results[3].id == batch[3].id
+    assert len((await store.list_jobs(limit=10)).jobs) == 4
+
+
+async def test_enqueue_batch_of_100000_jobs(store: Store) -> None:
+    jobs = [NewJob(type="bulk", payload={"i": i}) for i in range(100_000)]
+    results = await store.enqueue_batch(jobs)
+    assert len(results) == 100_000
+    (depth,) = await store.depth()
+    assert depth.count == 100_000
+
+
+# -- claim -----------------------------------------------------------------------------
+
+
+async def test_claim_orders_by_priority_then_run_at_then_id(store: Store) -> None:
+    now = await store.now()
+    late = await store.enqueue(NewJob(type="t", priority=1, run_at=now - timedelta(seconds=1)))
+    early = await store.enqueue(NewJob(type="t", priority=1, run_at=now - timedelta(seconds=9)))
+    urgent = await store.enqueue(NewJob(type="t", priority=0))
+    claimed = await store.claim(["default"], "w1", 3, LEASE)
+    assert [j.id for j in claimed] == [urgent.id, early.id, late.id]
+    for job in claimed:
+        assert job.state is JobState.LEASED
+        assert job.attempts == 1
+        assert job.lease_owner == "w1"
+        assert job.lease_expires_at is not None
+
+
+async def test_claim_takes_only_due_jobs_of_the_given_queues(store: Store) -> None:
+    await store.enqueue(NewJob(type="t", queue="a"))
+    await store.enqueue(NewJob(type="t", queue="b"))
+    await store.enqueue(NewJob(type="t", queue="a", delay=timedelta(minutes=5)))
+    claimed = await store.claim(["a"], "w1", 10, LEASE)
+    assert [j.queue for j in claimed] == ["a"]
+
+
+async def test_eight_concurrent_claimers_claim_each_job_exactly_once(
+    store: Store, db_url: str
+) -> None:
+    await store.enqueue_batch([NewJob(type="t", payload={"i": i}) for i in range(5000)])
+    from jobrun.postgres import open_pool
+
+    pools = [await open_pool(db_url, worker_concurrency=1) for _ in range(8)]
+    try:
+
+        async def drain(n: int) -> list[UUID]:
+            mine = Store(pools[n])
+            got: list[UUID] = []
+            while batch := await mine.claim(["default"], f"w{n}", 37, LEASE):
+                got.extend(j.id for j in batch)
+            return got
+
+        claimed = await asyncio.gather(*(drain(n) for n in range(8)))
+    finally:
+        for p in pools:
+            await p.close()
+    every = [i for ids in claimed for i in ids]
+    assert len(every) == 5000
+    assert len(set(every)) == 5000
+    assert sum(1 for ids in claimed if ids) > 1
+
+
+async def test_terminal_event_mode_writes_no_claim_events(pool: Pool) -> None:
+    store = Store(pool, event_mode=EventMode.TERMINAL)
+    job = await store.enqueue(NewJob(type="t"))
+    claimed = await claim_one(store)
+    await store.complete(claimed, "w1")
+    assert [e.kind for e in await store.events(job.id)] == ["enqueued", "succeeded"]
+
+
+async def test_all_event_mode_records_the_whole_path(store: Store) -> None:
+    job = await store.enqueue(NewJob(type="t"))
+    await store.complete(await claim_one(store), "w1")
+    events = await store.events(job.id)
+    assert [(e.kind, e.from_state, e.to_state) for e in events] == [
+        ("enqueued", None, JobState.QUEUED),
+        ("claimed", JobState.QUEUED, JobState.LEASED),
+        ("succeeded", JobState.LEASED, JobState.SUCCEEDED),
+    ]
+    assert events[1].owner == "w1"
+
+
+# -- heartbeat -------------------------------------------------------------------------
+
+
+async def test_heartbeat_extends_owned_leases_only(store: Store) -> None:
+    for _ in range(3):
+        await store.enqueue(NewJob(type="t"))
+    a, b = await store.claim(["default"], "w1", 2, LEASE)
+    c = await claim_one(store, "w2")
+    until = await store.now() + timedelta(minutes=10)
+    kept = await store.heartbeat("w1", [a.id, b.id, c.id], until)
+    assert kept == {a.id, b.id}
+    assert (await store.get(a.id)).lease_expires_at == until
+    assert (await store.get(c.id)).lease_expires_at != until
+
+
+async def test_heartbeat_leaves_out_cancel_requested_and_expired_ids(store: Store) -> None:
+    for _ in range(3):
+        await store.enqueue(NewJob(type="t"))
+    live = await claim_one(store)
+    cancelled = await claim_one(store)
+    expired = (await store.claim(["default"], "w1", 1, timedelta(milliseconds=1)))[0]
+    await asyncio.sleep(0.01)
+    await store.cancel(cancelled.id)
+    until = await store.now() + LEASE
+    kept = await store.heartbeat("w1", [live.id, cancelled.id, expired.id], until)
+    assert kept == {live.id}
+
+
+# -- complete --------------------------------------------------------------------------
+
+
+async def test_complete_runs_the_callback_once_with_the_completion(
+    store: Store, effects_table: str
+) -> None:
+    job = await store.enqueue(NewJob(type="t"))
+    done = await store.complete(await claim_one(store), "w1", write_effect(job))
+    assert done.state is JobState.SUCCEEDED
+    assert done.finished_at is not None
+    assert effect_rows(effects_table) == [job.id]
+    assert await store.effect_done(done)
+
+
+async def test_complete_after_reap_raises_lease_lost_and_callback_writes_are_gone(
+    store: Store, effects_table: str
+) -> None:
+    await store.enqueue(NewJob(type="t"))
+    claimed = (await store.claim(["default"], "w1", 1, timedelta(milliseconds=1)))[0]
+    await asyncio.sleep(0.01)
+    (reaped,) = await store.reap_expired(await store.now())
+    assert reaped.state is JobState.QUEUED
+    with pytest.raises(LeaseLost):
+        await store.complete(claimed, "w1", write_effect(claimed))
+    assert effect_rows(effects_table) == []
+    assert not await store.effect_done(claimed)
+    assert (await store.get(claimed.id)).state is JobState.QUEUED
+
+
+async def test_complete_by_another_owner_raises_lease_lost(store: Store) -> None:
+    await store.enqueue(NewJob(type="t"))
+    claimed = await claim_one(store, "w1")
+    with pytest.raises(LeaseLost):
+        await store.complete(claimed, "w2")
+    assert (await store.get(claimed.id)).state is JobState.LEASED
+
+
+async def test_callback_that_raises_rolls_back_everything_and_leaves_job_leased(
+    store: Store, effects_table: str
+) -> None:
+    job = await store.enqueue(NewJob(type="t"))
+    claimed = await claim_one(store)
+
+    async def broken(conn: psycopg.AsyncConnection[Any]) -> None:
+        await write_effect(job)(conn)
+        raise RuntimeError("effect failed")
+
+    with pytest.raises(RuntimeError, match="effect failed"):
+        await store.complete(claimed, "w1", broken)
+    assert effect_rows(effects_table) == []
+    assert not await store.effect_done(claimed)
+    assert (await store.get(job.id)).state is JobState.LEASED
+
+
+async def test_retry_of_a_job_whose_effect_committed_skips_the_callback(
+    store: Store, effects_table: str
+) -> None:
+    job = await store.enqueue(NewJob(type="t", idempotency_key="pay-1"))
+    first = await claim_one(store)
+    await store.complete(first, "w1", write_effect(job))
+    # Operator-level re-run of the same logical job: a new job with the same key
+    # in another queue shares the ledger key, so its effect must not run again.
+    twin = await store.enqueue(NewJob(type="t", idempotency_key="pay-1", queue="again"))
+    claimed = await claim_one(store, queue="again")
+    done = await store.complete(claimed, "w1", write_effect(twin, "second"))
+    assert done.state is JobState.SUCCEEDED
+    assert effect_rows(effects_table) == [job.id]
+
+
+async def test_reaped_job_whose_effect_committed_does_not_rerun_the_callback(
+    store: Store, effects_table: str
+) -> None:
+    job = await store.enqueue(NewJob(type="t"))
+    await claim_one(store)
+    # The effect committed on an earlier attempt (ledger row present) ...
+    with psycopg.connect(effects_table, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO processed_effects (scope, key, job_id) VALUES (%s, %s, %s)",
+            ("job:t", str(job.id), job.id),
+        )
+    claimed = await store.get(job.id)
+    done = await store.complete(claimed, "w1", write_effect(job))
+    assert done.state is JobState.SUCCEEDED
+    assert effect_rows(effects_table) == []
+
+
+async def test_complete_or_fail_of_cancel_requested_job_ends_cancelled(store: Store) -> None:
+    a = await store.enqueue(NewJob(type="t"))
+    b = await store.enqueue(NewJob(type="t"))
+    ca, cb = await store.claim(["default"], "w1", 2, LEASE)
+    await store.cancel(a.id)
+    await store.cancel(b.id)
+    done = await store.complete(ca, "w1")
+    failed = await store.fail(cb, "w1", "boom", await store.now())
+    assert done.state is JobState.CANCELLED
+    assert failed.state is JobState.CANCELLED
+    for job_id in (a.id, b.id):
+        kinds = [e.kind for e in await store.events(job_id)]
+        assert kinds[-2:] == ["cancel_requested", "cancelled"]
+
+
+async def test_group_commit_completes_each_and_isolates_lost_leases(
+    store: Store, effects_table: str
+) -> None:
+    jobs = [await store.enqueue(NewJob(type="t", payload={"i": i})) for i in range(6)]
+    claimed = await store.claim(["default"], "w1", 6, LEASE)
+    stolen = claimed[2]
+    with psycopg.connect(effects_table, autocommit=True) as conn:
+        conn.execute("UPDATE jobs SET lease_owner = 'thief' WHERE id = %s", (stolen.id,))
+    completions = [Completion(job=j, commit=write_effect(j)) for j in claimed[:4]]
+    completions += [Completion(job=j) for j in claimed[4:]]
+    results = await store.complete_many("w1", completions)
+    assert isinstance(results[2], LeaseLost)
+    assert [isinstance(r, Job) and r.state is JobState.SUCCEEDED for r in results] == [
+        True,
+        True,
+        False,
+        True,
+        True,
+        True,
+    ]
+    assert sorted(effect_rows(effects_table)) == sorted(j.id for j in claimed[:4] if j != stolen)
+    assert len(jobs) == 6
+
+
+async def test_group_commit_falls_back_when_one_callback_fails(
+    store: Store, effects_table: str
+) -> None:
+    for i in range(4):
+        await store.enqueue(NewJob(type="t", payload={"i": i}))
+    claimed = await store.claim(["default"], "w1", 4, LEASE)
+
+    async def broken(conn: psycopg.AsyncConnection[Any]) -> None:
+        raise ValueError("bad effect")
+
+    completions = [Completion(job=j, commit=write_effect(j)) for j in claimed]
+    completions[1] = Completion(job=claimed[1], commit=broken)
+    results = await store.complete_many("w1", completions)
+    assert isinstance(results[1], ValueError)
+    assert all(isinstance(r, Job) for i, r in enumerate(results) if i != 1)
+    assert sorted(effect_rows(effects_table)) == sorted(
+        j.id for i, j in enumerate(claimed) if i != 1
+    )
+    assert (await store.get(claimed[1].id)).state is JobState.LEASED
+
+
+async def test_commit_timeout_rolls_back_the_completion(pool: Pool, effects_table: str) -> None:
+    store = Store(pool, commit_timeout=timedelta(milliseconds=50))
+    job = await store.enqueue(NewJob(type="t"))
+    claimed = await claim_one(store)
+
+    async def slow(conn: psycopg.AsyncConnection[Any]) -> None:
+        await write_effect(job)(conn)
+        await conn.execute("SELECT pg_sleep(1)")
+
+    from jobrun.errors import CommitTimeout
+
+    with pytest.raises(CommitTimeout):
+        await store.complete(claimed, "w1", slow)
+    assert effect_rows(effects_table) == []
+    assert (await store.get(job.id)).state is JobState.LEASED
+
+
+# -- fail, reap ------------------------------------------------------------------------
+
+
+async def test_fail_requeues_at_retry_at_then_dead_at_max_attempts(store: Store) -> None:
+    job = await store.enqueue(NewJob(type="t", max_attempts=2))
+    retry_at = await store.now() - timedelta(seconds=1)
+    failed = await store.fail(await claim_one(store), "w1", "first error", retry_at)
+    assert failed.state is JobState.QUEUED
+    assert failed.run_at == retry_at
+    assert failed.last_error == "first error"
+    dead = await store.fail(await claim_one(store), "w1", "second error", await store.now())
+    assert dead.state is JobState.DEAD
+    assert dead.attempts == 2
+    assert dead.finished_at is not None
+    kinds = [e.kind for e in await store.events(job.id)]
+    assert kinds == ["enqueued", "claimed", "failed", "claimed", "dead"]
+    assert (await store.events(job.id))[-1].detail == "second error"
+
+
+async def test_fail_bounds_the_error_text(store: Store) -> None:
+    await store.enqueue(NewJob(type="t"))
+    failed = await store.fail(await claim_one(store), "w1", "x" * 100_000, await store.now())
+    assert failed.last_error is not None and len(failed.last_error) == 8192
+
+
+async def test_fail_after_lease_lost_changes_nothing(store: Store) -> None:
+    await store.enqueue(NewJob(type="t"))
+    claimed = await claim_one(store, "w1")
+    with pytest.raises(LeaseLost):
+        await store.fail(claimed, "w2", "nope", await store.now())
+    assert (await store.get(claimed.id)).state is JobState.LEASED
+
+
+async def test_reap_requeues_with_backoff_and_crash_costs_one_attempt(store: Store) -> None:
+    backoff = Backoff(kind=BackoffKind.CONSTANT, base=timedelta(seconds=7))
+    job = await store.enqueue(NewJob(type="t", backoff=backoff, max_attempts=2))
+    await store.claim(["default"], "w1", 1, timedelta(milliseconds=1))
+    await asyncio.sleep(0.01)
+    now = await store.now()
+    (reaped,) = await store.reap_expired(now)
+    assert reaped.state is JobState.QUEUED
+    assert reaped.attempts == 1
+    assert reaped.run_at == now + timedelta(seconds=7)
+    assert reaped.lease_owner is None
+    assert [e.kind for e in await store.events(job.id)][-1] == "reaped"
+    # Second crash spends the last attempt: dead.
+    with psycopg.connect(str(store.pool.conninfo), autocommit=True) as conn:
+        conn.execute(
+            "UPDATE jobs SET run_at = now() - interval '1 second' WHERE id = %s", (job.id,)
+        )
+    await store.claim(["default"], "w1", 1, timedelta(milliseconds=1))
+    await asyncio.sleep(0.01)
+    (dead,) = await store.reap_expired(await store.now())
+    assert dead.state is JobState.DEAD
+    assert dead.attempts == 2
+
+
+async def test_reap_leaves_live_leases_alone(store: Store) -> None:
+    await store.enqueue(NewJob(type="t"))
+    await claim_one(store)
+    assert await store.reap_expired(await store.now()) == []
+
+
+async def test_concurrent_reapers_reap_each_job_once(store: Store, db_url: str) -> None:
+    await store.enqueue_batch([NewJob(type="t") for _ in range(200)])
+    await store.claim(["default"], "w1", 200, timedelta(milliseconds=1))
+    await asyncio.sleep(0.01)
+    from jobrun.postgres import open_pool
+
+    pools = [await open_pool(db_url, worker_concurrency=1) for _ in range(3)]
+    try:
+        now = await store.now()
+        results = await asyncio.gather(*(Store(p).reap_expired(now, limit=50) for p in pools))
+        results += [await store.reap_expired(now)]
+    finally:
+        for p in pools:
+            await p.close()
+    ids = [j.id for batch in results for j in batch]
+    assert len(ids) == len(set(ids)) == 200
+
+
+# -- operators -------------------------------------------------------------------------
+
+
+async def test_get_unknown_job_raises_job_not_found(store: Store) -> None:
+    from jobrun.job import new_job_id
+
+    with pytest.raises(JobNotFound):
+        await store.get(new_job_id())
+
+
+async def test_list_filters_and_paginates_newest_first(store: Store) -> None:
+    ids = [(await store.enqueue(NewJob(type="a" if i % 2 else "b"))).id for i in range(7)]
+    page = await store.list_jobs(JobFilter(type="a"), limit=2)
+    assert [j.id for j in page.jobs] == [ids[5], ids[3]]
+    assert page.next_cursor == ids[3]
+    rest = await store.list_jobs(JobFilter(type="a"), limit=2, cursor=page.next_cursor)
+    assert [j.id for j in rest.jobs] == [ids[1]]
+    assert rest.next_cursor is None
+    assert len((await store.list_jobs(JobFilter(state=JobState.QUEUED))).jobs) == 7
+    assert (await store.list_jobs(JobFilter(state=JobState.DEAD))).jobs == []
+    now = await store.now()
+    assert (await store.list_jobs(JobFilter(created_after=now + timedelta(1)))).jobs == []
+
+
+async def test_cancel_queued_ends_cancelled_now(store: Store) -> None:
+    job = await store.enqueue(NewJob(type="t"))
+    cancelled = await store.cancel(job.id)
+    assert cancelled.state is JobState.CANCELLED
+    assert cancelled.finished_at is not None
+    assert await store.claim(["default"], "w1", 1, LEASE) == []
+
+
+async def test_cancel_leased_requests_cancel(store: Store) -> None:
+    await store.enqueue(NewJob(type="t"))
+    claimed = await claim_one(store)
+    flagged = await store.cancel(claimed.id)
+    assert flagged.state is JobState.LEASED
+    assert flagged.cancel_requested
+
+
+async def test_cancel_of_finished_job_is_a_clear_error(store: Store) -> None:
+    await store.enqueue(NewJob(type="t"))
+    done = await store.complete(await claim_one(store), "w1")
+    with pytest.raises(InvalidTransition, match="succeeded"):
+        await store.cancel(done.id)
+
+
+async def test_retry_puts_dead_job_back_due_now(store: Store, db_url: str) -> None:
+    job = await store.enqueue(NewJob(type="t", max_attempts=1))
+    dead = await store.fail(await claim_one(store), "w1", "boom", await store.now())
+    assert dead.state is JobState.DEAD
+    retried = await store.retry(job.id)
+    assert retried.state is JobState.QUEUED
+    assert retried.finished_at is None
+    assert retried.max_attempts == 2
+    again = await claim_one(store)
+    assert again.id == job.id and again.attempts == 2
+    with pytest.raises(InvalidTransition):
+        await store.retry(job.id)
+
+
+async def test_purge_deletes_old_finished_jobs_in_batches(store: Store, db_url: str) -> None:
+    await store.enqueue_batch([NewJob(type="t") for _ in range(25)])
+    keep = await store.enqueue(NewJob(type="t"))
+    for job in await store.claim(["default"], "w1", 25, LEASE):
+        if job.id != keep.id:
+            await store.complete(job, "w1")
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE jobs SET finished_at = now() - interval '2 days' WHERE finished_at IS NOT NULL"
+        )
+    assert await store.purge(timedelta(days=1), batch_size=10) == 25
+    assert [j.id for j in (await store.list_jobs()).jobs] == [keep.id]
+    with psycopg.connect(db_url) as conn:
+        (orphans,) = conn.execute(
+            "SELECT count(*) FROM job_events WHERE job_id <> %s", (keep.id,)
+        ).fetchone() or (None,)
+        (ledger,) = conn.execute("SELECT count(*) FROM processed_effects").fetchone() or (None,)
+    assert orphans == 0
+    assert ledger == 0
+
+
+async def test_prune_events_by_age(store: Store, db_url: str) -> None:
+    job = await store.enqueue(NewJob(type="t"))
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("UPDATE job_events SET at = now() - interval '3 days'")
+    await store.cancel(job.id)
+    assert await store.prune_events(timedelta(days=1)) == 1
+    assert [e.kind for e in await store.events(job.id)] == ["cancelled"]
+
+
+async def test_now_is_database_time_in_utc(store: Store) -> None:
+    now = await store.now()
+    assert now.utcoffset() == timedelta(0)
+
+
+# -- schedules -------------------------------------------------------------------------
+
+
+async def test_schedule_lifecycle(store: Store) -> None:
+    made = await store.create_schedule(
+        NewSchedule(name="nightly", type="report", cron="0 3 * * *", timezone="Europe/Berlin")
+    )
+    assert made.next_run_at > await store.now()
+    with pytest.raises(InvalidSchedule):
+        await store.create_schedule(NewSchedule(name="nightly", type="x", cron="* * * * *"))
+    with pytest.raises(InvalidSchedule):
+        await store.create_schedule(NewSchedule(name="bad", type="x", cron="61 * * * *"))
+    paused = await store.pause_schedule("nightly")
+    assert paused.paused
+    resumed = await store.resume_schedule("nightly")
+    assert not resumed.paused
+    changed = await store.update_schedule("nightly", SchedulePatch(every=timedelta(minutes=5)))
+    assert changed.cron is None and changed.every == timedelta(minutes=5)
+    assert [s.name for s in await store.list_schedules()] == ["nightly"]
+    await store.delete_schedule("nightly")
+    assert await store.list_schedules() == []
+
+
+async def test_due_schedules_materialise_once_and_advance(store: Store, db_url: str) -> None:
+    sched = await store.create_schedule(
+        NewSchedule(name="tick", type="tick", every=timedelta(minutes=1))
+    )
+    # Pretend the scheduler was down for an hour: one run, not sixty.
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("UPDATE schedules SET next_run_at = now() - interval '1 hour'")
+    now = await store.now()
+    (job,) = await store.due_schedules(now)
+    assert job.type == "tick"
+    assert job.idempotency_key is not None and job.idempotency_key.startswith(f"sched:{sched.id}:")
+    assert await store.due_schedules(now) == []
+    after = await store.get_schedule("tick")
+    assert now < after.next_run_at <= now + timedelta(minutes=1)
+
+
+async def test_two_concurrent_due_schedules_never_materialise_a_run_twice(
+    store: Store, db_url: str
+) -> None:
+    for i in range(20):
+        await store.create_schedule(
+            NewSchedule(name=f"s{i}", type="tick", every=timedelta(seconds=1))
+        )
+    from jobrun.postgres import open_pool
+
+    other_pool = await open_pool(db_url, worker_concurrency=1)
+    try:
+        other = Store(other_pool)
+        for _ in range(5):
+            with psycopg.connect(db_url, autocommit=True) as conn:
+                conn.execute("UPDATE schedules SET next_run_at = now() - interval '1 second'")
+            now = await store.now()
+            await asyncio.gather(store.due_schedules(now), other.due_schedules(now))
+    finally:
+        await other_pool.close()
+    with psycopg.connect(db_url) as conn:
+        rows = conn.execute(
+            sql.SQL("SELECT idempotency_key, count(*) FROM jobs GROUP BY 1 HAVING count(*) > 1")
+        ).fetchall()
+        (total,) = conn.execute("SELECT count(*) FROM jobs").fetchone() or (0,)
+    assert rows == []
+    assert total >= 20
