@@ -171,7 +171,7 @@ async def test_invalid_payloads_are_refused_and_nothing_is_written(pool: Pool) -
     store = Store(pool, payload_models={"email": Email}, max_payload_bytes=64)
     with pytest.raises(InvalidJob, match="nan|JSON"):
         await store.enqueue(NewJob(type="t", payload={"x": float("nan")}))
-    with pytest.raises(PayloadTooLarge, match="64-byte"):
+    with pytest.raises(PayloadTooLarge, match=r"64-byte"):
         await store.enqueue(NewJob(type="t", payload={"x": "y" * 100}))
     with pytest.raises(InvalidJob, match="to"):
         await store.enqueue(NewJob(type="email", payload={"too": 1}))
