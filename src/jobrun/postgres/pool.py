@@ -102,7 +102,12 @@ async def open_pool(
         open=False,
         name=name,
         timeout=connect_timeout,
-        check=AsyncConnectionPool.check_connection,
+        # Autocommit: a single statement is its own transaction in one round
+        # trip; the store opens explicit transactions where it needs several.
+        # No per-borrow check: it would add a round trip to every claim and
+        # completion. A connection the server dropped fails its next statement,
+        # the pool discards it, and the caller's loop retries.
+        kwargs={"autocommit": True},
     )
     try:
         await pool.open(wait=True, timeout=connect_timeout)
