@@ -30,7 +30,7 @@ import inspect
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeAlias, TypeVar
 
@@ -71,39 +71,75 @@ class CancellationToken:
     down.
     """
 
-    __slots__ = ("_event", "reason")
+    __slots__ = ("_event", "_flag", "reason")
 
     def __init__(self) -> None:
-        self._event = threading.Event()
+        # The threading.Event is made on the first wait() only: a worker builds
+        # a token for every job, and most jobs never wait on theirs.
+        self._event: threading.Event | None = None
+        self._flag = False
         self.reason: str | None = None
 
     def set(self, reason: str = "cancelled") -> None:
         """Ask the job to stop; the first reason given is kept."""
-        if self.reason is None:
-            self.reason = reason
-        self._event.set()
+        with _token_lock:
+            if self.reason is None:
+                self.reason = reason
+            self._flag = True
+            if self._event is not None:
+                self._event.set()
 
     def is_set(self) -> bool:
         """True once the job has been asked to stop."""
-        return self._event.is_set()
+        return self._flag
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block (in a sync handler) until asked to stop or ``timeout`` passes; True if asked."""
-        return self._event.wait(timeout)
+        if self._flag:
+            return True
+        with _token_lock:
+            if self._event is None:
+                self._event = threading.Event()
+                if self._flag:
+                    self._event.set()
+            event = self._event
+        return event.wait(timeout)
 
 
-@dataclass(slots=True)
+_token_lock = threading.Lock()
+
+
 class JobContext:
     """What a handler learns about the job it runs."""
 
-    job: Job
-    """The claimed job, as the store returned it."""
-    token: CancellationToken = field(default_factory=CancellationToken)
-    """Set when the job should stop; sync handlers should check it."""
-    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = field(
-        default_factory=lambda: logging.getLogger("jobrun.handler")
-    )
-    """A logger whose records carry the job's id, type and attempt."""
+    __slots__ = ("_logger", "job", "token")
+
+    def __init__(
+        self,
+        job: Job,
+        token: CancellationToken | None = None,
+        logger: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
+    ) -> None:
+        self.job = job
+        """The claimed job, as the store returned it."""
+        self.token = token if token is not None else CancellationToken()
+        """Set when the job should stop; sync handlers should check it."""
+        self._logger = logger
+
+    @property
+    def logger(self) -> logging.Logger | logging.LoggerAdapter[logging.Logger]:
+        """A logger whose records carry the job's id, type and attempt."""
+        if self._logger is None:
+            # Built on first use: most handlers at high throughput never log.
+            self._logger = logging.LoggerAdapter(
+                logging.getLogger("jobrun.handler"),
+                {
+                    "job_id": str(self.job.id),
+                    "job_type": self.job.type,
+                    "attempt": self.job.attempts,
+                },
+            )
+        return self._logger
 
     @property
     def attempt(self) -> int:

@@ -56,7 +56,7 @@ from uuid import UUID
 from jobrun.errors import ConfigurationError, JobrunError, LeaseLost, UnknownJobType
 from jobrun.job import CommitCallback, Completion, Dispatcher, Job, Store
 from jobrun.reaper import Reaper
-from jobrun.registry import CancellationToken, Handler, JobContext, Registry
+from jobrun.registry import Handler, JobContext, Registry
 
 __all__ = ["Completer", "Worker", "default_owner"]
 
@@ -197,9 +197,9 @@ class _Running:
     task: asyncio.Task[None] | None = None
     # Why the worker itself stopped the job (cancelled, shutdown); None while it runs freely.
     stop_reason: str | None = None
-    # True once the handler returned and the job waits on the completer: it can
-    # no longer be cancelled, only completed (or found lost).
-    completing: bool = False
+    # True once the handler has finished and the outcome is being reported (a
+    # completion or a fail): it can no longer be cancelled, only reported.
+    reporting: bool = False
 
 
 def _positive(name: str, value: timedelta | None) -> None:
@@ -274,6 +274,7 @@ class Worker:
         """The lease owner this worker claims as."""
         self._completer = Completer(store, self.owner, max_batch=completion_batch)
         self._running: dict[UUID, _Running] = {}
+        self._executing = 0
         self._executor: ThreadPoolExecutor | None = None
         self._started = False
         # Created in run(): asyncio primitives belong to the loop that runs the worker.
@@ -393,7 +394,12 @@ class Worker:
     async def _claim_loop(self) -> None:
         assert self._stopping is not None and self._wakeup is not None
         while not self._stopping.is_set():
-            free = self._concurrency - len(self._running)
+            # Handler slots bound the work; reporting jobs still hold leases, so
+            # they get a second allowance of the same size and no more.
+            free = min(
+                self._concurrency - self._executing,
+                2 * self._concurrency - len(self._running),
+            )
             if free <= 0:
                 # Every finishing job sets the wakeup, and so does a stop request.
                 self._wakeup.clear()
@@ -453,7 +459,7 @@ class Worker:
                 if job_id in kept:
                     continue
                 run = self._running.get(job_id)
-                if run is not None and not run.completing and run.stop_reason is None:
+                if run is not None and not run.reporting and run.stop_reason is None:
                     self._log.info(
                         "job %s was cancelled or lost its lease; stopping it",
                         job_id,
@@ -499,20 +505,14 @@ class Worker:
 
     def _start(self, job: Job) -> None:
         handler = self._registry.get(job.type)
-        ctx = JobContext(
-            job=job,
-            token=CancellationToken(),
-            logger=logging.LoggerAdapter(
-                _handler_log,
-                {"job_id": str(job.id), "job_type": job.type, "attempt": job.attempts},
-            ),
-        )
+        ctx = JobContext(job)
         run = _Running(job=job, handler=handler, ctx=ctx, started=time.monotonic())
         self._running[job.id] = run
+        self._executing += 1
         run.task = asyncio.get_running_loop().create_task(self._execute(run))
 
     def _stop(self, run: _Running, reason: str) -> None:
-        if run.completing:
+        if run.reporting:
             return
         if run.stop_reason is not None:
             if reason == _REASON_SHUTDOWN and run.task is not None:
@@ -532,6 +532,8 @@ class Worker:
 
     async def _execute(self, run: _Running) -> None:
         job = run.job
+        commit: CommitCallback | None = None
+        error: str | None = None
         try:
             try:
                 commit = await self._invoke(run)
@@ -542,31 +544,43 @@ class Worker:
                 task = asyncio.current_task()
                 if task is not None:
                     task.uncancel()
-                await self._stopped(run)
-                return
             except JobrunError as exc:
-                await self._failed(run, str(exc))
-                return
+                error = str(exc)
             except Exception as exc:
-                await self._failed(run, _error_text(exc))
-                return
+                error = _error_text(exc)
+            self._release(run)
             if run.stop_reason is not None:
-                # The handler swallowed the cancellation or ignored the token; the
-                # job was stopped all the same, so its result is discarded.
+                # Also when the handler swallowed the cancellation or ignored the
+                # token: the job was stopped all the same, so its result is discarded.
                 await self._stopped(run)
-                return
-            if commit is not None and not callable(commit):
+            elif error is not None:
+                await self._failed(run, error)
+            elif commit is not None and not callable(commit):
                 await self._failed(
                     run,
                     f"handler for {job.type!r} returned {type(commit).__name__}, "
                     "expected a commit callback or None",
                 )
-                return
-            await self._complete(run, commit)
+            else:
+                await self._complete(run, commit)
         finally:
+            self._release(run)
             self._running.pop(job.id, None)
             assert self._wakeup is not None
             self._wakeup.set()
+
+    def _release(self, run: _Running) -> None:
+        """Free the job's handler slot: from here on it only reports its outcome.
+
+        Reporting (a completion batch, a fail) is database work that overlaps the
+        next claim, which is what keeps claims and completions pipelined.
+        """
+        if run.reporting:
+            return
+        run.reporting = True
+        self._executing -= 1
+        assert self._wakeup is not None
+        self._wakeup.set()
 
     async def _invoke(self, run: _Running) -> CommitCallback | None:
         handler = run.handler
@@ -599,7 +613,6 @@ class Worker:
             timer.cancel()
 
     async def _complete(self, run: _Running, commit: CommitCallback | None) -> None:
-        run.completing = True
         result = await self._completer.submit(run.job, commit)
         if isinstance(result, Job):
             self._record(run, result.state.value, level=logging.INFO)
