@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
@@ -336,10 +337,13 @@ all. The port types it loosely so the runtime never imports psycopg.
 """
 
 
-class Completion(BaseModel):
-    """One job to complete in a group, with its optional commit callback."""
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """One job to complete in a group, with its optional commit callback.
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    A plain dataclass, not a pydantic model: the worker builds one per job on
+    the hot path, and the Job inside is already valid.
+    """
 
     job: Job
     commit: CommitCallback | None = None
@@ -419,7 +423,7 @@ class Store(Schedules, Protocol):
 
     async def complete_many(
         self, owner: str, completions: Sequence[Completion]
-    ) -> list[Job | JobrunError]:
+    ) -> list[Job | Exception]:
         """Complete many jobs in one transaction where possible; one result per input."""
         ...
 

@@ -124,9 +124,7 @@ class Completer:
     ) -> asyncio.Future[Job | BaseException]:
         """Queue ``job`` for completion; the future resolves once its batch committed."""
         fut: asyncio.Future[Job | BaseException] = asyncio.get_running_loop().create_future()
-        # model_construct: the job is already a validated Job; revalidating
-        # each one would cost more than the rest of the completion path.
-        self._pending.append((Completion.model_construct(job=job, commit=commit), fut))
+        self._pending.append((Completion(job=job, commit=commit), fut))
         self._wake.set()
         return fut
 
