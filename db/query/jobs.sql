@@ -84,14 +84,22 @@ SELECT * FROM jobs WHERE id = ANY(@ids::uuid[]);
 -- order. SKIP LOCKED lets concurrent claimers take disjoint rows without
 -- waiting on each other.
 WITH picked AS (
-    SELECT id
-    FROM jobs
-    WHERE state = 'queued'
-      AND queue = ANY(@queues::text[])
-      AND run_at <= coalesce(sqlc.narg('now')::timestamptz, now())
-    ORDER BY priority, run_at, id
+    -- One index-ordered scan per queue (jobs_claim_idx yields the first
+    -- max_jobs due rows of that queue and stops), then the best of those.
+    SELECT candidate.id
+    FROM unnest(@queues::text[]) AS wanted (queue)
+    CROSS JOIN LATERAL (
+        SELECT jobs.id, jobs.priority, jobs.run_at
+        FROM jobs
+        WHERE jobs.state = 'queued'
+          AND jobs.queue = wanted.queue
+          AND jobs.run_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+        ORDER BY jobs.priority, jobs.run_at, jobs.id
+        LIMIT @max_jobs
+        FOR UPDATE SKIP LOCKED
+    ) AS candidate
+    ORDER BY candidate.priority, candidate.run_at, candidate.id
     LIMIT @max_jobs
-    FOR UPDATE SKIP LOCKED
 )
 UPDATE jobs
 SET state = 'leased',
@@ -106,14 +114,22 @@ RETURNING jobs.*;
 -- name: JobClaimRecorded :many
 -- JobClaim plus one claimed event per job, in the same statement.
 WITH picked AS (
-    SELECT id
-    FROM jobs
-    WHERE state = 'queued'
-      AND queue = ANY(@queues::text[])
-      AND run_at <= coalesce(sqlc.narg('now')::timestamptz, now())
-    ORDER BY priority, run_at, id
+    -- One index-ordered scan per queue (jobs_claim_idx yields the first
+    -- max_jobs due rows of that queue and stops), then the best of those.
+    SELECT candidate.id
+    FROM unnest(@queues::text[]) AS wanted (queue)
+    CROSS JOIN LATERAL (
+        SELECT jobs.id, jobs.priority, jobs.run_at
+        FROM jobs
+        WHERE jobs.state = 'queued'
+          AND jobs.queue = wanted.queue
+          AND jobs.run_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+        ORDER BY jobs.priority, jobs.run_at, jobs.id
+        LIMIT @max_jobs
+        FOR UPDATE SKIP LOCKED
+    ) AS candidate
+    ORDER BY candidate.priority, candidate.run_at, candidate.id
     LIMIT @max_jobs
-    FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE jobs
     SET state = 'leased',
@@ -173,7 +189,7 @@ WITH finished AS (
            finished.attempts, @owner
     FROM finished
 )
-SELECT * FROM finished;
+SELECT finished.id, finished.state, finished.finished_at FROM finished;
 
 -- name: JobCompleteMany :many
 -- The whole completion of jobs without a commit callback in one statement:
@@ -200,7 +216,7 @@ WITH finished AS (
            finished.attempts, @owner
     FROM finished
 )
-SELECT * FROM finished;
+SELECT finished.id, finished.state, finished.finished_at FROM finished;
 
 -- name: JobFail :one
 -- Owner-guarded failure: back to queued at retry_at while attempts remain,

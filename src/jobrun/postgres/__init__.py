@@ -22,11 +22,13 @@ from jobrun.postgres.pool import (
     open_pool,
     resolve_database_url,
 )
+from jobrun.postgres.sync import SyncProducer
 
 __all__ = [
     "Migration",
     "MigrationStatus",
     "Pool",
+    "SyncProducer",
     "database_location",
     "default_embedded_dir",
     "embedded_database_url",

@@ -1,8 +1,9 @@
-"""The parts of enqueue that do no I/O, shared by the async store and the sync producer.
+"""The parts of the store that do no I/O, shared by the async store and the sync producer.
 
-Validation, parameter building and the replay-versus-conflict decision are
-written once here; :mod:`jobrun.postgres.store` and
-:mod:`jobrun.postgres.sync` only move the results through a connection.
+Validation, parameter building, the replay-versus-conflict decision, the
+batch's result assembly and the operators' state checks are written once
+here; :mod:`jobrun.postgres.store` and :mod:`jobrun.postgres.sync` only move
+the results through a connection.
 """
 
 from __future__ import annotations
@@ -10,24 +11,42 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import Enum
 from typing import Any
+from uuid import UUID
 
+from psycopg import BaseConnection
+from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ValidationError
 
-from jobrun.errors import IdempotencyConflict, InvalidJob
-from jobrun.job import BackoffKind, Job, NewJob
-from jobrun.postgres.convert import encode_payload, job_from_new, normal_json, utc
+from jobrun.errors import (
+    ConfigurationError,
+    IdempotencyConflict,
+    InvalidJob,
+    InvalidTransition,
+    JobrunError,
+)
+from jobrun.job import BackoffKind, Job, JobFilter, JobPage, NewJob
+from jobrun.postgres.convert import encode_payload, job_from_new, job_from_row, normal_json, utc
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import models
 
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
+    "CancelAction",
     "PreparedJob",
+    "cancel_action",
     "check_replay",
+    "check_retryable",
     "job_copy_row",
     "keyed_arrays",
+    "keyed_results",
+    "list_args",
+    "needs_transaction_block",
+    "page_of",
     "prepare_jobs",
+    "split_batch",
 ]
 
 DEFAULT_MAX_PAYLOAD_BYTES = 1 << 20
@@ -168,3 +187,106 @@ def check_replay(item: PreparedJob, stored: Job) -> Job:
     if not same:
         raise IdempotencyConflict(job.queue, job.idempotency_key or "", stored.id)
     return stored
+
+
+def split_batch(prepared: Sequence[PreparedJob]) -> tuple[list[int], list[int]]:
+    """Indices of the batch's jobs without an idempotency key (COPY) and with one."""
+    plain = [i for i, item in enumerate(prepared) if item.job.idempotency_key is None]
+    keyed = [i for i, item in enumerate(prepared) if item.job.idempotency_key is not None]
+    return plain, keyed
+
+
+def keyed_results(
+    prepared: Sequence[PreparedJob],
+    chunk: Sequence[int],
+    new_ids: set[UUID],
+    stored: Sequence[models.Job],
+    now: datetime,
+    results: list[Job | IdempotencyConflict | None],
+) -> list[Job]:
+    """Fill ``results`` for one chunk of keyed jobs; return the ones actually inserted.
+
+    ``new_ids`` are the ids the keyed insert returned; ``stored`` are the rows
+    read back for the others. Each of those is a replay (the stored job) or an
+    IdempotencyConflict in its slot.
+    """
+    stored_by_key = {(r.queue, r.idempotency_key or ""): job_from_row(r) for r in stored}
+    inserted: list[Job] = []
+    for index in chunk:
+        item = prepared[index]
+        if item.job.id in new_ids:
+            made = job_copy_row(item, now)[1]
+            results[index] = made
+            inserted.append(made)
+            continue
+        key = (item.job.queue, item.job.idempotency_key or "")
+        existing = stored_by_key.get(key)
+        if existing is None:
+            raise JobrunError(f"idempotency key {key[1]!r} vanished during enqueue")
+        try:
+            results[index] = check_replay(item, existing)
+        except IdempotencyConflict as conflict:
+            results[index] = conflict
+    return inserted
+
+
+class CancelAction(Enum):
+    """What cancelling a job in a given state does."""
+
+    CANCEL_QUEUED = "cancel_queued"
+    """A queued job ends cancelled now."""
+    REQUEST_CANCEL = "request_cancel"
+    """A leased job is flagged; its worker stops it at the next heartbeat."""
+    UNCHANGED = "unchanged"
+    """A leased job already flagged: nothing to do."""
+
+
+def cancel_action(job_id: UUID, state: models.JobState, cancel_requested: bool) -> CancelAction:
+    """The cancel transition for a job's locked row; InvalidTransition when it is finished."""
+    if state == models.JobState.QUEUED:
+        return CancelAction.CANCEL_QUEUED
+    if state == models.JobState.LEASED:
+        return CancelAction.UNCHANGED if cancel_requested else CancelAction.REQUEST_CANCEL
+    raise InvalidTransition(job_id, str(state), "cancel")
+
+
+def check_retryable(job_id: UUID, state: models.JobState) -> None:
+    """Raise InvalidTransition unless the job is dead or cancelled."""
+    if state not in (models.JobState.DEAD, models.JobState.CANCELLED):
+        raise InvalidTransition(job_id, str(state), "retry")
+
+
+def list_args(filter: JobFilter | None, limit: int, cursor: UUID | None) -> dict[str, Any]:
+    """Keyword arguments of the generated ``job_list`` (one row more than a page)."""
+    if limit < 1:
+        raise ConfigurationError("limit must be at least 1")
+    f = filter or JobFilter()
+    return {
+        "queue": f.queue,
+        "state": None if f.state is None else models.JobState(f.state.value),
+        "type": f.type,
+        "created_after": f.created_after,
+        "created_before": f.created_before,
+        "cursor": cursor,
+        "max_jobs": limit + 1,
+    }
+
+
+def page_of(rows: Sequence[models.Job], limit: int) -> JobPage:
+    """A page from ``job_list``'s rows: a next cursor only when there was one row more."""
+    jobs = [job_from_row(r) for r in rows[:limit]]
+    next_cursor = jobs[-1].id if len(rows) > limit else None
+    return JobPage(jobs=jobs, next_cursor=next_cursor)
+
+
+def needs_transaction_block(conn: BaseConnection[Any]) -> bool:
+    """Whether work on a caller's connection must be wrapped in ``conn.transaction()``.
+
+    On an autocommit connection the block is our own atomic transaction;
+    inside the caller's open transaction it is a savepoint, so a failure
+    leaves their transaction usable. On a non-autocommit connection whose
+    implicit transaction has not begun, a block would begin *and commit* a
+    transaction of its own, so we run bare: our first statement begins the
+    caller's transaction and the caller's commit or rollback decides.
+    """
+    return conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE

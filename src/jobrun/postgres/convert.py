@@ -42,6 +42,7 @@ __all__ = [
     "dump_dt",
     "encode_payload",
     "event_from_row",
+    "job_finished",
     "job_from_new",
     "job_from_row",
     "map_error",
@@ -112,6 +113,19 @@ def job_from_row(row: models.Job) -> Job:
             finished_at=_utc_or_none(row.finished_at),
         ),
     )
+
+
+def job_finished(job: Job, state: Any, finished_at: datetime | None) -> Job:
+    """``job`` as its completion left it: lease cleared, terminal state, finish time."""
+    values = dict(job.__dict__)
+    values.update(
+        state=_STATES[str(state)],
+        lease_owner=None,
+        lease_expires_at=None,
+        finished_at=None if finished_at is None else utc(finished_at),
+        updated_at=None if finished_at is None else utc(finished_at),
+    )
+    return _trusted(Job, values)
 
 
 def job_from_new(job: NewJob, payload: Any, run_at: datetime, now: datetime) -> Job:

@@ -45,6 +45,10 @@ def _parse(url: str) -> dict[str, Any]:
         ) from None
 
 
+def _with_utc(options: object) -> str:
+    return f"{options or ''} -c timezone=UTC".strip()
+
+
 def database_location(url: str) -> tuple[str, str, str]:
     """(host, port, dbname) of a connection string, with libpq's defaults filled in.
 
@@ -107,7 +111,9 @@ async def open_pool(
         # No per-borrow check: it would add a round trip to every claim and
         # completion. A connection the server dropped fails its next statement,
         # the pool discards it, and the caller's loop retries.
-        kwargs={"autocommit": True},
+        # Session time zone UTC: timestamps arrive already in UTC, so the clock
+        # rule costs no per-value conversion (the caller's own options are kept).
+        kwargs={"autocommit": True, "options": _with_utc(_parse(url).get("options"))},
     )
     try:
         await pool.open(wait=True, timeout=connect_timeout)

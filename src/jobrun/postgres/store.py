@@ -54,6 +54,7 @@ from jobrun.postgres import _base
 from jobrun.postgres.convert import (
     depth_from_row,
     event_from_row,
+    job_finished,
     job_from_row,
     map_error,
     utc,
@@ -137,7 +138,7 @@ class Store(ScheduleMethods):
                         "conn must be a psycopg.AsyncConnection; "
                         "use jobrun.postgres.SyncProducer with a sync connection"
                     )
-                if conn.autocommit or _in_transaction(conn):
+                if _base.needs_transaction_block(conn):
                     # Autocommit: our own atomic transaction. Inside the
                     # caller's transaction: a savepoint, so a failure here
                     # leaves their transaction usable.
@@ -375,8 +376,9 @@ class Store(ScheduleMethods):
             rows = await job_queries.AsyncQuerier(conn).job_complete_many(
                 ids=[j.id for j in jobs], owner=owner
             )
+        by_id = {job.id: job for job in jobs}
         for row in rows:
-            results[row.id] = job_from_row(row)
+            results[row.id] = job_finished(by_id[row.id], row.state, row.finished_at)
         for job in jobs:
             results.setdefault(job.id, LeaseLost(job.id, owner))
 
@@ -412,8 +414,9 @@ class Store(ScheduleMethods):
                     if completion.job.id in fresh and completion.commit is not None:
                         await completion.commit(tx)
                 rows = await queries.job_finish_many(ids=[c.job.id for c in kept], owner=owner)
+                by_id = {c.job.id: c.job for c in kept}
                 for row in rows:
-                    outcome[row.id] = job_from_row(row)
+                    outcome[row.id] = job_finished(by_id[row.id], row.state, row.finished_at)
                 for completion in kept:
                     # Locked and checked above, so the guarded update cannot miss it.
                     outcome.setdefault(completion.job.id, LeaseLost(completion.job.id, owner))
@@ -566,7 +569,3 @@ def _as_exception(exc: BaseException) -> Exception:
     if isinstance(exc, Exception):
         return exc
     raise exc
-
-
-def _in_transaction(conn: psycopg.AsyncConnection[Any]) -> bool:
-    return conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE

@@ -85,14 +85,22 @@ SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backof
 
 JOB_CLAIM = """
 WITH picked AS (
-    SELECT id
-    FROM jobs
-    WHERE state = 'queued'
-      AND queue = ANY(%(queues)s::text[])
-      AND run_at <= coalesce(%(now)s::timestamptz, now())
-    ORDER BY priority, run_at, id
+    -- One index-ordered scan per queue (jobs_claim_idx yields the first
+    -- max_jobs due rows of that queue and stops), then the best of those.
+    SELECT candidate.id
+    FROM unnest(%(queues)s::text[]) AS wanted (queue)
+    CROSS JOIN LATERAL (
+        SELECT jobs.id, jobs.priority, jobs.run_at
+        FROM jobs
+        WHERE jobs.state = 'queued'
+          AND jobs.queue = wanted.queue
+          AND jobs.run_at <= coalesce(%(now)s::timestamptz, now())
+        ORDER BY jobs.priority, jobs.run_at, jobs.id
+        LIMIT %(max_jobs)s
+        FOR UPDATE SKIP LOCKED
+    ) AS candidate
+    ORDER BY candidate.priority, candidate.run_at, candidate.id
     LIMIT %(max_jobs)s
-    FOR UPDATE SKIP LOCKED
 )
 UPDATE jobs
 SET state = 'leased',
@@ -107,14 +115,22 @@ RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.stat
 
 JOB_CLAIM_RECORDED = """
 WITH picked AS (
-    SELECT id
-    FROM jobs
-    WHERE state = 'queued'
-      AND queue = ANY(%(queues)s::text[])
-      AND run_at <= coalesce(%(now)s::timestamptz, now())
-    ORDER BY priority, run_at, id
+    -- One index-ordered scan per queue (jobs_claim_idx yields the first
+    -- max_jobs due rows of that queue and stops), then the best of those.
+    SELECT candidate.id
+    FROM unnest(%(queues)s::text[]) AS wanted (queue)
+    CROSS JOIN LATERAL (
+        SELECT jobs.id, jobs.priority, jobs.run_at
+        FROM jobs
+        WHERE jobs.state = 'queued'
+          AND jobs.queue = wanted.queue
+          AND jobs.run_at <= coalesce(%(now)s::timestamptz, now())
+        ORDER BY jobs.priority, jobs.run_at, jobs.id
+        LIMIT %(max_jobs)s
+        FOR UPDATE SKIP LOCKED
+    ) AS candidate
+    ORDER BY candidate.priority, candidate.run_at, candidate.id
     LIMIT %(max_jobs)s
-    FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE jobs
     SET state = 'leased',
@@ -170,7 +186,7 @@ WITH finished AS (
            finished.attempts, %(owner)s
     FROM finished
 )
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at FROM finished
+SELECT finished.id, finished.state, finished.finished_at FROM finished
 """
 
 JOB_COMPLETE_MANY = """
@@ -196,7 +212,7 @@ WITH finished AS (
            finished.attempts, %(owner)s
     FROM finished
 )
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at FROM finished
+SELECT finished.id, finished.state, finished.finished_at FROM finished
 """
 
 JOB_FAIL = """
@@ -403,6 +419,64 @@ def _row_to_job_lock_many_row(row: Sequence[Any]) -> JobLockManyRow:
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_JOB_LOCK_MANY_ROW_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
+class JobFinishManyRow(pydantic.BaseModel):
+    """A row returned by ``JobFinishMany``."""
+
+    id: UUID
+    state: JobState
+    finished_at: datetime | None
+
+
+_JOB_FINISH_MANY_ROW_FIELDS = frozenset({'id', 'state', 'finished_at'})
+
+
+def _row_to_job_finish_many_row(row: Sequence[Any]) -> JobFinishManyRow:
+    """Build a :class:`JobFinishManyRow` from a driver row, without re-validating it."""
+    obj = JobFinishManyRow.__new__(JobFinishManyRow)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "id": row[0],
+            "state": JobState(row[1]),
+            "finished_at": row[2],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_JOB_FINISH_MANY_ROW_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
+class JobCompleteManyRow(pydantic.BaseModel):
+    """A row returned by ``JobCompleteMany``."""
+
+    id: UUID
+    state: JobState
+    finished_at: datetime | None
+
+
+_JOB_COMPLETE_MANY_ROW_FIELDS = frozenset({'id', 'state', 'finished_at'})
+
+
+def _row_to_job_complete_many_row(row: Sequence[Any]) -> JobCompleteManyRow:
+    """Build a :class:`JobCompleteManyRow` from a driver row, without re-validating it."""
+    obj = JobCompleteManyRow.__new__(JobCompleteManyRow)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "id": row[0],
+            "state": JobState(row[1]),
+            "finished_at": row[2],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_JOB_COMPLETE_MANY_ROW_FIELDS))
     _setattr(obj, "__pydantic_extra__", None)
     _setattr(obj, "__pydantic_private__", None)
     return obj
@@ -641,19 +715,19 @@ class AsyncQuerier:
             _rows = await _cur.fetchall()
         return [_row_to_job_lock_many_row(_row) for _row in _rows]
 
-    async def job_finish_many(self, *, ids: list[UUID], owner: str) -> list[Job]:
+    async def job_finish_many(self, *, ids: list[UUID], owner: str) -> list[JobFinishManyRow]:
         """Run ``JobFinishMany``; return all its rows."""
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_FINISH_MANY, {"ids": ids, "owner": owner})
             _rows = await _cur.fetchall()
-        return [row_to_job(_row) for _row in _rows]
+        return [_row_to_job_finish_many_row(_row) for _row in _rows]
 
-    async def job_complete_many(self, *, ids: list[UUID], owner: str) -> list[Job]:
+    async def job_complete_many(self, *, ids: list[UUID], owner: str) -> list[JobCompleteManyRow]:
         """Run ``JobCompleteMany``; return all its rows."""
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_COMPLETE_MANY, {"ids": ids, "owner": owner})
             _rows = await _cur.fetchall()
-        return [row_to_job(_row) for _row in _rows]
+        return [_row_to_job_complete_many_row(_row) for _row in _rows]
 
     async def job_fail(self, *, retry_at: datetime, error: str, id: UUID, owner: str) -> Job | None:
         """Run ``JobFail``; return its first row, or None."""
@@ -965,19 +1039,19 @@ class Querier:
             _rows = _cur.fetchall()
         return [_row_to_job_lock_many_row(_row) for _row in _rows]
 
-    def job_finish_many(self, *, ids: list[UUID], owner: str) -> list[Job]:
+    def job_finish_many(self, *, ids: list[UUID], owner: str) -> list[JobFinishManyRow]:
         """Run ``JobFinishMany``; return all its rows."""
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_FINISH_MANY, {"ids": ids, "owner": owner})
             _rows = _cur.fetchall()
-        return [row_to_job(_row) for _row in _rows]
+        return [_row_to_job_finish_many_row(_row) for _row in _rows]
 
-    def job_complete_many(self, *, ids: list[UUID], owner: str) -> list[Job]:
+    def job_complete_many(self, *, ids: list[UUID], owner: str) -> list[JobCompleteManyRow]:
         """Run ``JobCompleteMany``; return all its rows."""
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_COMPLETE_MANY, {"ids": ids, "owner": owner})
             _rows = _cur.fetchall()
-        return [row_to_job(_row) for _row in _rows]
+        return [_row_to_job_complete_many_row(_row) for _row in _rows]
 
     def job_fail(self, *, retry_at: datetime, error: str, id: UUID, owner: str) -> Job | None:
         """Run ``JobFail``; return its first row, or None."""
