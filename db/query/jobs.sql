@@ -244,6 +244,32 @@ WITH failed AS (
 )
 SELECT * FROM failed;
 
+-- name: JobRelease :one
+-- Owner-guarded hand-back of a job the worker stopped without running it to
+-- the end (shutdown): queued again, due now, and the attempt is given back,
+-- since the job did not fail. A cancel request still ends it cancelled.
+WITH released AS (
+    UPDATE jobs
+    SET state = CASE WHEN cancel_requested THEN 'cancelled'::job_state
+                     ELSE 'queued'::job_state END,
+        attempts = CASE WHEN cancel_requested THEN attempts ELSE greatest(attempts - 1, 0) END,
+        run_at = CASE WHEN cancel_requested THEN run_at ELSE now() END,
+        finished_at = CASE WHEN cancel_requested THEN now() END,
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        last_error = left(@reason::text, 8192),
+        updated_at = now()
+    WHERE jobs.id = @id AND jobs.state = 'leased' AND jobs.lease_owner = @owner::text
+    RETURNING *
+), recorded AS (
+    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner, detail)
+    SELECT released.id, released.updated_at,
+           CASE released.state WHEN 'queued' THEN 'released' ELSE released.state::text END,
+           'leased', released.state, released.attempts, @owner, released.last_error
+    FROM released
+)
+SELECT * FROM released;
+
 -- name: JobLockExpired :many
 -- Leases that ran out, locked for the reaper; SKIP LOCKED lets reapers on
 -- several workers split the work instead of queueing behind each other.

@@ -12,6 +12,7 @@ States and transitions (every arrow is recorded in ``job_events``)::
       └──fail (retry)───┘ └──fail, no attempts left──▶ dead
     queued ──cancel──▶ cancelled
     dead, cancelled ──retry──▶ queued
+    leased ──release (worker shutdown)──▶ queued, attempt given back
     leased ──lease expires (reaper)──▶ queued or dead
 
 Time arguments on the ports are *database* time as read by the caller
@@ -403,8 +404,14 @@ class Store(Schedules, Protocol):
         """Insert a job, or return the stored one on an idempotent replay."""
         ...
 
-    async def enqueue_batch(self, jobs: Sequence[NewJob], *, conn: Any | None = None) -> list[Job]:
-        """Insert many jobs in one transaction; returns them in the given order."""
+    async def enqueue_batch(
+        self, jobs: Sequence[NewJob], *, conn: Any | None = None
+    ) -> list[Job | IdempotencyConflict]:
+        """Insert many jobs in one transaction; one result per input, in order.
+
+        A keyed job whose key exists with the same body yields the stored job;
+        with a different body, an IdempotencyConflict in its slot.
+        """
         ...
 
     async def claim(
@@ -429,6 +436,10 @@ class Store(Schedules, Protocol):
 
     async def fail(self, job: Job, owner: str, error: str, retry_at: datetime) -> Job:
         """Record a failed attempt: queued at ``retry_at``, dead, or cancelled."""
+        ...
+
+    async def release(self, job: Job, owner: str, reason: str) -> Job:
+        """Hand an unfinished job back: queued, due now, the attempt not counted."""
         ...
 
     async def reap_expired(self, now: datetime, limit: int = 1000) -> list[Job]:

@@ -635,12 +635,27 @@ class Worker:
             await self._failed(run, f"timed out: the attempt exceeded {seconds:g}s")
             return
         if run.stop_reason == _REASON_SHUTDOWN:
-            error = "handed back: the worker shut down before the job finished"
-            outcome = "handed_back"
+            await self._hand_back(run, "handed back: the worker shut down before the job finished")
+            return
         else:
             error = "stopped: the job was cancelled or its lease was lost"
             outcome = "stopped"
         await self._report_fail(run, error, await self.db_now(), outcome=outcome)
+
+    async def _hand_back(self, run: _Running, reason: str) -> None:
+        try:
+            stored = await self._store.release(run.job, self.owner, reason)
+        except LeaseLost as exc:
+            self._record(run, "lease_lost", level=logging.WARNING, detail=str(exc))
+            return
+        except Exception:
+            self._log.exception(
+                "could not hand job %s back; its lease will expire",
+                run.job.id,
+                extra=self._extra(run, outcome="report_failed"),
+            )
+            return
+        self._record(run, f"handed_back:{stored.state.value}", level=logging.INFO, detail=reason)
 
     async def _report_fail(
         self, run: _Running, error: str, retry_at: datetime, *, outcome: str

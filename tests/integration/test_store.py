@@ -730,3 +730,20 @@ async def test_two_concurrent_due_schedules_never_materialise_a_run_twice(
         (total,) = conn.execute("SELECT count(*) FROM jobs").fetchone() or (0,)
     assert rows == []
     assert total >= 20
+
+
+async def test_release_hands_a_job_back_without_spending_its_attempt(store: Store) -> None:
+    job = await store.enqueue(NewJob(type="t", max_attempts=1))
+    claimed = await claim_one(store)
+    released = await store.release(claimed, "w1", "shutting down")
+    assert released.state is JobState.QUEUED
+    assert released.attempts == 0
+    assert released.lease_owner is None
+    again = await claim_one(store)
+    assert again.id == job.id and again.attempts == 1
+    with pytest.raises(LeaseLost):
+        await store.release(again, "w2", "not mine")
+    await store.cancel(job.id)
+    assert (await store.release(again, "w1", "bye")).state is JobState.CANCELLED
+    kinds = [e.kind for e in await store.events(job.id)]
+    assert kinds == ["enqueued", "claimed", "released", "claimed", "cancel_requested", "cancelled"]

@@ -437,6 +437,22 @@ class Store(ScheduleMethods):
             raise LeaseLost(job.id, owner)
         return job_from_row(row)
 
+    async def release(self, job: Job, owner: str, reason: str) -> Job:
+        """Hand a leased job back unfinished: queued and due now, its attempt not counted.
+
+        For a worker that stops a job for its own reasons (shutdown), so the
+        job is retried promptly instead of waiting out its lease, and a job on
+        its last attempt is not killed by a deploy. A cancel-requested job ends
+        cancelled. Raises LeaseLost when ``owner`` no longer holds the lease.
+        """
+        async with self._connection() as conn:
+            row = await job_queries.AsyncQuerier(conn).job_release(
+                id=job.id, owner=owner, reason=reason
+            )
+        if row is None:
+            raise LeaseLost(job.id, owner)
+        return job_from_row(row)
+
     async def reap_expired(self, now: Any, limit: int = 1000) -> list[Job]:
         """Requeue, kill or cancel jobs whose lease expired before ``now`` (db time).
 

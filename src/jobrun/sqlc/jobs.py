@@ -240,6 +240,30 @@ WITH failed AS (
 SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at FROM failed
 """
 
+JOB_RELEASE = """
+WITH released AS (
+    UPDATE jobs
+    SET state = CASE WHEN cancel_requested THEN 'cancelled'::job_state
+                     ELSE 'queued'::job_state END,
+        attempts = CASE WHEN cancel_requested THEN attempts ELSE greatest(attempts - 1, 0) END,
+        run_at = CASE WHEN cancel_requested THEN run_at ELSE now() END,
+        finished_at = CASE WHEN cancel_requested THEN now() END,
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        last_error = left(%(reason)s::text, 8192),
+        updated_at = now()
+    WHERE jobs.id = %(id)s AND jobs.state = 'leased' AND jobs.lease_owner = %(owner)s::text
+    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at
+), recorded AS (
+    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner, detail)
+    SELECT released.id, released.updated_at,
+           CASE released.state WHEN 'queued' THEN 'released' ELSE released.state::text END,
+           'leased', released.state, released.attempts, %(owner)s, released.last_error
+    FROM released
+)
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at FROM released
+"""
+
 JOB_LOCK_EXPIRED = """
 SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at
 FROM jobs
@@ -743,6 +767,15 @@ class AsyncQuerier:
             return None
         return row_to_job(_row)
 
+    async def job_release(self, *, reason: str, id: UUID, owner: str) -> Job | None:
+        """Run ``JobRelease``; return its first row, or None."""
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(JOB_RELEASE, {"reason": reason, "id": id, "owner": owner})
+            _row = await _cur.fetchone()
+        if _row is None:
+            return None
+        return row_to_job(_row)
+
     async def job_lock_expired(self, *, now: datetime | None, max_jobs: int) -> list[Job]:
         """Run ``JobLockExpired``; return all its rows."""
         async with self._conn.cursor() as _cur:
@@ -1062,6 +1095,15 @@ class Querier:
                 "id": id,
                 "owner": owner,
             })
+            _row = _cur.fetchone()
+        if _row is None:
+            return None
+        return row_to_job(_row)
+
+    def job_release(self, *, reason: str, id: UUID, owner: str) -> Job | None:
+        """Run ``JobRelease``; return its first row, or None."""
+        with self._conn.cursor() as _cur:
+            _cur.execute(JOB_RELEASE, {"reason": reason, "id": id, "owner": owner})
             _row = _cur.fetchone()
         if _row is None:
             return None
