@@ -1,0 +1,57 @@
+"""The CLI's duration parser and formatter."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from jobrun.cli import DurationError, format_duration, parse_duration
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("30s", timedelta(seconds=30)),
+        ("5m", timedelta(minutes=5)),
+        ("2h", timedelta(hours=2)),
+        ("1d", timedelta(days=1)),
+        ("1w", timedelta(weeks=1)),
+        ("1h30m", timedelta(hours=1, minutes=30)),
+        ("1d2h3m4s", timedelta(days=1, hours=2, minutes=3, seconds=4)),
+        ("250ms", timedelta(milliseconds=250)),
+        ("1.5h", timedelta(minutes=90)),
+        (" 10S ", timedelta(seconds=10)),
+        ("0s", timedelta(0)),
+    ],
+)
+def test_parses(text: str, expected: timedelta) -> None:
+    assert parse_duration(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text", ["", "  ", "30", "s", "5x", "-5s", "1h 30m", "5m5m", "1.h", "h1", "1h30", "abc"]
+)
+def test_refuses(text: str) -> None:
+    with pytest.raises(DurationError) as info:
+        parse_duration(text)
+    assert "duration" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (timedelta(hours=1, minutes=30), "1h30m"),
+        (timedelta(seconds=3), "3s"),
+        (timedelta(milliseconds=250), "250ms"),
+        (timedelta(days=2, seconds=1), "2d1s"),
+        (timedelta(seconds=1.5), "1.5s"),
+    ],
+)
+def test_formats(value: timedelta, text: str) -> None:
+    assert format_duration(value) == text
+
+
+@pytest.mark.parametrize("text", ["30s", "5m", "2h", "1d", "1h30m", "250ms"])
+def test_round_trips(text: str) -> None:
+    assert format_duration(parse_duration(text)) == text
