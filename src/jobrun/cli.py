@@ -447,7 +447,7 @@ def worker_command(
         url = resolve_database_url(database_url)
     except JobrunError as exc:
         raise fail(str(exc)) from None
-    heartbeat = min(timedelta(seconds=10), lease_td / 3)
+    heartbeat = min(timedelta(seconds=10), lease_td // 3)
 
     async def body(pool: Pool) -> None:
         store = Store(pool, event_mode=event_mode)

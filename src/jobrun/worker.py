@@ -249,7 +249,7 @@ class Worker:
         _positive("reap_every", reap_every)
         if shutdown_grace < timedelta(0):
             raise ConfigurationError(f"shutdown_grace must not be negative, got {shutdown_grace}")
-        if heartbeat_every * 3 > lease:
+        if heartbeat_every > lease / 3:
             raise ConfigurationError(
                 f"heartbeat_every ({heartbeat_every}) must be at most a third of the lease "
                 f"({lease}), so a late heartbeat still lands before the lease expires"
