@@ -8,6 +8,7 @@ scheduler's advisory-lock connection) with pg_terminate_backend.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -90,7 +91,7 @@ async def test_killed_connections_lose_no_job_and_commit_no_effect_twice(
     try:
         killed = 0
         for _ in range(8):
-            time.sleep(1.0)
+            await asyncio.sleep(1.0)
             killed += terminate_backends(db_url)
         assert killed > 0
         last_kill = scalar(db_url, "SELECT extract(epoch FROM now())::bigint")
@@ -107,7 +108,7 @@ async def test_killed_connections_lose_no_job_and_commit_no_effect_twice(
             )
             if done == JOBS and ticks_after >= 2:
                 break
-            time.sleep(0.5)
+            await asyncio.sleep(0.5)
         for proc in workers:
             assert proc.poll() is None, logs[workers.index(proc)].read_text()[-3000:]
     finally:
@@ -129,7 +130,8 @@ async def test_killed_connections_lose_no_job_and_commit_no_effect_twice(
     assert (
         scalar(
             db_url,
-            f"SELECT count(*) FROM jobs WHERE type = 'tick' AND created_at > to_timestamp({last_kill})",
+            "SELECT count(*) FROM jobs WHERE type = 'tick' "
+            f"AND created_at > to_timestamp({last_kill})",
         )
         >= 2
     )
