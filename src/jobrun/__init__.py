@@ -64,7 +64,7 @@ __all__ = [
     "PayloadTooLarge",
     "QueueDepth",
     "Schedule",
-    "SchedulePatch",
     "ScheduleNotFound",
+    "SchedulePatch",
     "UnknownJobType",
 ]

@@ -60,9 +60,7 @@ class DatabaseUnavailable(JobrunError):
         self.port = port
         self.dbname = dbname
         self.reason = reason
-        super().__init__(
-            f"cannot reach PostgreSQL at {host}:{port}, database {dbname!r}: {reason}"
-        )
+        super().__init__(f"cannot reach PostgreSQL at {host}:{port}, database {dbname!r}: {reason}")
 
 
 class MigrationError(JobrunError):

@@ -69,8 +69,8 @@ __all__ = [
     "JobState",
     "JobrunError",
     "LeaseLost",
-    "Locker",
     "LockHandle",
+    "Locker",
     "MigrationError",
     "NewJob",
     "NewSchedule",
@@ -493,7 +493,7 @@ class Store(Schedules, Protocol):
 class Dispatcher(Protocol):
     """Wakes waiting workers when jobs are enqueued; a latency optimisation only."""
 
-    async def wait(self, queues: Sequence[str], timeout: float) -> bool:
+    async def wait(self, queues: Sequence[str], timeout: float) -> bool:  # noqa: ASYNC109
         """Wait until one of ``queues`` is notified or ``timeout`` seconds pass.
 
         Returns True when woken by a notification. Notifications that arrive

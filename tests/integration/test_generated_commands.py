@@ -247,9 +247,7 @@ def test_every_command_sync(empty_db_url: str, gen: tuple[ModuleType, ...]) -> N
         conn.rollback()
 
 
-async def test_copyfrom_streams_100k_rows(
-    empty_db_url: str, gen: tuple[ModuleType, ...]
-) -> None:
+async def test_copyfrom_streams_100k_rows(empty_db_url: str, gen: tuple[ModuleType, ...]) -> None:
     models, widgets, _ = gen
     n = 100_000
     async with await psycopg.AsyncConnection.connect(empty_db_url) as conn:

@@ -169,7 +169,7 @@ async def test_invalid_payloads_are_refused_and_nothing_is_written(pool: Pool) -
         to: str
 
     store = Store(pool, payload_models={"email": Email}, max_payload_bytes=64)
-    with pytest.raises(InvalidJob, match="nan|JSON"):
+    with pytest.raises(InvalidJob, match=r"nan|JSON"):
         await store.enqueue(NewJob(type="t", payload={"x": float("nan")}))
     with pytest.raises(PayloadTooLarge, match=r"64-byte"):
         await store.enqueue(NewJob(type="t", payload={"x": "y" * 100}))
