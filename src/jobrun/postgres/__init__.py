@@ -8,6 +8,7 @@ behind this package, which an import-linter contract enforces.
 from __future__ import annotations
 
 from jobrun.postgres.embedded import default_embedded_dir, embedded_database_url
+from jobrun.postgres.lock import AdvisoryLock, AdvisoryLocker
 from jobrun.postgres.migrate import (
     Migration,
     MigrationStatus,
@@ -16,18 +17,25 @@ from jobrun.postgres.migrate import (
     migration_status,
     parse_migration,
 )
+from jobrun.postgres.notify import Notifier
 from jobrun.postgres.pool import (
     Pool,
     database_location,
     open_pool,
     resolve_database_url,
 )
+from jobrun.postgres.store import DEFAULT_NOTIFY_CHANNEL, Store
 from jobrun.postgres.sync import SyncProducer
 
 __all__ = [
+    "DEFAULT_NOTIFY_CHANNEL",
+    "AdvisoryLock",
+    "AdvisoryLocker",
     "Migration",
     "MigrationStatus",
+    "Notifier",
     "Pool",
+    "Store",
     "SyncProducer",
     "database_location",
     "default_embedded_dir",
