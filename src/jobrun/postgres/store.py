@@ -386,7 +386,10 @@ class Store(ScheduleMethods):
         self, owner: str, group: Sequence[Completion], results: dict[UUID, Job | Exception]
     ) -> None:
         outcome: dict[UUID, Job | Exception] = {}
-        async with self._with_tx() as tx:
+        # Pipeline mode: statements whose results nobody reads yet (the
+        # timeout, each callback's writes) travel with the next read, so a
+        # group of N callbacks costs a handful of round trips, not N + 5.
+        async with self._with_tx() as tx, tx.pipeline():
             await effect_queries.AsyncQuerier(tx).transaction_set_statement_timeout(
                 timeout=self._timeout_setting
             )
