@@ -37,6 +37,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from jobrun import loop as jobrun_loop
 from jobrun.errors import JobrunError
 from jobrun.job import (
     EventMode,
@@ -141,7 +142,7 @@ def run_with_pool(
             await pool.close()
 
     try:
-        return asyncio.run(run())
+        return jobrun_loop.run(run())
     except JobrunError as exc:
         raise fail(str(exc)) from None
 
@@ -900,7 +901,7 @@ def demo_command(
     from jobrun.demo import run_demo
 
     try:
-        ok = asyncio.run(run_demo(database_url, jobs=jobs, workers=workers, console=stdout))
+        ok = jobrun_loop.run(run_demo(database_url, jobs=jobs, workers=workers, console=stdout))
     except JobrunError as exc:
         raise fail(str(exc)) from None
     if not ok:
