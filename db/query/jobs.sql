@@ -343,12 +343,14 @@ SELECT * FROM flagged;
 
 -- name: JobRetry :one
 -- Dead or cancelled back to queued, due now. A dead job has spent its
--- attempts, so it gets one more; the count of past attempts is kept.
+-- attempts, so one is given back (the events keep the full count). Its
+-- max_attempts stays as enqueued: it is part of the body an idempotent
+-- replay is compared with.
 WITH retried AS (
     UPDATE jobs
     SET state = 'queued',
         run_at = now(),
-        max_attempts = greatest(max_attempts, attempts + 1),
+        attempts = least(attempts, max_attempts - 1),
         cancel_requested = false,
         finished_at = NULL,
         updated_at = now()

@@ -65,6 +65,7 @@ LEGAL = {
     ("reaped", JobState.LEASED, JobState.CANCELLED),
     ("retried", JobState.DEAD, JobState.QUEUED),
     ("retried", JobState.CANCELLED, JobState.QUEUED),
+    ("released", JobState.LEASED, JobState.QUEUED),
 }
 
 
@@ -391,12 +392,11 @@ class StoreMachine(RuleBasedStateMachine):
         m.state = JobState.QUEUED
         m.due = True
         m.cancel_requested = False
-        m.max_attempts = max(m.max_attempts, m.attempts + 1)
-        # The replay check compares with the stored row, whose max_attempts the
-        # retry just raised: from now on only the raised value replays.
-        type_, payload, priority, _, backoff = m.body
-        m.body = (type_, payload, priority, m.max_attempts, backoff)
+        # A spent job gets one attempt back; max_attempts (part of the
+        # replayable body) is never changed.
+        m.attempts = min(m.attempts, m.max_attempts - 1)
         assert got.state is JobState.QUEUED and got.max_attempts == m.max_attempts
+        assert got.attempts == m.attempts
 
     @rule(far=st.booleans())
     def reap(self, far: bool) -> None:
@@ -446,17 +446,23 @@ class StoreMachine(RuleBasedStateMachine):
             events = self.run(self.store.events(job_id))
             assert events, f"job {job_id} has no events"
             state: JobState | None = None
-            claims = 0
+            attempts = 0
             for event in events:
                 step = (event.kind, event.from_state, event.to_state)
                 assert step in LEGAL, f"illegal event {step} for {job_id}"
                 assert event.from_state == state, f"event {step} does not follow {state}"
                 if event.kind == "claimed":
-                    claims += 1
-                    assert event.attempt == claims
+                    attempts += 1
+                    assert event.attempt == attempts
+                elif event.kind in ("retried", "released"):
+                    # These may give one attempt back, never more.
+                    assert event.attempt in (attempts, attempts - 1), step
+                    attempts = event.attempt
+                else:
+                    assert event.attempt == attempts, step
                 state = event.to_state
             assert state is m.state
-            assert claims == m.attempts
+            assert attempts == m.attempts
 
     @invariant()
     def effects_happen_at_most_once(self) -> None:

@@ -438,7 +438,7 @@ def test_retry_dead_and_cancelled_only(
     _notified(listener)
     retried = producer.retry(job.id)
     assert retried.state is JobState.QUEUED
-    assert retried.max_attempts == 2 and retried.attempts == 1
+    assert retried.max_attempts == 1 and retried.attempts == 0
     assert _notified(listener) == ["default"]
     with pytest.raises(InvalidTransition, match="retry"):
         producer.retry(job.id)

@@ -339,7 +339,7 @@ WITH retried AS (
     UPDATE jobs
     SET state = 'queued',
         run_at = now(),
-        max_attempts = greatest(max_attempts, attempts + 1),
+        attempts = least(attempts, max_attempts - 1),
         cancel_requested = false,
         finished_at = NULL,
         updated_at = now()
