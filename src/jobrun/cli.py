@@ -909,8 +909,26 @@ def demo_command(
 
 
 def main() -> None:
-    """Entry point of the ``jobrun`` console script."""
-    app()
+    """Entry point of the ``jobrun`` console script.
+
+    Usage errors (a missing option, ``--priority abc``) get the same one-line
+    ``error:`` form and exit code 2 as every other bad input, instead of the
+    framework's multi-line panel.
+    """
+    try:
+        code = app(standalone_mode=False)
+    except Exception as exc:
+        if type(exc).__name__ == "Abort":  # Ctrl-C at a prompt
+            sys.exit(130)
+        message = getattr(exc, "format_message", None)
+        exit_code = getattr(exc, "exit_code", None)
+        if not callable(message) or not isinstance(exit_code, int):
+            raise
+        typer.echo(f"error: {' '.join(str(message()).split())}", err=True)
+        sys.exit(EXIT_JOBRUN_ERROR if exit_code else 0)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

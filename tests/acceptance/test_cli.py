@@ -251,3 +251,11 @@ def test_demo_runs_and_effects_match(db_url: str) -> None:
     assert int(value("jobs dead")) >= 1
     assert int(value("jobs cancelled")) == 1
     assert int(value("jobs queued")) == 0 and int(value("jobs leased")) == 0
+
+
+def test_usage_errors_are_one_line_and_exit_2(db_url: str) -> None:
+    bad_priority = jobrun("enqueue", "t", "--priority", "abc", "--database-url", db_url)
+    assert "priority" in one_line_error(bad_priority)
+    missing = jobrun("enqueue", "--database-url", db_url)
+    assert "TYPE" in one_line_error(missing)
+    assert count_rows(db_url, "jobs") == 0
