@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from jobrun.postgres.pool import _unavailable
+from jobrun.postgres.pool import unavailable_error
 from jobrun.sqlc.locks import AsyncQuerier
 
 __all__ = ["AdvisoryLock", "AdvisoryLocker"]
@@ -153,13 +153,13 @@ class AdvisoryLocker:
                 keepalives_count=3,
             )
         except psycopg.OperationalError as exc:
-            raise _unavailable(self._url, str(exc)) from None
+            raise unavailable_error(self._url, str(exc)) from None
         try:
             acquired = await AsyncQuerier(conn).advisory_lock_try(key=key)
         except psycopg.OperationalError as exc:
             with contextlib.suppress(psycopg.Error):
                 await conn.close()
-            raise _unavailable(self._url, str(exc)) from None
+            raise unavailable_error(self._url, str(exc)) from None
         except BaseException:
             await conn.close()
             raise

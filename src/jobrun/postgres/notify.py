@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import sql
 
-from jobrun.postgres.pool import _unavailable
+from jobrun.postgres.pool import unavailable_error
 
 __all__ = ["DEFAULT_CHANNEL", "Notifier", "Subscription"]
 
@@ -135,7 +135,7 @@ class Notifier:
         try:
             conn = await self._connect()
         except psycopg.OperationalError as exc:
-            raise _unavailable(self._url, str(exc)) from None
+            raise unavailable_error(self._url, str(exc)) from None
         self._conn = conn
         self._connected.set()
         self._reader = asyncio.create_task(self._read(conn), name="jobrun-notifier")

@@ -26,6 +26,7 @@ __all__ = [
     "database_location",
     "open_pool",
     "resolve_database_url",
+    "unavailable_error",
 ]
 
 Pool: TypeAlias = "AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]]"
@@ -62,7 +63,8 @@ def database_location(url: str) -> tuple[str, str, str]:
     return host, port, dbname
 
 
-def _unavailable(url: str, reason: str) -> DatabaseUnavailable:
+def unavailable_error(url: str, reason: str) -> DatabaseUnavailable:
+    """DatabaseUnavailable for ``url``: host, port and database, the password scrubbed."""
     host, port, dbname = database_location(url)
     password = _parse(url).get("password") or os.environ.get("PGPASSWORD")
     clean = " ".join(reason.split())
@@ -96,7 +98,7 @@ async def open_pool(
             url, connect_timeout=max(1, round(connect_timeout)), autocommit=True
         )
     except psycopg.Error as exc:
-        raise _unavailable(url, str(exc)) from None
+        raise unavailable_error(url, str(exc)) from None
     await probe.close()
 
     pool: Pool = AsyncConnectionPool(
@@ -121,7 +123,7 @@ async def open_pool(
             await system_queries.AsyncQuerier(conn).database_now()
     except (PoolTimeout, psycopg.Error) as exc:
         await pool.close()
-        raise _unavailable(url, str(exc)) from None
+        raise unavailable_error(url, str(exc)) from None
     except BaseException:
         await pool.close()
         raise

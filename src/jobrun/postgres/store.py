@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -163,7 +163,7 @@ class Store(ScheduleMethods):
         except psycopg.Error as exc:
             raise map_error(exc, self._location) from exc
 
-    async def now(self) -> Any:
+    async def now(self) -> datetime:
         """The database clock, in UTC."""
         async with self._connection() as conn:
             now = await system_queries.AsyncQuerier(conn).database_now()
@@ -296,7 +296,7 @@ class Store(ScheduleMethods):
         jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
         return jobs
 
-    async def heartbeat(self, owner: str, ids: Sequence[UUID], until: Any) -> set[UUID]:
+    async def heartbeat(self, owner: str, ids: Sequence[UUID], until: datetime) -> set[UUID]:
         """Extend ``owner``'s unexpired leases on ``ids`` to ``until``; return those kept.
 
         Ids whose cancel was requested, whose lease expired, or that another
@@ -425,7 +425,7 @@ class Store(ScheduleMethods):
                     outcome.setdefault(completion.job.id, LeaseLost(completion.job.id, owner))
         results.update(outcome)
 
-    async def fail(self, job: Job, owner: str, error: str, retry_at: Any) -> Job:
+    async def fail(self, job: Job, owner: str, error: str, retry_at: datetime) -> Job:
         """Record a failed attempt: queued at ``retry_at``, dead, or cancelled.
 
         Dead when the attempts are spent, cancelled when a cancel was
@@ -456,7 +456,7 @@ class Store(ScheduleMethods):
             raise LeaseLost(job.id, owner)
         return job_from_row(row)
 
-    async def reap_expired(self, now: Any, limit: int = 1000) -> list[Job]:
+    async def reap_expired(self, now: datetime, limit: int = 1000) -> list[Job]:
         """Requeue, kill or cancel jobs whose lease expired before ``now`` (db time).
 
         Each verdict comes from the job's own policy: dead when its attempts

@@ -31,7 +31,7 @@ from jobrun.errors import ConfigurationError, IdempotencyConflict, JobNotFound, 
 from jobrun.job import Job, JobFilter, JobPage, NewJob, QueueDepth
 from jobrun.postgres import _base
 from jobrun.postgres.convert import depth_from_row, job_from_row, map_error, utc
-from jobrun.postgres.pool import _unavailable, database_location
+from jobrun.postgres.pool import database_location, unavailable_error
 from jobrun.postgres.store import DEFAULT_NOTIFY_CHANNEL
 from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
@@ -59,7 +59,7 @@ def open_sync_pool(url: str, *, max_size: int = 4, connect_timeout: float = 10.0
         # A direct connection first: libpq's reason beats the pool's bare timeout.
         probe = psycopg.connect(url, connect_timeout=max(1, round(connect_timeout)))
     except psycopg.Error as exc:
-        raise _unavailable(url, str(exc)) from None
+        raise unavailable_error(url, str(exc)) from None
     probe.close()
     pool: SyncPool = ConnectionPool(
         url,
@@ -76,7 +76,7 @@ def open_sync_pool(url: str, *, max_size: int = 4, connect_timeout: float = 10.0
             system_queries.Querier(conn).database_now()
     except (PoolTimeout, psycopg.Error) as exc:
         pool.close()
-        raise _unavailable(url, str(exc)) from None
+        raise unavailable_error(url, str(exc)) from None
     except BaseException:
         pool.close()
         raise
