@@ -380,7 +380,8 @@ class Store(ScheduleMethods):
         for row in rows:
             results[row.id] = job_finished(by_id[row.id], row.state, row.finished_at)
         for job in jobs:
-            results.setdefault(job.id, LeaseLost(job.id, owner))
+            if job.id not in results:
+                results[job.id] = LeaseLost(job.id, owner)
 
     async def _complete_group(
         self, owner: str, group: Sequence[Completion], results: dict[UUID, Job | Exception]
@@ -422,7 +423,8 @@ class Store(ScheduleMethods):
                     outcome[row.id] = job_finished(by_id[row.id], row.state, row.finished_at)
                 for completion in kept:
                     # Locked and checked above, so the guarded update cannot miss it.
-                    outcome.setdefault(completion.job.id, LeaseLost(completion.job.id, owner))
+                    if completion.job.id not in outcome:
+                        outcome[completion.job.id] = LeaseLost(completion.job.id, owner)
         results.update(outcome)
 
     async def fail(self, job: Job, owner: str, error: str, retry_at: datetime) -> Job:

@@ -437,7 +437,7 @@ def _row_to_job_lock_many_row(row: Sequence[Any]) -> JobLockManyRow:
         {
             "id": row[0],
             "type": row[1],
-            "state": JobState(row[2]),
+            "state": JobState.from_value(row[2]),
             "lease_owner": row[3],
             "idempotency_key": row[4],
         },
@@ -467,7 +467,7 @@ def _row_to_job_finish_many_row(row: Sequence[Any]) -> JobFinishManyRow:
         "__dict__",
         {
             "id": row[0],
-            "state": JobState(row[1]),
+            "state": JobState.from_value(row[1]),
             "finished_at": row[2],
         },
     )
@@ -496,7 +496,7 @@ def _row_to_job_complete_many_row(row: Sequence[Any]) -> JobCompleteManyRow:
         "__dict__",
         {
             "id": row[0],
-            "state": JobState(row[1]),
+            "state": JobState.from_value(row[1]),
             "finished_at": row[2],
         },
     )
@@ -526,7 +526,7 @@ def _row_to_job_depth_row(row: Sequence[Any]) -> JobDepthRow:
         "__dict__",
         {
             "queue": row[0],
-            "state": JobState(row[1]),
+            "state": JobState.from_value(row[1]),
             "count": row[2],
             "oldest_created_at": row[3],
         },

@@ -27,6 +27,14 @@ class BackoffKind(enum.StrEnum):
     LINEAR = "linear"
     EXPONENTIAL = "exponential"
 
+    @classmethod
+    def from_value(cls, value: str) -> "BackoffKind":
+        """The member for a value read from the database (a dict lookup, no Enum call)."""
+        return _BACKOFF_KIND_BY_VALUE[value]
+
+
+_BACKOFF_KIND_BY_VALUE: dict[str, BackoffKind] = {member.value: member for member in BackoffKind}
+
 
 class JobState(enum.StrEnum):
     """The ``job_state`` enum type."""
@@ -36,6 +44,14 @@ class JobState(enum.StrEnum):
     SUCCEEDED = "succeeded"
     CANCELLED = "cancelled"
     DEAD = "dead"
+
+    @classmethod
+    def from_value(cls, value: str) -> "JobState":
+        """The member for a value read from the database (a dict lookup, no Enum call)."""
+        return _JOB_STATE_BY_VALUE[value]
+
+
+_JOB_STATE_BY_VALUE: dict[str, JobState] = {member.value: member for member in JobState}
 
 
 class GooseDbVersion(pydantic.BaseModel):
@@ -97,8 +113,8 @@ def row_to_job_event(row: Sequence[Any]) -> JobEvent:
             "job_id": row[1],
             "at": row[2],
             "kind": row[3],
-            "from_state": None if row[4] is None else JobState(row[4]),
-            "to_state": JobState(row[5]),
+            "from_state": None if row[4] is None else JobState.from_value(row[4]),
+            "to_state": JobState.from_value(row[5]),
             "attempt": row[6],
             "owner": row[7],
             "detail": row[8],
@@ -150,10 +166,10 @@ def row_to_job(row: Sequence[Any]) -> Job:
             "type": row[2],
             "payload": row[3],
             "priority": row[4],
-            "state": JobState(row[5]),
+            "state": JobState.from_value(row[5]),
             "attempts": row[6],
             "max_attempts": row[7],
-            "backoff_kind": BackoffKind(row[8]),
+            "backoff_kind": BackoffKind.from_value(row[8]),
             "backoff_base": row[9],
             "backoff_max": row[10],
             "run_at": row[11],

@@ -28,6 +28,14 @@ class Mood(enum.StrEnum):
     SAD = "sad"
     SO_SO = "so-so"
 
+    @classmethod
+    def from_value(cls, value: str) -> "Mood":
+        """The member for a value read from the database (a dict lookup, no Enum call)."""
+        return _MOOD_BY_VALUE[value]
+
+
+_MOOD_BY_VALUE: dict[str, Mood] = {member.value: member for member in Mood}
+
 
 class WidgetNote(pydantic.BaseModel):
     """A row of the ``widget_notes`` table."""
@@ -115,8 +123,8 @@ def row_to_widget(row: Sequence[Any]) -> Widget:
             "span": row[17],
             "tags": row[18],
             "scores": row[19],
-            "mood": Mood(row[20]),
-            "maybe_mood": None if row[21] is None else Mood(row[21]),
+            "mood": Mood.from_value(row[20]),
+            "maybe_mood": None if row[21] is None else Mood.from_value(row[21]),
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_WIDGET_FIELDS))

@@ -100,7 +100,7 @@ def _row_to_widget_summary_row(row: Sequence[Any]) -> WidgetSummaryRow:
         {
             "id": row[0],
             "name": row[1],
-            "maybe_mood": None if row[2] is None else Mood(row[2]),
+            "maybe_mood": None if row[2] is None else Mood.from_value(row[2]),
             "pct": row[3],
             "tags": row[4],
         },
@@ -313,7 +313,7 @@ class AsyncQuerier:
             await _cur.executemany(WIDGET_BATCH_MOODS, _params, returning=True)
             while True:
                 _row = await _cur.fetchone()
-                _out.append(None if _row is None else Mood(_row[0]))
+                _out.append(None if _row is None else Mood.from_value(_row[0]))
                 if not _cur.nextset():
                     break
         return _out
@@ -466,7 +466,7 @@ class Querier:
             _cur.executemany(WIDGET_BATCH_MOODS, _params, returning=True)
             while True:
                 _row = _cur.fetchone()
-                _out.append(None if _row is None else Mood(_row[0]))
+                _out.append(None if _row is None else Mood.from_value(_row[0]))
                 if not _cur.nextset():
                     break
         return _out
