@@ -58,6 +58,10 @@ BACKOFF_KINDS = {kind: models.BackoffKind(kind.value) for kind in BackoffKind}
 """Domain backoff kinds to the generated enum, looked up instead of converted per job."""
 
 
+def _already_encoded(text: Any) -> str:
+    return str(text)
+
+
 @dataclass(slots=True)
 class PreparedJob:
     """A NewJob after validation, with its payload's JSON text ready to send."""
@@ -67,9 +71,12 @@ class PreparedJob:
     text: str
 
     def jsonb(self) -> Jsonb:
-        """The payload for COPY, reusing the text already encoded for validation."""
-        text = self.text
-        return Jsonb(self.payload, dumps=lambda _value: text)
+        """The payload for COPY, reusing the text already encoded for validation.
+
+        The wrapped object is the JSON text itself and the "encoder" returns it
+        unchanged, so COPY sends the text without encoding the payload again.
+        """
+        return Jsonb(self.text, dumps=_already_encoded)
 
 
 def _validate_model(job: NewJob, model: type[BaseModel]) -> Any:
