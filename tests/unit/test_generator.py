@@ -508,3 +508,20 @@ def test_generate_check_names_a_hand_edited_file(tmp_path: Path) -> None:
     assert stale.returncode == 1
     assert "src/jobrun/sqlc/models.py is missing" in stale.stderr
     assert "src/jobrun/sqlc/extra.py is not generated" in stale.stderr
+
+
+def test_single_column_result_stays_scalar_beside_a_one_column_table() -> None:
+    req = golden_request()
+    single = next(q for q in req["queries"] if len(q["columns"]) == 1 and q["cmd"] == ":many")
+    column = copy.deepcopy(single["columns"][0])
+    column["table"] = {"catalog": "", "schema": "", "name": "lonely"}
+    public = next(s for s in req["catalog"]["schemas"] if s["name"] == "public")
+    public["tables"].append(
+        {"rel": {"catalog": "", "schema": "", "name": "lonely"}, "columns": [column]}
+    )
+    files = decode(run_plugin(req).stdout)
+    assert "class Lonely(pydantic.BaseModel):" in files["models.py"]
+    module = files[single["filename"].replace(".sql", ".py")]
+    method = gen.snake(single["name"])
+    signature = next(line for line in module.splitlines() if f"def {method}(" in line)
+    assert "Lonely" not in signature, signature

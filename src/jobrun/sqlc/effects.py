@@ -7,8 +7,6 @@ from uuid import UUID
 
 import psycopg
 
-from .models import DemoEffect, row_to_demo_effect
-
 
 EFFECT_INSERT_MANY = """
 INSERT INTO processed_effects (scope, key, job_id)
@@ -49,12 +47,12 @@ class AsyncQuerier:
         scopes: list[str],
         keys: list[str],
         job_ids: list[UUID],
-    ) -> list[DemoEffect]:
+    ) -> list[UUID]:
         """Run ``EffectInsertMany``; return all its rows."""
         async with self._conn.cursor() as _cur:
             await _cur.execute(EFFECT_INSERT_MANY, {"scopes": scopes, "keys": keys, "job_ids": job_ids})
             _rows = await _cur.fetchall()
-        return [row_to_demo_effect(_row) for _row in _rows]
+        return [_row[0] for _row in _rows]
 
     async def effect_exists(self, *, scope: str, key: str) -> bool | None:
         """Run ``EffectExists``; return its first row, or None."""
@@ -92,12 +90,12 @@ class Querier:
         scopes: list[str],
         keys: list[str],
         job_ids: list[UUID],
-    ) -> list[DemoEffect]:
+    ) -> list[UUID]:
         """Run ``EffectInsertMany``; return all its rows."""
         with self._conn.cursor() as _cur:
             _cur.execute(EFFECT_INSERT_MANY, {"scopes": scopes, "keys": keys, "job_ids": job_ids})
             _rows = _cur.fetchall()
-        return [row_to_demo_effect(_row) for _row in _rows]
+        return [_row[0] for _row in _rows]
 
     def effect_exists(self, *, scope: str, key: str) -> bool | None:
         """Run ``EffectExists``; return its first row, or None."""
