@@ -6,6 +6,7 @@ lives in :mod:`jobrun.postgres` and the runtime in :mod:`jobrun.worker` and
 """
 
 from jobrun.errors import (
+    CommitTimeout,
     ConfigurationError,
     DatabaseUnavailable,
     IdempotencyConflict,
@@ -42,6 +43,7 @@ __all__ = [
     "Backoff",
     "BackoffKind",
     "CommitCallback",
+    "CommitTimeout",
     "Completion",
     "ConfigurationError",
     "DatabaseUnavailable",

@@ -33,6 +33,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
 from jobrun.errors import (
+    CommitTimeout,
     ConfigurationError,
     DatabaseUnavailable,
     IdempotencyConflict,
@@ -52,6 +53,7 @@ __all__ = [
     "Backoff",
     "BackoffKind",
     "CommitCallback",
+    "CommitTimeout",
     "Completion",
     "ConfigurationError",
     "DatabaseUnavailable",
