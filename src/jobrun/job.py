@@ -169,6 +169,10 @@ class Backoff(BaseModel):
         return min(wait, self.max)
 
 
+DEFAULT_BACKOFF = Backoff()
+"""Exponential from 1 second, capped at 1 hour: the policy of a job that names none."""
+
+
 class NewJob(BaseModel):
     """A job to enqueue. ``delay`` and ``run_at`` are exclusive; both are optional."""
 
@@ -179,7 +183,9 @@ class NewJob(BaseModel):
     queue: str = Field(default=DEFAULT_QUEUE, min_length=1, max_length=128)
     priority: int = Field(default=0, ge=-32768, le=32767)
     max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1)
-    backoff: Backoff = Field(default_factory=Backoff)
+    # One shared default: Backoff is frozen, and building one per job is a
+    # measurable share of a 100,000-job batch.
+    backoff: Backoff = Field(default=DEFAULT_BACKOFF)
     run_at: datetime | None = None
     delay: timedelta | None = None
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=512)
