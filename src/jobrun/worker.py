@@ -46,7 +46,7 @@ import signal
 import socket
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -643,37 +643,34 @@ class Worker:
         await self._report_fail(run, error, await self.db_now(), outcome=outcome)
 
     async def _hand_back(self, run: _Running, reason: str) -> None:
-        try:
-            stored = await self._store.release(run.job, self.owner, reason)
-        except LeaseLost as exc:
-            self._record(run, "lease_lost", level=logging.WARNING, detail=str(exc))
-            return
-        except Exception:
-            self._log.exception(
-                "could not hand job %s back; its lease will expire",
-                run.job.id,
-                extra=self._extra(run, outcome="report_failed"),
-            )
-            return
-        self._record(run, f"handed_back:{stored.state.value}", level=logging.INFO, detail=reason)
+        release = self._store.release(run.job, self.owner, reason)
+        await self._report(run, release, what="hand back", outcome="handed_back", detail=reason)
 
     async def _report_fail(
         self, run: _Running, error: str, retry_at: datetime, *, outcome: str
     ) -> None:
+        fail = self._store.fail(run.job, self.owner, error, retry_at)
+        await self._report(run, fail, what="record the failure of", outcome=outcome, detail=error)
+
+    async def _report(
+        self, run: _Running, report: Awaitable[Job], *, what: str, outcome: str, detail: str
+    ) -> None:
+        """Await a fail or release of ``run``'s job and log how it ended."""
         try:
-            stored = await self._store.fail(run.job, self.owner, error, retry_at)
+            stored = await report
         except LeaseLost as exc:
             self._record(run, "lease_lost", level=logging.WARNING, detail=str(exc))
             return
         except Exception:
             self._log.exception(
-                "could not record the failure of job %s; its lease will expire",
+                "could not %s job %s; its lease will expire",
+                what,
                 run.job.id,
                 extra=self._extra(run, outcome="report_failed"),
             )
             return
         level = logging.WARNING if stored.state.value == "dead" else logging.INFO
-        self._record(run, f"{outcome}:{stored.state.value}", level=level, detail=error)
+        self._record(run, f"{outcome}:{stored.state.value}", level=level, detail=detail)
 
     # -- clock and logs -----------------------------------------------------------------------
 
