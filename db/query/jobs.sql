@@ -81,38 +81,9 @@ SELECT * FROM jobs WHERE id = ANY(@ids::uuid[]);
 
 -- name: JobClaim :many
 -- Lease up to max_jobs due jobs of the given queues, in priority, run_at, id
--- order. SKIP LOCKED lets concurrent claimers take disjoint rows without
--- waiting on each other.
-WITH picked AS (
-    -- One index-ordered scan per queue (jobs_claim_idx yields the first
-    -- max_jobs due rows of that queue and stops), then the best of those.
-    SELECT candidate.id
-    FROM unnest(@queues::text[]) AS wanted (queue)
-    CROSS JOIN LATERAL (
-        SELECT jobs.id, jobs.priority, jobs.run_at
-        FROM jobs
-        WHERE jobs.state = 'queued'
-          AND jobs.queue = wanted.queue
-          AND jobs.run_at <= coalesce(sqlc.narg('now')::timestamptz, now())
-        ORDER BY jobs.priority, jobs.run_at, jobs.id
-        LIMIT @max_jobs
-        FOR UPDATE SKIP LOCKED
-    ) AS candidate
-    ORDER BY candidate.priority, candidate.run_at, candidate.id
-    LIMIT @max_jobs
-)
-UPDATE jobs
-SET state = 'leased',
-    attempts = jobs.attempts + 1,
-    lease_owner = @owner::text,
-    lease_expires_at = coalesce(sqlc.narg('now')::timestamptz, now()) + @lease::interval,
-    updated_at = now()
-FROM picked
-WHERE jobs.id = picked.id
-RETURNING jobs.*;
-
--- name: JobClaimRecorded :many
--- JobClaim plus one claimed event per job, in the same statement.
+-- order, and record one claimed event per job when record_events is set (the
+-- terminal event mode skips them). SKIP LOCKED lets concurrent claimers take
+-- disjoint rows without waiting on each other.
 WITH picked AS (
     -- One index-ordered scan per queue (jobs_claim_idx yields the first
     -- max_jobs due rows of that queue and stops), then the best of those.
@@ -145,6 +116,7 @@ WITH picked AS (
     SELECT claimed.id, claimed.updated_at, 'claimed', 'queued', 'leased',
            claimed.attempts, claimed.lease_owner
     FROM claimed
+    WHERE @record_events::boolean
 )
 SELECT * FROM claimed;
 

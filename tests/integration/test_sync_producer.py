@@ -41,8 +41,13 @@ def producer(db_url: str) -> Iterator[SyncProducer]:
 
 def _claim(db_url: str, owner: str = "w1", queue: str = "default") -> list[Job]:
     with psycopg.connect(db_url, autocommit=True) as conn:
-        rows = job_queries.Querier(conn).job_claim_recorded(
-            queues=[queue], owner=owner, max_jobs=100, lease=timedelta(minutes=5), now=None
+        rows = job_queries.Querier(conn).job_claim(
+            queues=[queue],
+            owner=owner,
+            max_jobs=100,
+            lease=timedelta(minutes=5),
+            now=None,
+            record_events=True,
         )
     return [producer_job(r) for r in rows]
 

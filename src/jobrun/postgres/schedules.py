@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import logging
 from contextlib import AbstractAsyncContextManager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 
 from jobrun.cron import next_fire, next_interval, validate_cron
 from jobrun.errors import InvalidSchedule, ScheduleNotFound
-from jobrun.job import Backoff, Job, NewSchedule, Schedule, SchedulePatch, new_job_id
+from jobrun.job import DEFAULT_BACKOFF, Job, NewSchedule, Schedule, SchedulePatch, new_job_id
 from jobrun.postgres.convert import (
     dump_dt,
     encode_payload,
@@ -222,7 +222,7 @@ async def _db_now(conn: psycopg.AsyncConnection[Any]) -> datetime:
 
 
 async def _materialise(jobs: job_queries.AsyncQuerier, row: models.Schedule) -> list[Job]:
-    backoff = Backoff()
+    backoff = DEFAULT_BACKOFF
     inserted = await jobs.job_insert(
         id=new_job_id(),
         queue=row.queue,
@@ -234,7 +234,7 @@ async def _materialise(jobs: job_queries.AsyncQuerier, row: models.Schedule) -> 
         backoff_base=backoff.base,
         backoff_max=backoff.max,
         run_at=row.next_run_at,
-        delay=backoff.base * 0,
+        delay=timedelta(0),
         idempotency_key=schedule_job_key(row.id, row.next_run_at),
     )
     if inserted is None:

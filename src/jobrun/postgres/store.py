@@ -26,7 +26,7 @@ import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 from uuid import UUID
 
 import psycopg
@@ -75,7 +75,6 @@ DEFAULT_NOTIFY_CHANNEL = "jobrun"
 """The LISTEN/NOTIFY channel; the payload of each notification is a queue name."""
 
 _COPY_CHUNK = 5_000
-_T = TypeVar("_T")
 
 
 def effect_key_of(job_type: str, idempotency_key: str | None, job_id: UUID) -> tuple[str, str]:
@@ -283,14 +282,13 @@ class Store(ScheduleMethods):
         if limit <= 0 or not queues:
             return []
         async with self._connection() as conn:
-            queries = job_queries.AsyncQuerier(conn)
-            claim = (
-                queries.job_claim_recorded
-                if self.event_mode is EventMode.ALL
-                else queries.job_claim
-            )
-            rows = await claim(
-                queues=list(queues), owner=owner, max_jobs=limit, lease=lease, now=None
+            rows = await job_queries.AsyncQuerier(conn).job_claim(
+                queues=list(queues),
+                owner=owner,
+                max_jobs=limit,
+                lease=lease,
+                now=None,
+                record_events=self.event_mode is EventMode.ALL,
             )
         jobs = [job_from_row(r) for r in rows]
         jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))

@@ -101,36 +101,6 @@ WITH picked AS (
     ) AS candidate
     ORDER BY candidate.priority, candidate.run_at, candidate.id
     LIMIT %(max_jobs)s
-)
-UPDATE jobs
-SET state = 'leased',
-    attempts = jobs.attempts + 1,
-    lease_owner = %(owner)s::text,
-    lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
-    updated_at = now()
-FROM picked
-WHERE jobs.id = picked.id
-RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at
-"""
-
-JOB_CLAIM_RECORDED = """
-WITH picked AS (
-    -- One index-ordered scan per queue (jobs_claim_idx yields the first
-    -- max_jobs due rows of that queue and stops), then the best of those.
-    SELECT candidate.id
-    FROM unnest(%(queues)s::text[]) AS wanted (queue)
-    CROSS JOIN LATERAL (
-        SELECT jobs.id, jobs.priority, jobs.run_at
-        FROM jobs
-        WHERE jobs.state = 'queued'
-          AND jobs.queue = wanted.queue
-          AND jobs.run_at <= coalesce(%(now)s::timestamptz, now())
-        ORDER BY jobs.priority, jobs.run_at, jobs.id
-        LIMIT %(max_jobs)s
-        FOR UPDATE SKIP LOCKED
-    ) AS candidate
-    ORDER BY candidate.priority, candidate.run_at, candidate.id
-    LIMIT %(max_jobs)s
 ), claimed AS (
     UPDATE jobs
     SET state = 'leased',
@@ -146,6 +116,7 @@ WITH picked AS (
     SELECT claimed.id, claimed.updated_at, 'claimed', 'queued', 'leased',
            claimed.attempts, claimed.lease_owner
     FROM claimed
+    WHERE %(record_events)s::boolean
 )
 SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at FROM claimed
 """
@@ -679,41 +650,22 @@ class AsyncQuerier:
     async def job_claim(
         self,
         *,
-        owner: str,
-        now: datetime | None,
-        lease: timedelta,
         queues: list[str],
+        now: datetime | None,
         max_jobs: int,
+        owner: str,
+        lease: timedelta,
+        record_events: bool,
     ) -> list[Job]:
         """Run ``JobClaim``; return all its rows."""
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_CLAIM, {
-                "owner": owner,
-                "now": now,
-                "lease": lease,
-                "queues": queues,
-                "max_jobs": max_jobs,
-            })
-            _rows = await _cur.fetchall()
-        return [row_to_job(_row) for _row in _rows]
-
-    async def job_claim_recorded(
-        self,
-        *,
-        queues: list[str],
-        now: datetime | None,
-        max_jobs: int,
-        owner: str,
-        lease: timedelta,
-    ) -> list[Job]:
-        """Run ``JobClaimRecorded``; return all its rows."""
-        async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_CLAIM_RECORDED, {
                 "queues": queues,
                 "now": now,
                 "max_jobs": max_jobs,
                 "owner": owner,
                 "lease": lease,
+                "record_events": record_events,
             })
             _rows = await _cur.fetchall()
         return [row_to_job(_row) for _row in _rows]
@@ -1012,41 +964,22 @@ class Querier:
     def job_claim(
         self,
         *,
-        owner: str,
-        now: datetime | None,
-        lease: timedelta,
         queues: list[str],
+        now: datetime | None,
         max_jobs: int,
+        owner: str,
+        lease: timedelta,
+        record_events: bool,
     ) -> list[Job]:
         """Run ``JobClaim``; return all its rows."""
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_CLAIM, {
-                "owner": owner,
-                "now": now,
-                "lease": lease,
-                "queues": queues,
-                "max_jobs": max_jobs,
-            })
-            _rows = _cur.fetchall()
-        return [row_to_job(_row) for _row in _rows]
-
-    def job_claim_recorded(
-        self,
-        *,
-        queues: list[str],
-        now: datetime | None,
-        max_jobs: int,
-        owner: str,
-        lease: timedelta,
-    ) -> list[Job]:
-        """Run ``JobClaimRecorded``; return all its rows."""
-        with self._conn.cursor() as _cur:
-            _cur.execute(JOB_CLAIM_RECORDED, {
                 "queues": queues,
                 "now": now,
                 "max_jobs": max_jobs,
                 "owner": owner,
                 "lease": lease,
+                "record_events": record_events,
             })
             _rows = _cur.fetchall()
         return [row_to_job(_row) for _row in _rows]
