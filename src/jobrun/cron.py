@@ -33,7 +33,7 @@ from cronsim import CronSim, CronSimError
 
 from jobrun.errors import InvalidSchedule
 
-__all__ = ["next_fire", "next_interval", "validate_cron"]
+__all__ = ["next_fire", "next_interval", "validate_cron", "validate_timezone"]
 
 _MACROS = {
     "@yearly": "0 0 1 1 *",
@@ -55,6 +55,11 @@ def _zone(timezone: str) -> ZoneInfo:
         return ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError) as exc:
         raise InvalidSchedule(f"unknown time zone {timezone!r}") from exc
+
+
+def validate_timezone(timezone: str) -> None:
+    """Raise InvalidSchedule unless ``timezone`` is a known IANA time zone."""
+    _zone(timezone)
 
 
 def _fields(expr: str) -> list[str]:

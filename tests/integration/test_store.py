@@ -679,6 +679,10 @@ async def test_schedule_lifecycle(store: Store) -> None:
         await store.create_schedule(NewSchedule(name="nightly", type="x", cron="* * * * *"))
     with pytest.raises(InvalidSchedule):
         await store.create_schedule(NewSchedule(name="bad", type="x", cron="61 * * * *"))
+    with pytest.raises(InvalidSchedule, match="Mars/Olympus"):
+        await store.create_schedule(
+            NewSchedule(name="bad", type="x", every=timedelta(1), timezone="Mars/Olympus")
+        )
     paused = await store.pause_schedule("nightly")
     assert paused.paused
     resumed = await store.resume_schedule("nightly")

@@ -306,3 +306,11 @@ def test_next_interval_skips_missed_runs() -> None:
 def test_next_interval_rejects_non_positive() -> None:
     with pytest.raises(InvalidSchedule, match="not positive"):
         next_interval(timedelta(0), utc(2024, 1, 1), utc(2024, 1, 1))
+
+
+def test_validate_timezone_names_the_unknown_zone() -> None:
+    from jobrun.cron import validate_timezone
+
+    validate_timezone("Europe/Berlin")
+    with pytest.raises(InvalidSchedule, match="Mars/Olympus"):
+        validate_timezone("Mars/Olympus")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from jobrun.cron import next_fire, next_interval, validate_cron
+from jobrun.cron import next_fire, next_interval, validate_cron, validate_timezone
 from jobrun.errors import InvalidSchedule, ScheduleNotFound
 from jobrun.job import DEFAULT_BACKOFF, Job, NewSchedule, Schedule, SchedulePatch, new_job_id
 from jobrun.postgres.convert import (
@@ -54,7 +54,7 @@ def _check_trigger(cron: str | None, timezone: str) -> None:
         validate_cron(cron, timezone)
     else:
         # An interval schedule still carries a zone; refuse a bad one early.
-        validate_cron("* * * * *", timezone)
+        validate_timezone(timezone)
 
 
 def _next_run(
