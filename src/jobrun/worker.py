@@ -24,8 +24,9 @@ One :class:`Worker` is one owner of leases. Its loops, all on one event loop:
 
 Shutdown: the first SIGTERM/SIGINT (or the ``stop`` event) stops claiming and
 lets running jobs finish until ``shutdown_grace``; whatever still runs then is
-cancelled and handed back through ``fail`` due now, so it does not sit leased
-until its lease expires. A second signal skips the grace period.
+cancelled and handed back through ``store.release``: queued, due now, the
+attempt not counted, so it neither sits leased until its lease expires nor
+loses an attempt to a deploy. A second signal skips the grace period.
 
 The clock rule: every time sent to the store is database time. Claimed rows
 carry ``lease_expires_at`` (database now + lease), so the worker derives
