@@ -1,16 +1,30 @@
 -- Queries on processed_effects, the ledger that makes effects exactly-once.
 
+-- The ledger key of a job is computed by job_effect_scope and job_effect_key
+-- (migration 00002) and nowhere else.
+
 -- name: EffectInsertMany :many
--- Record effects; returns the job ids whose row is new. A job missing from the
--- result already had its effect committed, so its callback must not run again.
+-- Record the effects of jobs; returns the job ids whose row is new. A job
+-- missing from the result already had its effect committed, so its callback
+-- must not run again.
 INSERT INTO processed_effects (scope, key, job_id)
-SELECT unnest(@scopes::text[]), unnest(@keys::text[]), unnest(@job_ids::uuid[])
+SELECT job_effect_scope(type), job_effect_key(queue, idempotency_key, id), id
+FROM jobs
+WHERE id = ANY(@job_ids::uuid[])
+ORDER BY id
 ON CONFLICT (scope, key) DO NOTHING
 RETURNING job_id;
 
+-- name: EffectKeyOf :one
+-- The (scope, key) of a job's effect in the ledger.
+SELECT job_effect_scope(@type::text)::text AS scope,
+       job_effect_key(@queue::text, sqlc.narg('idempotency_key')::text, @id::uuid)::text AS key;
+
 -- name: EffectExists :one
 SELECT EXISTS (
-    SELECT 1 FROM processed_effects WHERE scope = @scope AND key = @key
+    SELECT 1 FROM processed_effects
+    WHERE scope = job_effect_scope(@type::text)
+      AND key = job_effect_key(@queue::text, sqlc.narg('idempotency_key')::text, @id::uuid)
 ) AS done;
 
 -- name: TransactionSetStatementTimeout :exec

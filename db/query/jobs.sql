@@ -121,30 +121,40 @@ WITH picked AS (
 SELECT * FROM claimed;
 
 -- name: JobHeartbeat :many
--- Extend the leases the owner still holds and that have not expired, except
--- those whose cancel was requested: the owner must stop those jobs.
+-- Extend the leases the owner still holds (the same attempt, not expired),
+-- except those whose cancel was requested: the owner must stop those jobs.
+-- ids and attempts are parallel arrays: job i was claimed as attempt i.
 UPDATE jobs
 SET lease_expires_at = @until::timestamptz, updated_at = now()
-WHERE id = ANY(@ids::uuid[])
-  AND state = 'leased'
-  AND lease_owner = @owner::text
-  AND lease_expires_at > coalesce(sqlc.narg('now')::timestamptz, now())
-  AND NOT cancel_requested
-RETURNING id;
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@attempts::integer[]) AS attempt) AS held
+WHERE jobs.id = held.id
+  AND jobs.attempts = held.attempt
+  AND jobs.state = 'leased'
+  AND jobs.lease_owner = @owner::text
+  AND jobs.lease_expires_at > coalesce(sqlc.narg('now')::timestamptz, now())
+  AND NOT jobs.cancel_requested
+RETURNING jobs.id;
 
 -- name: JobLockMany :many
--- Lock jobs for a completion and report who holds them; the caller checks the
--- owner before running any effect.
-SELECT id, type, state, lease_owner, idempotency_key
+-- Lock jobs for a completion and say which of them the owner still holds
+-- under the lease fence (owner, attempt, unexpired lease); no effect may run
+-- for the others. ids and attempts are parallel arrays.
+SELECT jobs.id,
+       (jobs.state = 'leased'
+        AND jobs.lease_owner = @owner::text
+        AND jobs.attempts = held.attempt
+        AND jobs.lease_expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))::boolean
+           AS held
 FROM jobs
-WHERE id = ANY(@ids::uuid[])
-ORDER BY id
-FOR UPDATE;
+JOIN (SELECT unnest(@ids::uuid[]) AS id, unnest(@attempts::integer[]) AS attempt) AS held
+    ON held.id = jobs.id
+ORDER BY jobs.id
+FOR UPDATE OF jobs;
 
 -- name: JobFinishMany :many
--- Owner-guarded completion: succeeded, or cancelled when a cancel was
--- requested meanwhile. Jobs the owner no longer holds are left alone and not
--- returned.
+-- Fenced completion: succeeded, or cancelled when a cancel was requested
+-- meanwhile. Jobs the owner no longer holds under the lease fence (owner,
+-- attempt, unexpired lease) are left alone and not returned.
 WITH finished AS (
     UPDATE jobs
     SET state = CASE WHEN cancel_requested THEN 'cancelled'::job_state
@@ -153,8 +163,13 @@ WITH finished AS (
         lease_expires_at = NULL,
         finished_at = now(),
         updated_at = now()
-    WHERE id = ANY(@ids::uuid[]) AND state = 'leased' AND lease_owner = @owner::text
-    RETURNING *
+    FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@attempts::integer[]) AS attempt) AS held
+    WHERE jobs.id = held.id
+      AND jobs.attempts = held.attempt
+      AND jobs.state = 'leased'
+      AND jobs.lease_owner = @owner::text
+      AND jobs.lease_expires_at > coalesce(sqlc.narg('now')::timestamptz, now())
+    RETURNING jobs.*
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
     SELECT finished.id, finished.finished_at, finished.state::text, 'leased', finished.state,
@@ -165,7 +180,7 @@ SELECT finished.id, finished.state, finished.finished_at FROM finished;
 
 -- name: JobCompleteMany :many
 -- The whole completion of jobs without a commit callback in one statement:
--- owner-guarded finish, effect ledger rows, events.
+-- fenced finish (as JobFinishMany), effect ledger rows, events.
 WITH finished AS (
     UPDATE jobs
     SET state = CASE WHEN cancel_requested THEN 'cancelled'::job_state
@@ -174,11 +189,17 @@ WITH finished AS (
         lease_expires_at = NULL,
         finished_at = now(),
         updated_at = now()
-    WHERE id = ANY(@ids::uuid[]) AND state = 'leased' AND lease_owner = @owner::text
-    RETURNING *
+    FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@attempts::integer[]) AS attempt) AS held
+    WHERE jobs.id = held.id
+      AND jobs.attempts = held.attempt
+      AND jobs.state = 'leased'
+      AND jobs.lease_owner = @owner::text
+      AND jobs.lease_expires_at > coalesce(sqlc.narg('now')::timestamptz, now())
+    RETURNING jobs.*
 ), effects AS (
     INSERT INTO processed_effects (scope, key, job_id)
-    SELECT 'job:' || finished.type, coalesce(finished.idempotency_key, finished.id::text),
+    SELECT job_effect_scope(finished.type),
+           job_effect_key(finished.queue, finished.idempotency_key, finished.id),
            finished.id
     FROM finished
     ON CONFLICT (scope, key) DO NOTHING
@@ -191,8 +212,9 @@ WITH finished AS (
 SELECT finished.id, finished.state, finished.finished_at FROM finished;
 
 -- name: JobFail :one
--- Owner-guarded failure: back to queued at retry_at while attempts remain,
--- dead when they are spent, cancelled when a cancel was requested.
+-- Fenced failure (owner, attempt, unexpired lease): back to queued at
+-- retry_at while attempts remain, dead when they are spent, cancelled when a
+-- cancel was requested.
 WITH failed AS (
     UPDATE jobs
     SET state = CASE WHEN cancel_requested THEN 'cancelled'::job_state
@@ -205,7 +227,11 @@ WITH failed AS (
         lease_expires_at = NULL,
         last_error = left(@error::text, 8192),
         updated_at = now()
-    WHERE jobs.id = @id AND jobs.state = 'leased' AND jobs.lease_owner = @owner::text
+    WHERE jobs.id = @id
+      AND jobs.attempts = @attempt::integer
+      AND jobs.state = 'leased'
+      AND jobs.lease_owner = @owner::text
+      AND jobs.lease_expires_at > coalesce(sqlc.narg('now')::timestamptz, now())
     RETURNING *
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner, detail)
@@ -217,7 +243,7 @@ WITH failed AS (
 SELECT * FROM failed;
 
 -- name: JobRelease :one
--- Owner-guarded hand-back of a job the worker stopped without running it to
+-- Fenced hand-back (owner, attempt, unexpired lease) of a job the worker stopped without running it to
 -- the end (shutdown): queued again, due now, and the attempt is given back,
 -- since the job did not fail. A cancel request still ends it cancelled.
 WITH released AS (
@@ -231,7 +257,11 @@ WITH released AS (
         lease_expires_at = NULL,
         last_error = left(@reason::text, 8192),
         updated_at = now()
-    WHERE jobs.id = @id AND jobs.state = 'leased' AND jobs.lease_owner = @owner::text
+    WHERE jobs.id = @id
+      AND jobs.attempts = @attempt::integer
+      AND jobs.state = 'leased'
+      AND jobs.lease_owner = @owner::text
+      AND jobs.lease_expires_at > coalesce(sqlc.narg('now')::timestamptz, now())
     RETURNING *
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner, detail)
@@ -340,7 +370,7 @@ SELECT * FROM retried;
 -- Delete up to batch_size finished jobs older than the given age, with their
 -- events and ledger rows. Bounded batches keep every lock short.
 WITH doomed AS (
-    SELECT id, type, idempotency_key
+    SELECT id, queue, type, idempotency_key
     FROM jobs
     WHERE finished_at < now() - @older_than::interval
     ORDER BY finished_at
@@ -351,8 +381,8 @@ WITH doomed AS (
 ), dropped_effects AS (
     DELETE FROM processed_effects
     USING doomed
-    WHERE processed_effects.scope = 'job:' || doomed.type
-      AND processed_effects.key = coalesce(doomed.idempotency_key, doomed.id::text)
+    WHERE processed_effects.scope = job_effect_scope(doomed.type)
+      AND processed_effects.key = job_effect_key(doomed.queue, doomed.idempotency_key, doomed.id)
       AND processed_effects.job_id = doomed.id
 )
 DELETE FROM jobs WHERE id IN (SELECT id FROM doomed);

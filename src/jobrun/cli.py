@@ -452,20 +452,21 @@ def worker_command(
 
     async def body(pool: Pool) -> None:
         store = Store(pool, event_mode=event_mode)
-        worker = Worker(
-            store,
-            registry,
-            queues=queues,
-            concurrency=concurrency,
-            lease=lease_td,
-            heartbeat_every=heartbeat,
-            poll_every=poll_td,
-            shutdown_grace=grace_td,
-        )
         notifier = await Notifier.start(url, store.notify_channel)
         stop = asyncio.Event()
         scheduler_task: asyncio.Task[None] | None = None
         try:
+            worker = Worker(
+                store,
+                registry,
+                queues=queues,
+                concurrency=concurrency,
+                dispatcher=notifier,
+                lease=lease_td,
+                heartbeat_every=heartbeat,
+                poll_every=poll_td,
+                shutdown_grace=grace_td,
+            )
             worker.install_signal_handlers()
             if scheduler:
                 runner = Scheduler(store, AdvisoryLocker(url))

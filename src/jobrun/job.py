@@ -343,19 +343,30 @@ CommitCallback = Callable[[Any], Awaitable[None]]
 It receives the transaction's connection (a ``psycopg.AsyncConnection``) and
 writes through it; those writes commit with the job's completion or not at
 all. The port types it loosely so the runtime never imports psycopg.
+
+A callback must be safe to call again: completions are committed in groups,
+and when one callback of a group fails the group is rolled back and the
+others are run again in a transaction without it. Their database writes
+commit once, whatever happens, but any other side effect of the callback's
+Python code (a log line, a counter, a call to another service) may happen
+twice. Keep callbacks to database writes; do anything else in the handler.
 """
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Completion:
     """One job to complete in a group, with its optional commit callback.
 
     A plain dataclass, not a pydantic model: the worker builds one per job on
-    the hot path, and the Job inside is already valid.
+    the hot path, and the Job inside is already valid. The store counts in
+    ``invocations`` how often it called ``commit``: more than once means a
+    group commit was rolled back and the callback ran again (see
+    :data:`CommitCallback`).
     """
 
     job: Job
     commit: CommitCallback | None = None
+    invocations: int = 0
 
 
 @runtime_checkable
@@ -400,8 +411,13 @@ class Store(Schedules, Protocol):
     """Durable job storage: every state transition of the contract.
 
     Each mutating method is one transaction. ``owner`` identifies a worker's
-    lease; completing or failing a job the caller no longer owns raises
-    :class:`LeaseLost` and changes nothing.
+    lease. The lease fence is the owner, the attempt the job was claimed as,
+    and the lease's expiry, all three: ``heartbeat``, ``complete``, ``fail``
+    and ``release`` act only while the lease is held under the fence, and
+    otherwise raise :class:`LeaseLost` (or leave the job out of ``heartbeat``'s
+    result) and change nothing. An expired lease is lost even before the
+    reaper has seen it, so nothing can finish a job the reaper may be about to
+    give to someone else.
     """
 
     async def now(self) -> datetime:
@@ -428,8 +444,8 @@ class Store(Schedules, Protocol):
         """Lease up to ``limit`` due jobs of ``queues`` for ``owner``."""
         ...
 
-    async def heartbeat(self, owner: str, ids: Sequence[UUID], until: datetime) -> set[UUID]:
-        """Extend live leases to ``until``; return the ids still held and not cancelled."""
+    async def heartbeat(self, owner: str, jobs: Sequence[Job], until: datetime) -> set[UUID]:
+        """Extend live leases on ``jobs`` to ``until``; return the ids still held, not cancelled."""
         ...
 
     async def complete(self, job: Job, owner: str, commit: CommitCallback | None = None) -> Job:
@@ -488,7 +504,7 @@ class Store(Schedules, Protocol):
         """Delete events older than ``older_than``; return how many."""
         ...
 
-    def effect_key(self, job: Job) -> tuple[str, str]:
+    async def effect_key(self, job: Job) -> tuple[str, str]:
         """The (scope, key) under which ``job``'s effect is recorded."""
         ...
 

@@ -28,6 +28,16 @@ cancelled and handed back through ``store.release``: queued, due now, the
 attempt not counted, so it neither sits leased until its lease expires nor
 loses an attempt to a deploy. A second signal skips the grace period.
 
+A job is handed back only once its handler has stopped. An async handler is
+cancelled and stops; a sync handler runs in a thread that cannot be stopped,
+so one that ignores its cancellation token past the deadline is *left*: its
+job stays leased, the worker returns without waiting for the thread (the
+threads are daemon threads, so the process can exit), and the lease runs out
+so the reaper decides, counting the attempt. Handing such a job back would
+let another worker start it while this thread still runs it. For the same
+reason a sync handler that times out or is cancelled keeps its job leased and
+heartbeated until its thread returns.
+
 The clock rule: every time sent to the store is database time. Claimed rows
 carry ``lease_expires_at`` (database now + lease), so the worker derives
 database now from each claim batch plus the monotonic clock instead of a round
@@ -48,18 +58,19 @@ import socket
 import time
 import traceback
 from collections.abc import Awaitable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from jobrun._threads import DaemonThreadPool
 from jobrun.errors import ConfigurationError, JobrunError, LeaseLost, UnknownJobType
 from jobrun.job import CommitCallback, Completion, Dispatcher, Job, Store
 from jobrun.reaper import Reaper
 from jobrun.registry import Handler, JobContext, Registry
 
-__all__ = ["Completer", "Worker", "default_owner"]
+__all__ = ["Completer", "CompletionStats", "Worker", "default_owner"]
 
 _log = logging.getLogger("jobrun.worker")
 _handler_log = logging.getLogger("jobrun.handler")
@@ -70,6 +81,9 @@ _MAX_ERROR = 8000
 # How long a shutdown waits for handed-back jobs to be reported before giving
 # up on them (their leases then expire and the reaper requeues them).
 _HAND_BACK_TIMEOUT = 10.0
+# At the shutdown deadline, how long a sync handler gets to notice its
+# cancellation token before its job is left leased for the reaper.
+_TOKEN_NOTICE = 0.5
 # How stale the claim-derived database clock may get before it is re-read.
 _CLOCK_MAX_AGE = 30.0
 
@@ -88,6 +102,21 @@ def _error_text(exc: BaseException) -> str:
     if len(text) > _MAX_ERROR:
         text = "...\n" + text[-(_MAX_ERROR - 4) :]
     return text
+
+
+@dataclass(slots=True)
+class CompletionStats:
+    """Running totals of a worker's completions; constant size however long it runs."""
+
+    batches: int = 0
+    """Completion batches sent to the store."""
+    jobs: int = 0
+    """Jobs sent in those batches (completed, lost or failed in their callback)."""
+    largest_batch: int = 0
+    """The largest batch sent so far."""
+    callback_reinvocations: int = 0
+    """Extra calls of commit callbacks: a group rolled back by another callback's
+    failure runs the others again (their writes still commit once)."""
 
 
 class Completer:
@@ -117,8 +146,8 @@ class Completer:
         self._pending: list[tuple[Completion, asyncio.Future[Job | BaseException]]] = []
         self._wake = asyncio.Event()
         self._closed = False
-        self.batches: list[int] = []
-        """Sizes of the batches sent so far (kept for tests and the benchmark)."""
+        self.stats = CompletionStats()
+        """Totals of the batches sent so far."""
 
     def submit(
         self, job: Job, commit: CommitCallback | None
@@ -166,10 +195,14 @@ class Completer:
     async def _flush(
         self, batch: list[tuple[Completion, asyncio.Future[Job | BaseException]]]
     ) -> None:
-        self.batches.append(len(batch))
+        stats = self.stats
+        stats.batches += 1
+        stats.jobs += len(batch)
+        stats.largest_batch = max(stats.largest_batch, len(batch))
         results: Sequence[Job | BaseException]
+        completions = [c for c, _ in batch]
         try:
-            results = await self._store.complete_many(self._owner, [c for c, _ in batch])
+            results = await self._store.complete_many(self._owner, completions)
             if len(results) != len(batch):
                 raise RuntimeError(
                     f"complete_many returned {len(results)} results for {len(batch)} jobs"
@@ -180,6 +213,9 @@ class Completer:
             results = [exc] * len(batch)
             raise
         finally:
+            for completion in completions:
+                if completion.invocations > 1:
+                    stats.callback_reinvocations += completion.invocations - 1
             for (_, fut), result in zip(batch, results, strict=False):
                 if not fut.done():
                     fut.set_result(result)
@@ -194,6 +230,10 @@ class _Running:
     ctx: JobContext
     started: float
     task: asyncio.Task[None] | None = None
+    # The sync handler's thread, while it runs or after; None for async handlers.
+    thread: Future[Any] | None = None
+    # Left leased at shutdown because its handler thread would not stop: never reported.
+    left: bool = False
     # Why the worker itself stopped the job (cancelled, shutdown); None while it runs freely.
     stop_reason: str | None = None
     # True once the handler has finished and the outcome is being reported (a
@@ -274,7 +314,7 @@ class Worker:
         self._completer = Completer(store, self.owner, max_batch=completion_batch)
         self._running: dict[UUID, _Running] = {}
         self._executing = 0
-        self._executor: ThreadPoolExecutor | None = None
+        self._threads: DaemonThreadPool | None = None
         self._started = False
         # Created in run(): asyncio primitives belong to the loop that runs the worker.
         self._stopping: asyncio.Event | None = None
@@ -292,9 +332,9 @@ class Worker:
         return len(self._running)
 
     @property
-    def completion_batches(self) -> list[int]:
-        """Sizes of the completion batches sent so far."""
-        return self._completer.batches
+    def stats(self) -> CompletionStats:
+        """Running totals of this worker's completions (batches, re-invoked callbacks)."""
+        return self._completer.stats
 
     def request_stop(self, *, graceful: bool = True) -> None:
         """Stop claiming; with ``graceful=False`` also skip the grace period for running jobs."""
@@ -359,14 +399,28 @@ class Worker:
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
-            if self._executor is not None:
+            if self._threads is not None:
                 # Threads of sync handlers cannot be interrupted; don't wait for them.
-                self._executor.shutdown(wait=False, cancel_futures=True)
+                self._threads.shutdown()
             loop = asyncio.get_running_loop()
             for sig in self._signals:
                 loop.remove_signal_handler(sig)
             self._signals.clear()
-            self._log.info("worker %s stopped", self.owner, extra={"owner": self.owner})
+            stats = self._completer.stats
+            self._log.info(
+                "worker %s stopped: %d jobs completed in %d batches, "
+                "%d commit callbacks run again after a group rollback",
+                self.owner,
+                stats.jobs,
+                stats.batches,
+                stats.callback_reinvocations,
+                extra={
+                    "owner": self.owner,
+                    "completed": stats.jobs,
+                    "completion_batches": stats.batches,
+                    "callback_reinvocations": stats.callback_reinvocations,
+                },
+            )
 
     # -- loops --------------------------------------------------------------------------------
 
@@ -444,13 +498,14 @@ class Worker:
     async def _heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(self._heartbeat_every)
-            ids = list(self._running)
-            if not ids:
+            held = [run.job for run in self._running.values() if not run.left]
+            if not held:
                 continue
+            ids = [job.id for job in held]
             try:
                 now = await self._store.now()
                 self._clock = (now, time.monotonic())
-                kept = await self._store.heartbeat(self.owner, ids, now + self._lease)
+                kept = await self._store.heartbeat(self.owner, held, now + self._lease)
             except Exception:
                 self._log.exception("heartbeat failed; leases not extended this round")
                 continue
@@ -489,7 +544,26 @@ class Worker:
         )
         for run in list(self._running.values()):
             self._stop(run, _REASON_SHUTDOWN)
-        tasks = {r.task for r in self._running.values() if r.task is not None}
+        # Sync handlers get a moment to notice their token; a thread that still
+        # runs after it cannot be stopped, so its job must not be handed back.
+        threads = {
+            r.task for r in self._running.values() if r.task is not None and r.thread is not None
+        }
+        if threads:
+            await asyncio.wait(threads, timeout=_TOKEN_NOTICE)
+        left = [r for r in self._running.values() if self._thread_running(r)]
+        for run in left:
+            run.left = True
+        if left:
+            self._log.warning(
+                "leaving %d jobs leased whose handler threads are still running: %s; "
+                "their leases expire within %s and the reaper then retries them",
+                len(left),
+                ", ".join(str(r.job.id) for r in left),
+                self._lease,
+                extra={"owner": self.owner, "job_ids": [str(r.job.id) for r in left]},
+            )
+        tasks = {r.task for r in self._running.values() if r.task is not None and not r.left}
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=_HAND_BACK_TIMEOUT)
             for task in pending:
@@ -499,10 +573,29 @@ class Worker:
                     "%d jobs could not be handed back in time; their leases will expire",
                     len(pending),
                 )
+        for run in left:
+            # Stop waiting for the thread; _execute sees ``left`` and reports nothing.
+            if run.task is not None:
+                run.task.cancel()
+
+    @staticmethod
+    def _thread_running(run: _Running) -> bool:
+        return run.thread is not None and not run.thread.done() and not run.reporting
 
     # -- one job ------------------------------------------------------------------------------
 
     def _start(self, job: Job) -> None:
+        if job.id in self._running:
+            # Claimed again while a stale attempt still runs here (its lease was
+            # reaped): running both would run the job twice in this process. The
+            # new lease is left to expire, and the reaper hands the job out again.
+            self._log.warning(
+                "job %s claimed again while its attempt %d still runs here; not starting it",
+                job.id,
+                self._running[job.id].job.attempts,
+                extra={"job_id": str(job.id), "owner": self.owner},
+            )
+            return
         handler = self._registry.get(job.type)
         ctx = JobContext(job)
         run = _Running(job=job, handler=handler, ctx=ctx, started=time.monotonic())
@@ -513,20 +606,20 @@ class Worker:
     def _stop(self, run: _Running, reason: str) -> None:
         if run.reporting:
             return
+        sync = run.handler is not None and not run.handler.is_async
         if run.stop_reason is not None:
-            if reason == _REASON_SHUTDOWN and run.task is not None:
-                # Already stopping (a sync handler slow to notice its token): stop waiting.
+            if reason == _REASON_SHUTDOWN and run.task is not None and not sync:
+                # Already stopping (an async handler that swallowed a cancel): insist.
                 run.task.cancel()
             return
         run.stop_reason = reason
         run.ctx.token.set(reason)
-        sync = run.handler is not None and not run.handler.is_async
         if run.task is None:
             return
-        # A sync handler's thread cannot be interrupted: on a cancel the job keeps
-        # its slot until the handler notices the token and returns. At a timeout
-        # or shutdown the worker stops waiting for it instead.
-        if not sync or reason != _REASON_CANCELLED:
+        # A sync handler's thread cannot be interrupted: whatever the reason, the
+        # job keeps its lease (and slot) until the handler notices the token and
+        # returns; a shutdown that cannot wait leaves the job to its lease.
+        if not sync:
             run.task.cancel()
 
     async def _execute(self, run: _Running) -> None:
@@ -537,6 +630,10 @@ class Worker:
             try:
                 commit = await self._invoke(run)
             except asyncio.CancelledError:
+                if run.left:
+                    # Left leased at shutdown: reporting anything would free the
+                    # job while its thread may still run it.
+                    return
                 if run.stop_reason is None:
                     raise
                 # Ours: report the stop instead of dying with the task.
@@ -590,13 +687,10 @@ class Worker:
         if handler.is_async:
             call: Any = handler.func(run.ctx, payload)
         else:
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(
-                    max_workers=self._concurrency, thread_name_prefix="jobrun-handler"
-                )
-            call = asyncio.get_running_loop().run_in_executor(
-                self._executor, handler.func, run.ctx, payload
-            )
+            if self._threads is None:
+                self._threads = DaemonThreadPool(self._concurrency)
+            run.thread = self._threads.submit(handler.func, run.ctx, payload)
+            call = asyncio.wrap_future(run.thread)
         if timeout is None:
             result: CommitCallback | None = await call
             return result

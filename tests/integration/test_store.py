@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -306,7 +307,7 @@ async def test_heartbeat_extends_owned_leases_only(store: Store) -> None:
     a, b = await store.claim(["default"], "w1", 2, LEASE)
     c = await claim_one(store, "w2")
     until = await store.now() + timedelta(minutes=10)
-    kept = await store.heartbeat("w1", [a.id, b.id, c.id], until)
+    kept = await store.heartbeat("w1", [a, b, c], until)
     assert kept == {a.id, b.id}
     assert (await store.get(a.id)).lease_expires_at == until
     assert (await store.get(c.id)).lease_expires_at != until
@@ -321,7 +322,7 @@ async def test_heartbeat_leaves_out_cancel_requested_and_expired_ids(store: Stor
     await asyncio.sleep(0.01)
     await store.cancel(cancelled.id)
     until = await store.now() + LEASE
-    kept = await store.heartbeat("w1", [live.id, cancelled.id, expired.id], until)
+    kept = await store.heartbeat("w1", [live, cancelled, expired], until)
     assert kept == {live.id}
 
 
@@ -362,6 +363,62 @@ async def test_complete_by_another_owner_raises_lease_lost(store: Store) -> None
     assert (await store.get(claimed.id)).state is JobState.LEASED
 
 
+async def test_an_expired_lease_is_lost_before_the_reaper_sees_it(
+    store: Store, effects_table: str
+) -> None:
+    # One rule for every owner-guarded transition: once the lease has expired,
+    # complete, fail, release and heartbeat all refuse, reaped or not.
+    for _ in range(4):
+        await store.enqueue(NewJob(type="t"))
+    a, b, c, d = await store.claim(["default"], "w1", 4, timedelta(milliseconds=1))
+    await asyncio.sleep(0.01)
+    with pytest.raises(LeaseLost):
+        await store.complete(a, "w1", write_effect(a))
+    with pytest.raises(LeaseLost):
+        await store.complete(b, "w1")
+    with pytest.raises(LeaseLost):
+        await store.fail(c, "w1", "boom", await store.now())
+    with pytest.raises(LeaseLost):
+        await store.release(d, "w1", "bye")
+    assert await store.heartbeat("w1", [a, b, c, d], await store.now() + LEASE) == set()
+    assert effect_rows(effects_table) == []
+    for job in (a, b, c, d):
+        stored = await store.get(job.id)
+        assert stored.state is JobState.LEASED and stored.attempts == 1
+    assert {j.id for j in await store.reap_expired(await store.now())} == {
+        a.id,
+        b.id,
+        c.id,
+        d.id,
+    }
+
+
+async def test_a_stale_attempt_of_the_same_owner_is_fenced_out(
+    store: Store, effects_table: str
+) -> None:
+    await store.enqueue(NewJob(type="t"))
+    stale = (await store.claim(["default"], "w1", 1, timedelta(milliseconds=1)))[0]
+    await asyncio.sleep(0.01)
+    await store.reap_expired(await store.now(), limit=10)
+    await asyncio.sleep(1.1)  # the reaper's backoff puts the retry 1 s later
+    fresh = await claim_one(store, "w1")
+    assert fresh.id == stale.id and fresh.attempts == stale.attempts + 1
+    with pytest.raises(LeaseLost):
+        await store.complete(stale, "w1", write_effect(stale))
+    with pytest.raises(LeaseLost):
+        await store.fail(stale, "w1", "stale", await store.now())
+    with pytest.raises(LeaseLost):
+        await store.release(stale, "w1", "stale")
+    assert await store.heartbeat("w1", [stale], await store.now() + LEASE) == set()
+    results = await store.complete_many("w1", [Completion(job=stale, commit=write_effect(stale))])
+    assert isinstance(results[0], LeaseLost)
+    assert effect_rows(effects_table) == []
+    assert await store.heartbeat("w1", [fresh], await store.now() + LEASE) == {fresh.id}
+    done = await store.complete(fresh, "w1", write_effect(fresh))
+    assert done.state is JobState.SUCCEEDED and done.attempts == 2
+    assert effect_rows(effects_table) == [fresh.id]
+
+
 async def test_callback_that_raises_rolls_back_everything_and_leaves_job_leased(
     store: Store, effects_table: str
 ) -> None:
@@ -379,19 +436,63 @@ async def test_callback_that_raises_rolls_back_everything_and_leaves_job_leased(
     assert (await store.get(job.id)).state is JobState.LEASED
 
 
-async def test_retry_of_a_job_whose_effect_committed_skips_the_callback(
+async def test_same_key_in_two_queues_runs_both_effects(store: Store, effects_table: str) -> None:
+    # Idempotency keys are per queue: these are two jobs, and each effect must
+    # commit. (The first version keyed the ledger by type and key only and
+    # skipped the second callback while reporting the job succeeded.)
+    first = await store.enqueue(NewJob(type="t", idempotency_key="pay-1", queue="q1"))
+    second = await store.enqueue(NewJob(type="t", idempotency_key="pay-1", queue="q2"))
+    assert first.id != second.id
+    done = await store.complete(await claim_one(store, queue="q1"), "w1", write_effect(first))
+    assert done.state is JobState.SUCCEEDED
+    claimed = await claim_one(store, queue="q2")
+    done = await store.complete(claimed, "w1", write_effect(second, "second"))
+    assert done.state is JobState.SUCCEEDED
+    assert sorted(effect_rows(effects_table)) == sorted([first.id, second.id])
+    assert await store.effect_done(first) and await store.effect_done(second)
+
+
+async def test_same_key_in_two_queues_in_one_group_runs_both_effects(
     store: Store, effects_table: str
 ) -> None:
-    job = await store.enqueue(NewJob(type="t", idempotency_key="pay-1"))
-    first = await claim_one(store)
-    await store.complete(first, "w1", write_effect(job))
-    # Operator-level re-run of the same logical job: a new job with the same key
-    # in another queue shares the ledger key, so its effect must not run again.
-    twin = await store.enqueue(NewJob(type="t", idempotency_key="pay-1", queue="again"))
-    claimed = await claim_one(store, queue="again")
-    done = await store.complete(claimed, "w1", write_effect(twin, "second"))
+    jobs = [
+        await store.enqueue(NewJob(type="t", idempotency_key="k", queue=q))
+        for q in ("q1", "q2", "q3")
+    ]
+    claimed = await store.claim(["q1", "q2", "q3"], "w1", 3, LEASE)
+    results = await store.complete_many(
+        "w1", [Completion(job=j, commit=write_effect(j)) for j in claimed]
+    )
+    assert all(isinstance(r, Job) and r.state is JobState.SUCCEEDED for r in results)
+    assert sorted(effect_rows(effects_table)) == sorted(j.id for j in jobs)
+
+
+async def test_effect_keys_of_distinct_queue_and_key_pairs_never_collide(store: Store) -> None:
+    pairs = [("a:b", "c"), ("a", "b:c"), ("a'", "b"), ("a", "'b"), ("a''", "b"), ("a\\", "b")]
+    keys = set()
+    for queue, key in pairs:
+        job = await store.enqueue(NewJob(type="t", queue=queue, idempotency_key=key))
+        keys.add(await store.effect_key(job))
+    assert len(keys) == len(pairs)
+    unkeyed = await store.enqueue(NewJob(type="t"))
+    assert await store.effect_key(unkeyed) == ("job:t", str(unkeyed.id))
+
+
+async def test_keyed_job_whose_effect_committed_does_not_rerun_the_callback(
+    store: Store, effects_table: str
+) -> None:
+    job = await store.enqueue(NewJob(type="t", idempotency_key="pay-1", queue="q1"))
+    claimed = await claim_one(store, queue="q1")
+    scope, key = await store.effect_key(job)
+    # The effect committed on an earlier attempt (ledger row present) ...
+    with psycopg.connect(effects_table, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO processed_effects (scope, key, job_id) VALUES (%s, %s, %s)",
+            (scope, key, job.id),
+        )
+    done = await store.complete(claimed, "w1", write_effect(job))
     assert done.state is JobState.SUCCEEDED
-    assert effect_rows(effects_table) == [job.id]
+    assert effect_rows(effects_table) == []
 
 
 async def test_reaped_job_whose_effect_committed_does_not_rerun_the_callback(
@@ -469,6 +570,32 @@ async def test_group_commit_falls_back_when_one_callback_fails(
         j.id for i, j in enumerate(claimed) if i != 1
     )
     assert (await store.get(claimed[1].id)).state is JobState.LEASED
+    # The callback before the failing one ran in the rolled-back group and
+    # again; the failing one is not run again; those after it ran once.
+    assert [c.invocations for c in completions] == [2, 1, 1, 1]
+
+
+async def test_group_fallback_after_a_failing_statement_is_quiet_and_counted(
+    store: Store, effects_table: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    for i in range(4):
+        await store.enqueue(NewJob(type="t", payload={"i": i}))
+    claimed = await store.claim(["default"], "w1", 4, LEASE)
+
+    async def bad_sql(conn: psycopg.AsyncConnection[Any]) -> None:
+        await conn.execute("INSERT INTO effect_rows (job_id) VALUES (NULL)")  # NOT NULL
+
+    completions = [Completion(job=j, commit=write_effect(j)) for j in claimed]
+    completions[2] = Completion(job=claimed[2], commit=bad_sql)
+    with caplog.at_level(logging.WARNING):
+        results = await store.complete_many("w1", completions)
+    assert isinstance(results[2], Exception) and not isinstance(results[2], Job)
+    assert all(isinstance(r, Job) for i, r in enumerate(results) if i != 2)
+    assert sorted(effect_rows(effects_table)) == sorted(
+        j.id for i, j in enumerate(claimed) if i != 2
+    )
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+    assert sum(c.invocations - 1 for c in completions) >= 1
 
 
 async def test_commit_timeout_rolls_back_the_completion(pool: Pool, effects_table: str) -> None:

@@ -93,7 +93,10 @@ class Model:
 
     @property
     def effect_key(self) -> tuple[str, str]:
-        return (self.type, self.key if self.key is not None else str(self.id))
+        # Idempotency keys are per queue, and so is the effect they guard.
+        if self.key is None:
+            return (self.type, str(self.id))
+        return (self.type, f"{self.queue}\x00{self.key}")
 
 
 new_jobs = st.builds(
@@ -172,8 +175,10 @@ class StoreMachine(RuleBasedStateMachine):
         return new.id
 
     def _holds(self, job_id: UUID, owner: str) -> bool:
+        # The lease fence: the owner, and a lease that has not expired (an
+        # expired lease is lost before the reaper sees it).
         m = self.jobs[job_id]
-        return m.state is JobState.LEASED and m.owner == owner
+        return m.state is JobState.LEASED and m.owner == owner and not m.lease_expired
 
     def _leave_lease(self, m: Model, state: JobState) -> None:
         # Complete and fail keep the cancel flag (the reaper and retry clear it).

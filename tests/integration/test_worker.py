@@ -324,14 +324,22 @@ async def test_graceful_shutdown_finishes_quick_jobs_and_hands_back_the_rest(
     await asyncio.wait_for(task, 10)
     assert time.monotonic() - began < 1.8
     assert (await store.get(a.id)).state is JobState.SUCCEEDED
-    for job_id in (b.id, c.id):
-        back = await store.get(job_id)
-        assert back.state is JobState.QUEUED
-        assert back.lease_owner is None
-        assert back.attempts == 0  # handed back: the attempt is not counted
-        assert back.last_error is not None
-        assert "handed back" in back.last_error
-    assert (await store.claim(["default"], "next", 10, timedelta(seconds=5))) != []
+    back = await store.get(b.id)
+    assert back.state is JobState.QUEUED
+    assert back.lease_owner is None
+    assert back.attempts == 0  # handed back: the attempt is not counted
+    assert back.last_error is not None
+    assert "handed back" in back.last_error
+    # The sync handler's thread still runs: handing its job back would let
+    # another worker start it meanwhile, so it is left leased for the reaper.
+    left = await store.get(c.id)
+    assert left.state is JobState.LEASED and left.lease_owner == worker.owner
+    assert left.attempts == 1
+    claimed = await store.claim(["default"], "next", 10, timedelta(seconds=5))
+    assert [j.id for j in claimed] == [b.id]
+    # When the thread finally returns, nothing reports its result.
+    await asyncio.sleep(2.5)
+    assert (await store.get(c.id)).state is JobState.LEASED
 
 
 async def test_a_second_stop_request_skips_the_grace_period(store: Store) -> None:
@@ -404,4 +412,48 @@ async def test_many_jobs_complete_in_groups(store: Store) -> None:
             return sum(d.count for d in depth if d.state is JobState.SUCCEEDED) == 2000
 
         await wait_for(drained, 30)
-    assert len(worker.completion_batches) < 2000 / 5
+    assert worker.stats.batches < 2000 / 5
+
+
+async def test_completer_counts_callbacks_run_again_after_a_group_rollback(
+    store: Store, pool: Pool
+) -> None:
+    from jobrun.worker import Completer
+
+    async with pool.connection() as conn:
+        await conn.execute("CREATE TABLE effect_rows (job_id uuid NOT NULL)")
+    for _ in range(3):
+        await store.enqueue(NewJob(type="t"))
+    claimed = await store.claim(["default"], "w1", 3, timedelta(seconds=30))
+    calls: list[UUID] = []
+
+    def effect(job: Job, *, fail: bool = False) -> Any:
+        async def commit(conn: Any) -> None:
+            calls.append(job.id)
+            if fail:
+                raise RuntimeError("effect failed")
+            await conn.execute("INSERT INTO effect_rows (job_id) VALUES (%s)", (job.id,))
+
+        return commit
+
+    completer = Completer(store, "w1")
+    # Submitted before the completer runs, so the three form one group.
+    futures = [
+        completer.submit(claimed[0], effect(claimed[0])),
+        completer.submit(claimed[1], effect(claimed[1], fail=True)),
+        completer.submit(claimed[2], effect(claimed[2])),
+    ]
+    completer.close()
+    await completer.run()
+    results = [f.result() for f in futures]
+    assert isinstance(results[0], Job) and isinstance(results[2], Job)
+    assert isinstance(results[1], RuntimeError)
+    # The first callback ran in the rolled-back group and again without the
+    # failing one; that one extra call is what the statistics report.
+    assert calls.count(claimed[0].id) == 2
+    assert completer.stats.callback_reinvocations == 1
+    assert completer.stats.batches == 1 and completer.stats.jobs == 3
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT count(*) FROM effect_rows")
+        row = await cur.fetchone()
+    assert row is not None and row[0] == 2

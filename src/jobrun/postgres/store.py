@@ -22,6 +22,7 @@ Times passed in are database time as read by the caller (``await store.now()``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -75,11 +76,6 @@ DEFAULT_NOTIFY_CHANNEL = "jobrun"
 """The LISTEN/NOTIFY channel; the payload of each notification is a queue name."""
 
 _COPY_CHUNK = 5_000
-
-
-def effect_key_of(job_type: str, idempotency_key: str | None, job_id: UUID) -> tuple[str, str]:
-    """The ledger key of a job's effect: its idempotency key when it has one, else its id."""
-    return "job:" + job_type, idempotency_key if idempotency_key is not None else str(job_id)
 
 
 class Store(ScheduleMethods):
@@ -294,31 +290,48 @@ class Store(ScheduleMethods):
         jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
         return jobs
 
-    async def heartbeat(self, owner: str, ids: Sequence[UUID], until: datetime) -> set[UUID]:
-        """Extend ``owner``'s unexpired leases on ``ids`` to ``until``; return those kept.
+    async def heartbeat(self, owner: str, jobs: Sequence[Job], until: datetime) -> set[UUID]:
+        """Extend ``owner``'s leases on ``jobs`` (as claimed) to ``until``; return the ids kept.
 
-        Ids whose cancel was requested, whose lease expired, or that another
-        owner holds are left out: the worker must stop those jobs.
+        A job is kept while the lease fence holds: ``owner`` holds it, it is
+        still the attempt that was claimed, and its lease has not expired.
+        Jobs whose cancel was requested are left out as well: the worker must
+        stop every job missing from the result.
         """
-        if not ids:
+        if not jobs:
             return set()
         async with self._connection() as conn:
             kept = await job_queries.AsyncQuerier(conn).job_heartbeat(
-                ids=list(ids), owner=owner, until=until, now=None
+                ids=[j.id for j in jobs],
+                attempts=[j.attempts for j in jobs],
+                owner=owner,
+                until=until,
+                now=None,
             )
         return set(kept)
 
     # -- completion -----------------------------------------------------------------
 
-    def effect_key(self, job: Job) -> tuple[str, str]:
-        """The (scope, key) of ``job``'s effect in the ``processed_effects`` ledger."""
-        return effect_key_of(job.type, job.idempotency_key, job.id)
+    async def effect_key(self, job: Job) -> tuple[str, str]:
+        """The (scope, key) of ``job``'s effect in the ``processed_effects`` ledger.
+
+        The rule lives in the database (``job_effect_scope``/``job_effect_key``):
+        the key names what an idempotency key names, the queue and the key, or
+        the job's id when it has no key.
+        """
+        async with self._connection() as conn:
+            row = await effect_queries.AsyncQuerier(conn).effect_key_of(
+                type=job.type, queue=job.queue, idempotency_key=job.idempotency_key, id=job.id
+            )
+        assert row is not None  # a SELECT without FROM returns one row
+        return row.scope, row.key
 
     async def effect_done(self, job: Job) -> bool:
         """Whether ``job``'s effect has committed."""
-        scope, key = self.effect_key(job)
         async with self._connection() as conn:
-            done = await effect_queries.AsyncQuerier(conn).effect_exists(scope=scope, key=key)
+            done = await effect_queries.AsyncQuerier(conn).effect_exists(
+                type=job.type, queue=job.queue, idempotency_key=job.idempotency_key, id=job.id
+            )
         return bool(done)
 
     async def complete(self, job: Job, owner: str, commit: CommitCallback | None = None) -> Job:
@@ -342,29 +355,45 @@ class Store(ScheduleMethods):
         Jobs without a callback finish in one statement together. Jobs with a
         callback share one transaction (group commit): rows locked and owners
         checked together, ledger rows inserted together, each callback run in
-        turn, one finishing update. If a callback fails, that transaction rolls
-        back and each of those jobs is completed in a transaction of its own,
-        so one bad effect never takes the others with it. One result per
-        input, in order: the finished Job, LeaseLost, or the callback's error.
+        turn, one finishing update. If a callback raises, that transaction
+        rolls back, the job whose callback raised gets its error, and the rest
+        are completed again without it; any other failure completes each job
+        in a transaction of its own. So one bad effect never takes the others
+        with it, at the price of running their callbacks again (each
+        Completion counts its ``invocations``). One result per input, in
+        order: the finished Job, LeaseLost, or the callback's error.
         """
         results: dict[UUID, Job | Exception] = {}
         plain = [c.job for c in completions if c.commit is None]
-        with_effects = [c for c in completions if c.commit is not None]
+        pending = [c for c in completions if c.commit is not None]
         if plain:
             await self._complete_plain(owner, plain, results)
-        if with_effects:
+        while pending:
             try:
-                await self._complete_group(owner, with_effects, results)
+                await self._complete_group(owner, pending, results)
+                break
+            except _CallbackFailed as failed:
+                # That job's attempt failed; the rest go again without it.
+                # Their callbacks run a second time (the rollback undid their
+                # writes), which is why a callback must be safe to re-invoke.
+                results[failed.completion.job.id] = failed.error
+                log.debug("group commit rolled back by one callback; retrying the rest")
+                pending = [c for c in pending if c is not failed.completion]
             except Exception as exc:
-                if len(with_effects) == 1:
-                    results[with_effects[0].job.id] = _as_exception(exc)
-                else:
-                    log.debug("group commit rolled back, completing one by one: %s", exc)
-                    for completion in with_effects:
-                        try:
-                            await self._complete_group(owner, [completion], results)
-                        except Exception as single:
-                            results[completion.job.id] = _as_exception(single)
+                if len(pending) == 1:
+                    results[pending[0].job.id] = _as_exception(exc)
+                    break
+                # Not a callback's fault (a lock timeout, a lost connection):
+                # each job gets a transaction of its own.
+                log.debug("group commit rolled back, completing one by one: %s", exc)
+                for completion in pending:
+                    try:
+                        await self._complete_group(owner, [completion], results)
+                    except _CallbackFailed as failed:
+                        results[completion.job.id] = failed.error
+                    except Exception as single:
+                        results[completion.job.id] = _as_exception(single)
+                break
         return [results[c.job.id] for c in completions]
 
     async def _complete_plain(
@@ -372,7 +401,7 @@ class Store(ScheduleMethods):
     ) -> None:
         async with self._connection() as conn:
             rows = await job_queries.AsyncQuerier(conn).job_complete_many(
-                ids=[j.id for j in jobs], owner=owner
+                ids=[j.id for j in jobs], attempts=[j.attempts for j in jobs], owner=owner, now=None
             )
         by_id = {job.id: job for job in jobs}
         for row in rows:
@@ -388,42 +417,67 @@ class Store(ScheduleMethods):
         # Pipeline mode: statements whose results nobody reads yet (the
         # timeout, each callback's writes) travel with the next read, so a
         # group of N callbacks costs a handful of round trips, not N + 5.
-        async with self._with_tx() as tx, tx.pipeline():
-            await effect_queries.AsyncQuerier(tx).transaction_set_statement_timeout(
-                timeout=self._timeout_setting
-            )
-            queries = job_queries.AsyncQuerier(tx)
-            locked = await queries.job_lock_many(ids=[c.job.id for c in group])
-            held = {
-                row.id
-                for row in locked
-                if row.state == models.JobState.LEASED and row.lease_owner == owner
-            }
-            kept = [c for c in group if c.job.id in held]
-            for completion in group:
-                if completion.job.id not in held:
-                    outcome[completion.job.id] = LeaseLost(completion.job.id, owner)
-            if kept:
-                keys = [self.effect_key(c.job) for c in kept]
-                fresh = set(
-                    await effect_queries.AsyncQuerier(tx).effect_insert_many(
-                        scopes=[k[0] for k in keys],
-                        keys=[k[1] for k in keys],
-                        job_ids=[c.job.id for c in kept],
-                    )
-                )
-                for completion in kept:
-                    if completion.job.id in fresh and completion.commit is not None:
-                        await completion.commit(tx)
-                rows = await queries.job_finish_many(ids=[c.job.id for c in kept], owner=owner)
-                by_id = {c.job.id: c.job for c in kept}
-                for row in rows:
-                    outcome[row.id] = job_finished(by_id[row.id], row.state, row.finished_at)
-                for completion in kept:
-                    # Locked and checked above, so the guarded update cannot miss it.
-                    if completion.job.id not in outcome:
-                        outcome[completion.job.id] = LeaseLost(completion.job.id, owner)
+        async with self._with_tx() as tx, tx.pipeline() as pipeline:
+            try:
+                await self._complete_group_in(tx, owner, group, outcome)
+            except Exception:
+                # Collect whatever error the pipeline still holds (a failed
+                # statement's), so leaving the block reports one error, ours,
+                # instead of psycopg warning about a second one on stderr.
+                with contextlib.suppress(psycopg.Error):
+                    await pipeline.sync()
+                raise
         results.update(outcome)
+
+    async def _complete_group_in(
+        self,
+        tx: psycopg.AsyncConnection[Any],
+        owner: str,
+        group: Sequence[Completion],
+        outcome: dict[UUID, Job | Exception],
+    ) -> None:
+        await effect_queries.AsyncQuerier(tx).transaction_set_statement_timeout(
+            timeout=self._timeout_setting
+        )
+        queries = job_queries.AsyncQuerier(tx)
+        locked = await queries.job_lock_many(
+            ids=[c.job.id for c in group],
+            attempts=[c.job.attempts for c in group],
+            owner=owner,
+            now=None,
+        )
+        held = {row.id for row in locked if row.held}
+        kept = [c for c in group if c.job.id in held]
+        for completion in group:
+            if completion.job.id not in held:
+                outcome[completion.job.id] = LeaseLost(completion.job.id, owner)
+        if not kept:
+            return
+        fresh = set(
+            await effect_queries.AsyncQuerier(tx).effect_insert_many(
+                job_ids=[c.job.id for c in kept]
+            )
+        )
+        for completion in kept:
+            if completion.job.id in fresh and completion.commit is not None:
+                completion.invocations += 1
+                try:
+                    await completion.commit(tx)
+                except Exception as exc:
+                    raise _CallbackFailed(completion, exc) from exc
+        rows = await queries.job_finish_many(
+            ids=[c.job.id for c in kept],
+            attempts=[c.job.attempts for c in kept],
+            owner=owner,
+            now=None,
+        )
+        by_id = {c.job.id: c.job for c in kept}
+        for row in rows:
+            outcome[row.id] = job_finished(by_id[row.id], row.state, row.finished_at)
+        for completion in kept:
+            # Locked and checked above, so the fenced update cannot miss it.
+            if completion.job.id not in outcome:
+                outcome[completion.job.id] = LeaseLost(completion.job.id, owner)
 
     async def fail(self, job: Job, owner: str, error: str, retry_at: datetime) -> Job:
         """Record a failed attempt: queued at ``retry_at``, dead, or cancelled.
@@ -434,7 +488,12 @@ class Store(ScheduleMethods):
         """
         async with self._connection() as conn:
             row = await job_queries.AsyncQuerier(conn).job_fail(
-                id=job.id, owner=owner, error=error, retry_at=retry_at
+                id=job.id,
+                attempt=job.attempts,
+                owner=owner,
+                error=error,
+                retry_at=retry_at,
+                now=None,
             )
         if row is None:
             raise LeaseLost(job.id, owner)
@@ -450,7 +509,7 @@ class Store(ScheduleMethods):
         """
         async with self._connection() as conn:
             row = await job_queries.AsyncQuerier(conn).job_release(
-                id=job.id, owner=owner, reason=reason
+                id=job.id, attempt=job.attempts, owner=owner, reason=reason, now=None
             )
         if row is None:
             raise LeaseLost(job.id, owner)
@@ -582,6 +641,15 @@ class Store(ScheduleMethods):
             total += deleted
             if deleted < batch_size:
                 return total
+
+
+class _CallbackFailed(Exception):
+    """One commit callback of a group raised; the group's transaction rolls back."""
+
+    def __init__(self, completion: Completion, error: Exception) -> None:
+        super().__init__(str(error))
+        self.completion = completion
+        self.error = error
 
 
 def _as_exception(exc: BaseException) -> Exception:

@@ -2,28 +2,69 @@
 # source: db/query/effects.sql
 """Queries of ``db/query/effects.sql``, typed for psycopg 3."""
 
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
 import psycopg
+import pydantic
+
+_setattr = object.__setattr__
 
 
 EFFECT_INSERT_MANY = """
 INSERT INTO processed_effects (scope, key, job_id)
-SELECT unnest(%(scopes)s::text[]), unnest(%(keys)s::text[]), unnest(%(job_ids)s::uuid[])
+SELECT job_effect_scope(type), job_effect_key(queue, idempotency_key, id), id
+FROM jobs
+WHERE id = ANY(%(job_ids)s::uuid[])
+ORDER BY id
 ON CONFLICT (scope, key) DO NOTHING
 RETURNING job_id
 """
 
+EFFECT_KEY_OF = """
+SELECT job_effect_scope(%(type)s::text)::text AS scope,
+       job_effect_key(%(queue)s::text, %(idempotency_key)s::text, %(id)s::uuid)::text AS key
+"""
+
 EFFECT_EXISTS = """
 SELECT EXISTS (
-    SELECT 1 FROM processed_effects WHERE scope = %(scope)s AND key = %(key)s
+    SELECT 1 FROM processed_effects
+    WHERE scope = job_effect_scope(%(type)s::text)
+      AND key = job_effect_key(%(queue)s::text, %(idempotency_key)s::text, %(id)s::uuid)
 ) AS done
 """
 
 TRANSACTION_SET_STATEMENT_TIMEOUT = """
 SELECT set_config('statement_timeout', %(timeout)s::text, true)
 """
+
+
+class EffectKeyOfRow(pydantic.BaseModel):
+    """A row returned by ``EffectKeyOf``."""
+
+    scope: str
+    key: str
+
+
+_EFFECT_KEY_OF_ROW_FIELDS = frozenset({'scope', 'key'})
+
+
+def _row_to_effect_key_of_row(row: Sequence[Any]) -> EffectKeyOfRow:
+    """Build a :class:`EffectKeyOfRow` from a driver row, without re-validating it."""
+    obj = EffectKeyOfRow.__new__(EffectKeyOfRow)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "scope": row[0],
+            "key": row[1],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_EFFECT_KEY_OF_ROW_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
 
 
 class AsyncQuerier:
@@ -41,23 +82,50 @@ class AsyncQuerier:
         """The wrapped connection."""
         return self._conn
 
-    async def effect_insert_many(
-        self,
-        *,
-        scopes: list[str],
-        keys: list[str],
-        job_ids: list[UUID],
-    ) -> list[UUID]:
+    async def effect_insert_many(self, *, job_ids: list[UUID]) -> list[UUID]:
         """Run ``EffectInsertMany``; return all its rows."""
         async with self._conn.cursor() as _cur:
-            await _cur.execute(EFFECT_INSERT_MANY, {"scopes": scopes, "keys": keys, "job_ids": job_ids})
+            await _cur.execute(EFFECT_INSERT_MANY, {"job_ids": job_ids})
             _rows = await _cur.fetchall()
         return [_row[0] for _row in _rows]
 
-    async def effect_exists(self, *, scope: str, key: str) -> bool | None:
+    async def effect_key_of(
+        self,
+        *,
+        type: str,
+        queue: str,
+        idempotency_key: str | None,
+        id: UUID,
+    ) -> EffectKeyOfRow | None:
+        """Run ``EffectKeyOf``; return its first row, or None."""
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(EFFECT_KEY_OF, {
+                "type": type,
+                "queue": queue,
+                "idempotency_key": idempotency_key,
+                "id": id,
+            })
+            _row = await _cur.fetchone()
+        if _row is None:
+            return None
+        return _row_to_effect_key_of_row(_row)
+
+    async def effect_exists(
+        self,
+        *,
+        type: str,
+        queue: str,
+        idempotency_key: str | None,
+        id: UUID,
+    ) -> bool | None:
         """Run ``EffectExists``; return its first row, or None."""
         async with self._conn.cursor() as _cur:
-            await _cur.execute(EFFECT_EXISTS, {"scope": scope, "key": key})
+            await _cur.execute(EFFECT_EXISTS, {
+                "type": type,
+                "queue": queue,
+                "idempotency_key": idempotency_key,
+                "id": id,
+            })
             _row = await _cur.fetchone()
         if _row is None:
             return None
@@ -84,23 +152,50 @@ class Querier:
         """The wrapped connection."""
         return self._conn
 
-    def effect_insert_many(
-        self,
-        *,
-        scopes: list[str],
-        keys: list[str],
-        job_ids: list[UUID],
-    ) -> list[UUID]:
+    def effect_insert_many(self, *, job_ids: list[UUID]) -> list[UUID]:
         """Run ``EffectInsertMany``; return all its rows."""
         with self._conn.cursor() as _cur:
-            _cur.execute(EFFECT_INSERT_MANY, {"scopes": scopes, "keys": keys, "job_ids": job_ids})
+            _cur.execute(EFFECT_INSERT_MANY, {"job_ids": job_ids})
             _rows = _cur.fetchall()
         return [_row[0] for _row in _rows]
 
-    def effect_exists(self, *, scope: str, key: str) -> bool | None:
+    def effect_key_of(
+        self,
+        *,
+        type: str,
+        queue: str,
+        idempotency_key: str | None,
+        id: UUID,
+    ) -> EffectKeyOfRow | None:
+        """Run ``EffectKeyOf``; return its first row, or None."""
+        with self._conn.cursor() as _cur:
+            _cur.execute(EFFECT_KEY_OF, {
+                "type": type,
+                "queue": queue,
+                "idempotency_key": idempotency_key,
+                "id": id,
+            })
+            _row = _cur.fetchone()
+        if _row is None:
+            return None
+        return _row_to_effect_key_of_row(_row)
+
+    def effect_exists(
+        self,
+        *,
+        type: str,
+        queue: str,
+        idempotency_key: str | None,
+        id: UUID,
+    ) -> bool | None:
         """Run ``EffectExists``; return its first row, or None."""
         with self._conn.cursor() as _cur:
-            _cur.execute(EFFECT_EXISTS, {"scope": scope, "key": key})
+            _cur.execute(EFFECT_EXISTS, {
+                "type": type,
+                "queue": queue,
+                "idempotency_key": idempotency_key,
+                "id": id,
+            })
             _row = _cur.fetchone()
         if _row is None:
             return None

@@ -124,20 +124,28 @@ SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backof
 JOB_HEARTBEAT = """
 UPDATE jobs
 SET lease_expires_at = %(until)s::timestamptz, updated_at = now()
-WHERE id = ANY(%(ids)s::uuid[])
-  AND state = 'leased'
-  AND lease_owner = %(owner)s::text
-  AND lease_expires_at > coalesce(%(now)s::timestamptz, now())
-  AND NOT cancel_requested
-RETURNING id
+FROM (SELECT unnest(%(ids)s::uuid[]) AS id, unnest(%(attempts)s::integer[]) AS attempt) AS held
+WHERE jobs.id = held.id
+  AND jobs.attempts = held.attempt
+  AND jobs.state = 'leased'
+  AND jobs.lease_owner = %(owner)s::text
+  AND jobs.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+  AND NOT jobs.cancel_requested
+RETURNING jobs.id
 """
 
 JOB_LOCK_MANY = """
-SELECT id, type, state, lease_owner, idempotency_key
+SELECT jobs.id,
+       (jobs.state = 'leased'
+        AND jobs.lease_owner = %(owner)s::text
+        AND jobs.attempts = held.attempt
+        AND jobs.lease_expires_at > coalesce(%(now)s::timestamptz, now()))::boolean
+           AS held
 FROM jobs
-WHERE id = ANY(%(ids)s::uuid[])
-ORDER BY id
-FOR UPDATE
+JOIN (SELECT unnest(%(ids)s::uuid[]) AS id, unnest(%(attempts)s::integer[]) AS attempt) AS held
+    ON held.id = jobs.id
+ORDER BY jobs.id
+FOR UPDATE OF jobs
 """
 
 JOB_FINISH_MANY = """
@@ -149,8 +157,13 @@ WITH finished AS (
         lease_expires_at = NULL,
         finished_at = now(),
         updated_at = now()
-    WHERE id = ANY(%(ids)s::uuid[]) AND state = 'leased' AND lease_owner = %(owner)s::text
-    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at
+    FROM (SELECT unnest(%(ids)s::uuid[]) AS id, unnest(%(attempts)s::integer[]) AS attempt) AS held
+    WHERE jobs.id = held.id
+      AND jobs.attempts = held.attempt
+      AND jobs.state = 'leased'
+      AND jobs.lease_owner = %(owner)s::text
+      AND jobs.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
     SELECT finished.id, finished.finished_at, finished.state::text, 'leased', finished.state,
@@ -169,11 +182,17 @@ WITH finished AS (
         lease_expires_at = NULL,
         finished_at = now(),
         updated_at = now()
-    WHERE id = ANY(%(ids)s::uuid[]) AND state = 'leased' AND lease_owner = %(owner)s::text
-    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at
+    FROM (SELECT unnest(%(ids)s::uuid[]) AS id, unnest(%(attempts)s::integer[]) AS attempt) AS held
+    WHERE jobs.id = held.id
+      AND jobs.attempts = held.attempt
+      AND jobs.state = 'leased'
+      AND jobs.lease_owner = %(owner)s::text
+      AND jobs.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at
 ), effects AS (
     INSERT INTO processed_effects (scope, key, job_id)
-    SELECT 'job:' || finished.type, coalesce(finished.idempotency_key, finished.id::text),
+    SELECT job_effect_scope(finished.type),
+           job_effect_key(finished.queue, finished.idempotency_key, finished.id),
            finished.id
     FROM finished
     ON CONFLICT (scope, key) DO NOTHING
@@ -199,7 +218,11 @@ WITH failed AS (
         lease_expires_at = NULL,
         last_error = left(%(error)s::text, 8192),
         updated_at = now()
-    WHERE jobs.id = %(id)s AND jobs.state = 'leased' AND jobs.lease_owner = %(owner)s::text
+    WHERE jobs.id = %(id)s
+      AND jobs.attempts = %(attempt)s::integer
+      AND jobs.state = 'leased'
+      AND jobs.lease_owner = %(owner)s::text
+      AND jobs.lease_expires_at > coalesce(%(now)s::timestamptz, now())
     RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner, detail)
@@ -223,7 +246,11 @@ WITH released AS (
         lease_expires_at = NULL,
         last_error = left(%(reason)s::text, 8192),
         updated_at = now()
-    WHERE jobs.id = %(id)s AND jobs.state = 'leased' AND jobs.lease_owner = %(owner)s::text
+    WHERE jobs.id = %(id)s
+      AND jobs.attempts = %(attempt)s::integer
+      AND jobs.state = 'leased'
+      AND jobs.lease_owner = %(owner)s::text
+      AND jobs.lease_expires_at > coalesce(%(now)s::timestamptz, now())
     RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner, detail)
@@ -327,7 +354,7 @@ SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backof
 
 JOB_PURGE = """
 WITH doomed AS (
-    SELECT id, type, idempotency_key
+    SELECT id, queue, type, idempotency_key
     FROM jobs
     WHERE finished_at < now() - %(older_than)s::interval
     ORDER BY finished_at
@@ -338,8 +365,8 @@ WITH doomed AS (
 ), dropped_effects AS (
     DELETE FROM processed_effects
     USING doomed
-    WHERE processed_effects.scope = 'job:' || doomed.type
-      AND processed_effects.key = coalesce(doomed.idempotency_key, doomed.id::text)
+    WHERE processed_effects.scope = job_effect_scope(doomed.type)
+      AND processed_effects.key = job_effect_key(doomed.queue, doomed.idempotency_key, doomed.id)
       AND processed_effects.job_id = doomed.id
 )
 DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)
@@ -390,13 +417,10 @@ class JobLockManyRow(pydantic.BaseModel):
     """A row returned by ``JobLockMany``."""
 
     id: UUID
-    type: str
-    state: JobState
-    lease_owner: str | None
-    idempotency_key: str | None
+    held: bool
 
 
-_JOB_LOCK_MANY_ROW_FIELDS = frozenset({'id', 'type', 'state', 'lease_owner', 'idempotency_key'})
+_JOB_LOCK_MANY_ROW_FIELDS = frozenset({'id', 'held'})
 
 
 def _row_to_job_lock_many_row(row: Sequence[Any]) -> JobLockManyRow:
@@ -407,10 +431,7 @@ def _row_to_job_lock_many_row(row: Sequence[Any]) -> JobLockManyRow:
         "__dict__",
         {
             "id": row[0],
-            "type": row[1],
-            "state": JobState.from_value(row[2]),
-            "lease_owner": row[3],
-            "idempotency_key": row[4],
+            "held": row[1],
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_JOB_LOCK_MANY_ROW_FIELDS))
@@ -674,55 +695,123 @@ class AsyncQuerier:
         self,
         *,
         until: datetime,
-        ids: list[UUID],
         owner: str,
         now: datetime | None,
+        ids: list[UUID],
+        attempts: list[int],
     ) -> list[UUID]:
         """Run ``JobHeartbeat``; return all its rows."""
         async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_HEARTBEAT, {"until": until, "ids": ids, "owner": owner, "now": now})
+            await _cur.execute(JOB_HEARTBEAT, {
+                "until": until,
+                "owner": owner,
+                "now": now,
+                "ids": ids,
+                "attempts": attempts,
+            })
             _rows = await _cur.fetchall()
         return [_row[0] for _row in _rows]
 
-    async def job_lock_many(self, *, ids: list[UUID]) -> list[JobLockManyRow]:
+    async def job_lock_many(
+        self,
+        *,
+        owner: str,
+        now: datetime | None,
+        ids: list[UUID],
+        attempts: list[int],
+    ) -> list[JobLockManyRow]:
         """Run ``JobLockMany``; return all its rows."""
         async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_LOCK_MANY, {"ids": ids})
+            await _cur.execute(JOB_LOCK_MANY, {
+                "owner": owner,
+                "now": now,
+                "ids": ids,
+                "attempts": attempts,
+            })
             _rows = await _cur.fetchall()
         return [_row_to_job_lock_many_row(_row) for _row in _rows]
 
-    async def job_finish_many(self, *, ids: list[UUID], owner: str) -> list[JobFinishManyRow]:
+    async def job_finish_many(
+        self,
+        *,
+        owner: str,
+        now: datetime | None,
+        ids: list[UUID],
+        attempts: list[int],
+    ) -> list[JobFinishManyRow]:
         """Run ``JobFinishMany``; return all its rows."""
         async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_FINISH_MANY, {"ids": ids, "owner": owner})
+            await _cur.execute(JOB_FINISH_MANY, {
+                "owner": owner,
+                "now": now,
+                "ids": ids,
+                "attempts": attempts,
+            })
             _rows = await _cur.fetchall()
         return [_row_to_job_finish_many_row(_row) for _row in _rows]
 
-    async def job_complete_many(self, *, ids: list[UUID], owner: str) -> list[JobCompleteManyRow]:
+    async def job_complete_many(
+        self,
+        *,
+        owner: str,
+        now: datetime | None,
+        ids: list[UUID],
+        attempts: list[int],
+    ) -> list[JobCompleteManyRow]:
         """Run ``JobCompleteMany``; return all its rows."""
         async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_COMPLETE_MANY, {"ids": ids, "owner": owner})
+            await _cur.execute(JOB_COMPLETE_MANY, {
+                "owner": owner,
+                "now": now,
+                "ids": ids,
+                "attempts": attempts,
+            })
             _rows = await _cur.fetchall()
         return [_row_to_job_complete_many_row(_row) for _row in _rows]
 
-    async def job_fail(self, *, retry_at: datetime, error: str, id: UUID, owner: str) -> Job | None:
+    async def job_fail(
+        self,
+        *,
+        retry_at: datetime,
+        error: str,
+        id: UUID,
+        attempt: int,
+        owner: str,
+        now: datetime | None,
+    ) -> Job | None:
         """Run ``JobFail``; return its first row, or None."""
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_FAIL, {
                 "retry_at": retry_at,
                 "error": error,
                 "id": id,
+                "attempt": attempt,
                 "owner": owner,
+                "now": now,
             })
             _row = await _cur.fetchone()
         if _row is None:
             return None
         return row_to_job(_row)
 
-    async def job_release(self, *, reason: str, id: UUID, owner: str) -> Job | None:
+    async def job_release(
+        self,
+        *,
+        reason: str,
+        id: UUID,
+        attempt: int,
+        owner: str,
+        now: datetime | None,
+    ) -> Job | None:
         """Run ``JobRelease``; return its first row, or None."""
         async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_RELEASE, {"reason": reason, "id": id, "owner": owner})
+            await _cur.execute(JOB_RELEASE, {
+                "reason": reason,
+                "id": id,
+                "attempt": attempt,
+                "owner": owner,
+                "now": now,
+            })
             _row = await _cur.fetchone()
         if _row is None:
             return None
@@ -988,55 +1077,123 @@ class Querier:
         self,
         *,
         until: datetime,
-        ids: list[UUID],
         owner: str,
         now: datetime | None,
+        ids: list[UUID],
+        attempts: list[int],
     ) -> list[UUID]:
         """Run ``JobHeartbeat``; return all its rows."""
         with self._conn.cursor() as _cur:
-            _cur.execute(JOB_HEARTBEAT, {"until": until, "ids": ids, "owner": owner, "now": now})
+            _cur.execute(JOB_HEARTBEAT, {
+                "until": until,
+                "owner": owner,
+                "now": now,
+                "ids": ids,
+                "attempts": attempts,
+            })
             _rows = _cur.fetchall()
         return [_row[0] for _row in _rows]
 
-    def job_lock_many(self, *, ids: list[UUID]) -> list[JobLockManyRow]:
+    def job_lock_many(
+        self,
+        *,
+        owner: str,
+        now: datetime | None,
+        ids: list[UUID],
+        attempts: list[int],
+    ) -> list[JobLockManyRow]:
         """Run ``JobLockMany``; return all its rows."""
         with self._conn.cursor() as _cur:
-            _cur.execute(JOB_LOCK_MANY, {"ids": ids})
+            _cur.execute(JOB_LOCK_MANY, {
+                "owner": owner,
+                "now": now,
+                "ids": ids,
+                "attempts": attempts,
+            })
             _rows = _cur.fetchall()
         return [_row_to_job_lock_many_row(_row) for _row in _rows]
 
-    def job_finish_many(self, *, ids: list[UUID], owner: str) -> list[JobFinishManyRow]:
+    def job_finish_many(
+        self,
+        *,
+        owner: str,
+        now: datetime | None,
+        ids: list[UUID],
+        attempts: list[int],
+    ) -> list[JobFinishManyRow]:
         """Run ``JobFinishMany``; return all its rows."""
         with self._conn.cursor() as _cur:
-            _cur.execute(JOB_FINISH_MANY, {"ids": ids, "owner": owner})
+            _cur.execute(JOB_FINISH_MANY, {
+                "owner": owner,
+                "now": now,
+                "ids": ids,
+                "attempts": attempts,
+            })
             _rows = _cur.fetchall()
         return [_row_to_job_finish_many_row(_row) for _row in _rows]
 
-    def job_complete_many(self, *, ids: list[UUID], owner: str) -> list[JobCompleteManyRow]:
+    def job_complete_many(
+        self,
+        *,
+        owner: str,
+        now: datetime | None,
+        ids: list[UUID],
+        attempts: list[int],
+    ) -> list[JobCompleteManyRow]:
         """Run ``JobCompleteMany``; return all its rows."""
         with self._conn.cursor() as _cur:
-            _cur.execute(JOB_COMPLETE_MANY, {"ids": ids, "owner": owner})
+            _cur.execute(JOB_COMPLETE_MANY, {
+                "owner": owner,
+                "now": now,
+                "ids": ids,
+                "attempts": attempts,
+            })
             _rows = _cur.fetchall()
         return [_row_to_job_complete_many_row(_row) for _row in _rows]
 
-    def job_fail(self, *, retry_at: datetime, error: str, id: UUID, owner: str) -> Job | None:
+    def job_fail(
+        self,
+        *,
+        retry_at: datetime,
+        error: str,
+        id: UUID,
+        attempt: int,
+        owner: str,
+        now: datetime | None,
+    ) -> Job | None:
         """Run ``JobFail``; return its first row, or None."""
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_FAIL, {
                 "retry_at": retry_at,
                 "error": error,
                 "id": id,
+                "attempt": attempt,
                 "owner": owner,
+                "now": now,
             })
             _row = _cur.fetchone()
         if _row is None:
             return None
         return row_to_job(_row)
 
-    def job_release(self, *, reason: str, id: UUID, owner: str) -> Job | None:
+    def job_release(
+        self,
+        *,
+        reason: str,
+        id: UUID,
+        attempt: int,
+        owner: str,
+        now: datetime | None,
+    ) -> Job | None:
         """Run ``JobRelease``; return its first row, or None."""
         with self._conn.cursor() as _cur:
-            _cur.execute(JOB_RELEASE, {"reason": reason, "id": id, "owner": owner})
+            _cur.execute(JOB_RELEASE, {
+                "reason": reason,
+                "id": id,
+                "attempt": attempt,
+                "owner": owner,
+                "now": now,
+            })
             _row = _cur.fetchone()
         if _row is None:
             return None

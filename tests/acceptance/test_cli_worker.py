@@ -1,0 +1,145 @@
+"""``jobrun worker`` as a process: wake-up on NOTIFY and shutdown with stubborn handlers.
+
+Both defects these tests pin down were invisible to tests that wired a Worker
+by hand: the CLI built its worker without the notifier (so it only polled),
+and a sync handler that ignored its token was handed back at the shutdown
+deadline while its thread still ran, so another worker started the job again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = "tests.acceptance.worker_defects_app"
+
+
+@contextmanager
+def worker(db_url: str, *options: str) -> Iterator[subprocess.Popen[str]]:
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "jobrun", "worker", "--app", APP,
+            "--database-url", db_url, "--log-format", "json", *options,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def wait_for_line(proc: subprocess.Popen[str], text: str, timeout: float = 30) -> str:
+    """Read the worker's stderr until a line containing ``text``."""
+    assert proc.stderr is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            raise AssertionError(f"worker exited before logging {text!r}")
+        if text in line:
+            return line
+    raise AssertionError(f"worker did not log {text!r} within {timeout}s")
+
+
+def enqueue(db_url: str, job_type: str, payload: dict[str, object]) -> str:
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "jobrun", "enqueue", job_type,
+            "--payload", json.dumps(payload), "--database-url", db_url,
+        ],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def trace_lines(path: Path) -> list[list[str]]:
+    if not path.exists():
+        return []
+    return [line.split() for line in path.read_text().splitlines()]
+
+
+def wait_for_trace(path: Path, count: int, timeout: float) -> list[list[str]]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lines = trace_lines(path)
+        if len(lines) >= count:
+            return lines
+        time.sleep(0.02)
+    raise AssertionError(f"{path} has {trace_lines(path)} after {timeout}s")
+
+
+def job_row(db_url: str, job_id: str) -> tuple[str, str | None, int]:
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute(
+            "SELECT state::text, lease_owner, attempts FROM jobs WHERE id = %s", (job_id,)
+        ).fetchone()
+    assert row is not None
+    return row[0], row[1], row[2]
+
+
+def test_cli_worker_wakes_on_notify_long_before_its_poll_interval(
+    db_url: str, tmp_path: Path
+) -> None:
+    trace = tmp_path / "trace"
+    with worker(db_url, "--poll", "60s") as proc:
+        wait_for_line(proc, "started on queues")
+        # Let the first (empty) claim pass, so the worker sits in its 60 s wait.
+        time.sleep(1.0)
+        before = time.time()
+        enqueue(db_url, "mark", {"trace": str(trace)})
+        (start,) = wait_for_trace(trace, 1, timeout=20)
+        # A worker that only polls would start the job about 59 s from now; one
+        # woken by NOTIFY starts it as soon as the enqueue commits. The bound is
+        # generous for a loaded machine and still far below the poll interval.
+        assert float(start[3]) - before < 10
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+
+
+def test_shutdown_leaves_a_stubborn_sync_job_leased_and_exits_at_the_deadline(
+    db_url: str, tmp_path: Path
+) -> None:
+    trace = tmp_path / "trace"
+    job_id = enqueue(db_url, "stubborn", {"trace": str(trace), "sleep": 30})
+    with worker(db_url, "--poll", "200ms", "--lease", "6s", "--shutdown-grace", "1s") as first:
+        wait_for_trace(trace, 1, timeout=30)
+        signalled = time.monotonic()
+        first.send_signal(signal.SIGTERM)
+        _, stderr = first.communicate(timeout=20)
+        exited_after = time.monotonic() - signalled
+    assert first.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    # The process exits at its deadline (1 s grace), not when the thread ends (30 s).
+    assert exited_after < 10, exited_after
+    assert job_id in stderr and "leaving 1 jobs leased" in stderr, stderr
+    # Not handed back: still leased by the first worker, attempt 1, so no other
+    # worker can start it while that thread might still run.
+    state, owner, attempts = job_row(db_url, job_id)
+    assert state == "leased" and owner is not None and attempts == 1
+
+    # A second worker starts it only once the lease has run out and it was reaped.
+    with worker(db_url, "--poll", "200ms", "--lease", "6s", "--shutdown-grace", "1s") as second:
+        starts = wait_for_trace(trace, 2, timeout=40)
+        second.send_signal(signal.SIGKILL)
+    assert [line[0] for line in starts] == ["start", "start"]
+    assert starts[1][2] == "2"  # the attempt the first worker left was counted
+    assert float(starts[1][3]) - float(starts[0][3]) >= 5  # at least the lease
