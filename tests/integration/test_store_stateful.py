@@ -292,7 +292,8 @@ class StoreMachine(RuleBasedStateMachine):
     def heartbeat(self, owner: str, data: st.DataObject) -> None:
         ids = data.draw(st.lists(st.sampled_from(sorted(self.jobs)), max_size=4, unique=True))
         until = self.run(self.store.now()) + LONG
-        kept = self.run(self.store.heartbeat(owner, ids, until))
+        jobs = [self.run(self.store.get(i)) for i in ids]
+        kept = self.run(self.store.heartbeat(owner, jobs, until))
         expected = {
             i
             for i in ids
@@ -499,11 +500,11 @@ def test_store_state_machine(pg_admin_url: str, _template_db: str) -> None:
 
 
 async def test_effect_shared_by_key_commits_once(pool: Any) -> None:
-    """The machine's rarest exactly-once path, pinned down: twins by key, and a retry.
+    """The machine's rarest exactly-once paths, pinned down: keys across queues, and a retry.
 
-    Two jobs of one type with one key (in two queues) share an effect; a job
-    cancelled while running and then retried meets its own committed effect.
-    Either way the second commit callback must not run.
+    Two jobs of one type with one key in two queues are two jobs (keys are per
+    queue), so each effect commits; a job cancelled while running and then
+    retried meets its own committed effect, so its second callback must not run.
     """
     async with pool.connection() as conn:
         await conn.execute("CREATE TABLE effects_log (job_id uuid NOT NULL)")
@@ -530,4 +531,4 @@ async def test_effect_shared_by_key_commits_once(pool: Any) -> None:
     async with pool.connection() as conn:
         cur = await conn.execute("SELECT job_id FROM effects_log ORDER BY job_id")
         rows = [row[0] for row in await cur.fetchall()]
-    assert rows == sorted([first.id, lone.id])
+    assert rows == sorted([first.id, twin.id, lone.id])
