@@ -27,6 +27,20 @@ SELECT EXISTS (
       AND key = job_effect_key(@queue::text, sqlc.narg('idempotency_key')::text, @id::uuid)
 ) AS done;
 
+-- name: EffectPrune :execrows
+-- Delete up to batch_size ledger rows older than the given age whose job is
+-- gone. A row whose job still exists is never pruned, so the ledger always
+-- lives at least as long as the jobs it guards.
+DELETE FROM processed_effects
+WHERE (scope, key) IN (
+    SELECT effect.scope, effect.key
+    FROM processed_effects AS effect
+    WHERE effect.created_at < coalesce(sqlc.narg('now')::timestamptz, now()) - @older_than::interval
+      AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = effect.job_id)
+    LIMIT @batch_size
+    FOR UPDATE SKIP LOCKED
+);
+
 -- name: TransactionSetStatementTimeout :exec
 -- Bound the rest of the current transaction only (is_local = true).
 SELECT set_config('statement_timeout', @timeout::text, true);

@@ -1,16 +1,5 @@
 -- Queries on job_events, the append-only history of every transition.
 
--- name: EventInsertCopy :copyfrom
-INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner, detail)
-VALUES (@job_id, @at, @kind, @from_state, @to_state, @attempt, @owner, @detail);
-
--- name: EventInsertMany :exec
--- Parallel arrays: element i of each describes event i.
-INSERT INTO job_events (job_id, kind, from_state, to_state, attempt, owner, detail)
-SELECT unnest(@job_ids::uuid[]), unnest(@kinds::text[]), unnest(@from_states::job_state[]),
-       unnest(@to_states::job_state[]), unnest(@attempts::integer[]), unnest(@owners::text[]),
-       unnest(@details::text[]);
-
 -- name: EventListByJob :many
 SELECT * FROM job_events WHERE job_id = @job_id ORDER BY id;
 

@@ -76,9 +76,6 @@ SELECT pg_notify(@channel::text, @queue::text);
 -- name: JobGet :one
 SELECT * FROM jobs WHERE id = @id;
 
--- name: JobGetMany :many
-SELECT * FROM jobs WHERE id = ANY(@ids::uuid[]);
-
 -- name: JobClaim :many
 -- Lease up to max_jobs due jobs of the given queues, in priority, run_at, id
 -- order, and record one claimed event per job when record_events is set (the
@@ -180,7 +177,9 @@ SELECT finished.id, finished.state, finished.finished_at FROM finished;
 
 -- name: JobCompleteMany :many
 -- The whole completion of jobs without a commit callback in one statement:
--- fenced finish (as JobFinishMany), effect ledger rows, events.
+-- fenced finish (as JobFinishMany) and events. No ledger row: the ledger
+-- records effects that committed, and a job without a callback commits none,
+-- so a later run of the same job (a retry, a replayed key) has nothing to skip.
 WITH finished AS (
     UPDATE jobs
     SET state = CASE WHEN cancel_requested THEN 'cancelled'::job_state
@@ -196,13 +195,6 @@ WITH finished AS (
       AND jobs.lease_owner = @owner::text
       AND jobs.lease_expires_at > coalesce(sqlc.narg('now')::timestamptz, now())
     RETURNING jobs.*
-), effects AS (
-    INSERT INTO processed_effects (scope, key, job_id)
-    SELECT job_effect_scope(finished.type),
-           job_effect_key(finished.queue, finished.idempotency_key, finished.id),
-           finished.id
-    FROM finished
-    ON CONFLICT (scope, key) DO NOTHING
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
     SELECT finished.id, finished.finished_at, finished.state::text, 'leased', finished.state,
@@ -368,22 +360,18 @@ SELECT * FROM retried;
 
 -- name: JobPurge :execrows
 -- Delete up to batch_size finished jobs older than the given age, with their
--- events and ledger rows. Bounded batches keep every lock short.
+-- events. Ledger rows stay: they outlive their jobs (EffectPrune), so
+-- replaying an old idempotency key after a purge cannot run its effect again.
+-- Bounded batches keep every lock short.
 WITH doomed AS (
-    SELECT id, queue, type, idempotency_key
+    SELECT id
     FROM jobs
-    WHERE finished_at < now() - @older_than::interval
+    WHERE finished_at < coalesce(sqlc.narg('now')::timestamptz, now()) - @older_than::interval
     ORDER BY finished_at
     LIMIT @batch_size
     FOR UPDATE SKIP LOCKED
 ), dropped_events AS (
     DELETE FROM job_events WHERE job_id IN (SELECT id FROM doomed)
-), dropped_effects AS (
-    DELETE FROM processed_effects
-    USING doomed
-    WHERE processed_effects.scope = job_effect_scope(doomed.type)
-      AND processed_effects.key = job_effect_key(doomed.queue, doomed.idempotency_key, doomed.id)
-      AND processed_effects.job_id = doomed.id
 )
 DELETE FROM jobs WHERE id IN (SELECT id FROM doomed);
 

@@ -492,6 +492,10 @@ class Store(Schedules, Protocol):
         """Delete finished jobs older than ``older_than`` (database clock); return how many."""
         ...
 
+    async def prune_effects(self, older_than: timedelta) -> int:
+        """Delete effect-ledger rows older than ``older_than`` whose job is gone."""
+        ...
+
     async def depth(self) -> list[QueueDepth]:
         """Job counts per queue and state."""
         ...

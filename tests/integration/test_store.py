@@ -781,6 +781,54 @@ async def test_purge_deletes_old_finished_jobs_in_batches(store: Store, db_url: 
     assert ledger == 0
 
 
+def ledger_rows(db_url: str) -> int:
+    with psycopg.connect(db_url) as conn:
+        (count,) = conn.execute("SELECT count(*) FROM processed_effects").fetchone() or (0,)
+    return int(count)
+
+
+async def test_a_completion_without_a_callback_writes_no_ledger_row(
+    store: Store, db_url: str
+) -> None:
+    await store.enqueue_batch([NewJob(type="t") for _ in range(3)])
+    claimed = await store.claim(["default"], "w1", 3, LEASE)
+    await store.complete(claimed[0], "w1")
+    await store.complete_many("w1", [Completion(job=j) for j in claimed[1:]])
+    assert ledger_rows(db_url) == 0
+
+
+async def test_purge_keeps_the_ledger_so_a_replayed_key_does_not_rerun_its_effect(
+    store: Store, effects_table: str
+) -> None:
+    job = await store.enqueue(NewJob(type="t", idempotency_key="pay-1"))
+    await store.complete(await claim_one(store), "w1", write_effect(job))
+    with psycopg.connect(effects_table, autocommit=True) as conn:
+        conn.execute("UPDATE jobs SET finished_at = now() - interval '2 days'")
+    assert await store.purge(timedelta(days=1)) == 1
+    assert ledger_rows(effects_table) == 1
+    replay = await store.enqueue(NewJob(type="t", idempotency_key="pay-1"))
+    assert replay.id != job.id  # the old job is gone: a new one is stored
+    done = await store.complete(await claim_one(store), "w1", write_effect(replay, "again"))
+    assert done.state is JobState.SUCCEEDED
+    assert effect_rows(effects_table) == [job.id]
+
+
+async def test_prune_effects_removes_old_rows_of_gone_jobs_only(
+    store: Store, effects_table: str
+) -> None:
+    gone = await store.enqueue(NewJob(type="t", queue="a"))
+    kept = await store.enqueue(NewJob(type="t", queue="b"))
+    await store.complete(await claim_one(store, queue="a"), "w1", write_effect(gone))
+    await store.complete(await claim_one(store, queue="b"), "w1", write_effect(kept))
+    with psycopg.connect(effects_table, autocommit=True) as conn:
+        conn.execute("UPDATE processed_effects SET created_at = now() - interval '40 days'")
+        conn.execute("DELETE FROM jobs WHERE id = %s", (gone.id,))
+    assert await store.prune_effects(timedelta(days=90)) == 0
+    assert await store.prune_effects(timedelta(days=30)) == 1
+    assert await store.effect_done(kept)
+    assert not await store.effect_done(gone)
+
+
 async def test_prune_events_by_age(store: Store, db_url: str) -> None:
     job = await store.enqueue(NewJob(type="t"))
     with psycopg.connect(db_url, autocommit=True) as conn:

@@ -601,10 +601,12 @@ class Store(ScheduleMethods):
         return job_from_row(row)
 
     async def purge(self, older_than: timedelta, batch_size: int = 1000) -> int:
-        """Delete finished jobs (and their events and ledger rows) older than ``older_than``.
+        """Delete finished jobs (and their events) older than ``older_than``.
 
         Age is measured by the database clock. Works in batches of
         ``batch_size``, each its own short transaction, so no lock is held long.
+        The effect ledger keeps its rows (see :meth:`prune_effects`), so an old
+        idempotency key replayed after a purge does not run its effect again.
         """
         if batch_size < 1:
             raise ConfigurationError("batch_size must be at least 1")
@@ -612,7 +614,27 @@ class Store(ScheduleMethods):
         while True:
             async with self._connection() as conn:
                 deleted = await job_queries.AsyncQuerier(conn).job_purge(
-                    older_than=older_than, batch_size=batch_size
+                    older_than=older_than, batch_size=batch_size, now=None
+                )
+            total += deleted
+            if deleted < batch_size:
+                return total
+
+    async def prune_effects(self, older_than: timedelta, batch_size: int = 5000) -> int:
+        """Delete ledger rows older than ``older_than`` whose job is gone; return how many.
+
+        The ledger is what stops a replayed idempotency key from running its
+        effect twice, so it is pruned on its own, longer clock than the jobs:
+        a key replayed after its ledger row is pruned runs its effect again.
+        Rows of jobs that still exist are never pruned.
+        """
+        if batch_size < 1:
+            raise ConfigurationError("batch_size must be at least 1")
+        total = 0
+        while True:
+            async with self._connection() as conn:
+                deleted = await effect_queries.AsyncQuerier(conn).effect_prune(
+                    older_than=older_than, batch_size=batch_size, now=None
                 )
             total += deleted
             if deleted < batch_size:

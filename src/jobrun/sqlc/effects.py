@@ -3,6 +3,7 @@
 """Queries of ``db/query/effects.sql``, typed for psycopg 3."""
 
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -33,6 +34,18 @@ SELECT EXISTS (
     WHERE scope = job_effect_scope(%(type)s::text)
       AND key = job_effect_key(%(queue)s::text, %(idempotency_key)s::text, %(id)s::uuid)
 ) AS done
+"""
+
+EFFECT_PRUNE = """
+DELETE FROM processed_effects
+WHERE (scope, key) IN (
+    SELECT effect.scope, effect.key
+    FROM processed_effects AS effect
+    WHERE effect.created_at < coalesce(%(now)s::timestamptz, now()) - %(older_than)s::interval
+      AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = effect.job_id)
+    LIMIT %(batch_size)s
+    FOR UPDATE SKIP LOCKED
+)
 """
 
 TRANSACTION_SET_STATEMENT_TIMEOUT = """
@@ -132,6 +145,22 @@ class AsyncQuerier:
         _value: bool = _row[0]
         return _value
 
+    async def effect_prune(
+        self,
+        *,
+        now: datetime | None,
+        older_than: timedelta,
+        batch_size: int,
+    ) -> int:
+        """Run ``EffectPrune``; return the number of rows it affected."""
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(EFFECT_PRUNE, {
+                "now": now,
+                "older_than": older_than,
+                "batch_size": batch_size,
+            })
+            return _cur.rowcount
+
     async def transaction_set_statement_timeout(self, *, timeout: str) -> None:
         """Run ``TransactionSetStatementTimeout``."""
         async with self._conn.cursor() as _cur:
@@ -201,6 +230,16 @@ class Querier:
             return None
         _value: bool = _row[0]
         return _value
+
+    def effect_prune(self, *, now: datetime | None, older_than: timedelta, batch_size: int) -> int:
+        """Run ``EffectPrune``; return the number of rows it affected."""
+        with self._conn.cursor() as _cur:
+            _cur.execute(EFFECT_PRUNE, {
+                "now": now,
+                "older_than": older_than,
+                "batch_size": batch_size,
+            })
+            return _cur.rowcount
 
     def transaction_set_statement_timeout(self, *, timeout: str) -> None:
         """Run ``TransactionSetStatementTimeout``."""

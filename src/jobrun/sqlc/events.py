@@ -2,27 +2,14 @@
 # source: db/query/events.sql
 """Queries of ``db/query/events.sql``, typed for psycopg 3."""
 
-from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any
 from uuid import UUID
 
 import psycopg
 
 from .models import JobEvent, JobState, row_to_job_event
 
-
-EVENT_INSERT_COPY = """
-COPY job_events (job_id, at, kind, from_state, to_state, attempt, owner, detail) FROM STDIN (FORMAT BINARY)
-"""
-EVENT_INSERT_COPY_TYPES = ('uuid', 'timestamptz', 'text', 'text', 'text', 'int4', 'text', 'text')
-
-EVENT_INSERT_MANY = """
-INSERT INTO job_events (job_id, kind, from_state, to_state, attempt, owner, detail)
-SELECT unnest(%(job_ids)s::uuid[]), unnest(%(kinds)s::text[]), unnest(%(from_states)s::job_state[]),
-       unnest(%(to_states)s::job_state[]), unnest(%(attempts)s::integer[]), unnest(%(owners)s::text[]),
-       unnest(%(details)s::text[])
-"""
 
 EVENT_LIST_BY_JOB = """
 SELECT id, job_id, at, kind, from_state, to_state, attempt, owner, detail FROM job_events WHERE job_id = %(job_id)s ORDER BY id
@@ -43,19 +30,6 @@ SELECT unnest(%(job_ids)s::uuid[]), %(at)s::timestamptz, 'enqueued', NULL, 'queu
 """
 
 
-class EventInsertCopyParams(NamedTuple):
-    """One parameter set of ``EventInsertCopy``, in parameter order."""
-
-    job_id: UUID
-    at: datetime
-    kind: str
-    from_state: JobState | None
-    to_state: JobState
-    attempt: int
-    owner: str | None
-    detail: str | None
-
-
 class AsyncQuerier:
     """The queries of ``db/query/events.sql`` on an async connection.
 
@@ -70,39 +44,6 @@ class AsyncQuerier:
     def conn(self) -> psycopg.AsyncConnection[Any]:
         """The wrapped connection."""
         return self._conn
-
-    async def event_insert_copy(self, *, rows: Iterable[EventInsertCopyParams]) -> int:
-        """Insert ``rows`` with ``EventInsertCopy`` through binary COPY; return how many."""
-        _n = 0
-        async with self._conn.cursor() as _cur, _cur.copy(EVENT_INSERT_COPY) as _copy:
-            _copy.set_types(EVENT_INSERT_COPY_TYPES)
-            for _r in rows:
-                await _copy.write_row(_r)
-                _n += 1
-        return _n
-
-    async def event_insert_many(
-        self,
-        *,
-        job_ids: list[UUID],
-        kinds: list[str],
-        from_states: list[JobState],
-        to_states: list[JobState],
-        attempts: list[int],
-        owners: list[str],
-        details: list[str],
-    ) -> None:
-        """Run ``EventInsertMany``."""
-        async with self._conn.cursor() as _cur:
-            await _cur.execute(EVENT_INSERT_MANY, {
-                "job_ids": job_ids,
-                "kinds": kinds,
-                "from_states": from_states,
-                "to_states": to_states,
-                "attempts": attempts,
-                "owners": owners,
-                "details": details,
-            })
 
     async def event_list_by_job(self, *, job_id: UUID) -> list[JobEvent]:
         """Run ``EventListByJob``; return all its rows."""
@@ -136,39 +77,6 @@ class Querier:
     def conn(self) -> psycopg.Connection[Any]:
         """The wrapped connection."""
         return self._conn
-
-    def event_insert_copy(self, *, rows: Iterable[EventInsertCopyParams]) -> int:
-        """Insert ``rows`` with ``EventInsertCopy`` through binary COPY; return how many."""
-        _n = 0
-        with self._conn.cursor() as _cur, _cur.copy(EVENT_INSERT_COPY) as _copy:
-            _copy.set_types(EVENT_INSERT_COPY_TYPES)
-            for _r in rows:
-                _copy.write_row(_r)
-                _n += 1
-        return _n
-
-    def event_insert_many(
-        self,
-        *,
-        job_ids: list[UUID],
-        kinds: list[str],
-        from_states: list[JobState],
-        to_states: list[JobState],
-        attempts: list[int],
-        owners: list[str],
-        details: list[str],
-    ) -> None:
-        """Run ``EventInsertMany``."""
-        with self._conn.cursor() as _cur:
-            _cur.execute(EVENT_INSERT_MANY, {
-                "job_ids": job_ids,
-                "kinds": kinds,
-                "from_states": from_states,
-                "to_states": to_states,
-                "attempts": attempts,
-                "owners": owners,
-                "details": details,
-            })
 
     def event_list_by_job(self, *, job_id: UUID) -> list[JobEvent]:
         """Run ``EventListByJob``; return all its rows."""

@@ -79,10 +79,6 @@ JOB_GET = """
 SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at FROM jobs WHERE id = %(id)s
 """
 
-JOB_GET_MANY = """
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at FROM jobs WHERE id = ANY(%(ids)s::uuid[])
-"""
-
 JOB_CLAIM = """
 WITH picked AS (
     -- One index-ordered scan per queue (jobs_claim_idx yields the first
@@ -189,13 +185,6 @@ WITH finished AS (
       AND jobs.lease_owner = %(owner)s::text
       AND jobs.lease_expires_at > coalesce(%(now)s::timestamptz, now())
     RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at
-), effects AS (
-    INSERT INTO processed_effects (scope, key, job_id)
-    SELECT job_effect_scope(finished.type),
-           job_effect_key(finished.queue, finished.idempotency_key, finished.id),
-           finished.id
-    FROM finished
-    ON CONFLICT (scope, key) DO NOTHING
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
     SELECT finished.id, finished.finished_at, finished.state::text, 'leased', finished.state,
@@ -354,20 +343,14 @@ SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backof
 
 JOB_PURGE = """
 WITH doomed AS (
-    SELECT id, queue, type, idempotency_key
+    SELECT id
     FROM jobs
-    WHERE finished_at < now() - %(older_than)s::interval
+    WHERE finished_at < coalesce(%(now)s::timestamptz, now()) - %(older_than)s::interval
     ORDER BY finished_at
     LIMIT %(batch_size)s
     FOR UPDATE SKIP LOCKED
 ), dropped_events AS (
     DELETE FROM job_events WHERE job_id IN (SELECT id FROM doomed)
-), dropped_effects AS (
-    DELETE FROM processed_effects
-    USING doomed
-    WHERE processed_effects.scope = job_effect_scope(doomed.type)
-      AND processed_effects.key = job_effect_key(doomed.queue, doomed.idempotency_key, doomed.id)
-      AND processed_effects.job_id = doomed.id
 )
 DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)
 """
@@ -661,13 +644,6 @@ class AsyncQuerier:
             return None
         return row_to_job(_row)
 
-    async def job_get_many(self, *, ids: list[UUID]) -> list[Job]:
-        """Run ``JobGetMany``; return all its rows."""
-        async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_GET_MANY, {"ids": ids})
-            _rows = await _cur.fetchall()
-        return [row_to_job(_row) for _row in _rows]
-
     async def job_claim(
         self,
         *,
@@ -873,10 +849,20 @@ class AsyncQuerier:
             return None
         return row_to_job(_row)
 
-    async def job_purge(self, *, older_than: timedelta, batch_size: int) -> int:
+    async def job_purge(
+        self,
+        *,
+        now: datetime | None,
+        older_than: timedelta,
+        batch_size: int,
+    ) -> int:
         """Run ``JobPurge``; return the number of rows it affected."""
         async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_PURGE, {"older_than": older_than, "batch_size": batch_size})
+            await _cur.execute(JOB_PURGE, {
+                "now": now,
+                "older_than": older_than,
+                "batch_size": batch_size,
+            })
             return _cur.rowcount
 
     async def job_list(
@@ -1042,13 +1028,6 @@ class Querier:
         if _row is None:
             return None
         return row_to_job(_row)
-
-    def job_get_many(self, *, ids: list[UUID]) -> list[Job]:
-        """Run ``JobGetMany``; return all its rows."""
-        with self._conn.cursor() as _cur:
-            _cur.execute(JOB_GET_MANY, {"ids": ids})
-            _rows = _cur.fetchall()
-        return [row_to_job(_row) for _row in _rows]
 
     def job_claim(
         self,
@@ -1255,10 +1234,14 @@ class Querier:
             return None
         return row_to_job(_row)
 
-    def job_purge(self, *, older_than: timedelta, batch_size: int) -> int:
+    def job_purge(self, *, now: datetime | None, older_than: timedelta, batch_size: int) -> int:
         """Run ``JobPurge``; return the number of rows it affected."""
         with self._conn.cursor() as _cur:
-            _cur.execute(JOB_PURGE, {"older_than": older_than, "batch_size": batch_size})
+            _cur.execute(JOB_PURGE, {
+                "now": now,
+                "older_than": older_than,
+                "batch_size": batch_size,
+            })
             return _cur.rowcount
 
     def job_list(
