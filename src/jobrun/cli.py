@@ -496,7 +496,10 @@ def enqueue_command(
         str, typer.Option("--queue", "-q", envvar="JOBRUN_QUEUE", show_envvar=True)
     ] = "default",
     priority: Annotated[
-        int, typer.Option(envvar="JOBRUN_PRIORITY", show_envvar=True, help="Higher runs first.")
+        int,
+        typer.Option(
+            envvar="JOBRUN_PRIORITY", show_envvar=True, help="Lower runs first (default 0)."
+        ),
     ] = 0,
     delay: Annotated[
         str | None,
