@@ -18,6 +18,7 @@ from jobrun.errors import (
     LeaseLost,
     MigrationError,
     PayloadTooLarge,
+    PoolExhausted,
     ScheduleNotFound,
     UnknownJobType,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "NewJob",
     "NewSchedule",
     "PayloadTooLarge",
+    "PoolExhausted",
     "QueueDepth",
     "Schedule",
     "ScheduleNotFound",

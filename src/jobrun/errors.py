@@ -5,6 +5,7 @@ The hierarchy::
     JobrunError
     ├── ConfigurationError        bad settings (a heartbeat outside the lease, ...)
     ├── DatabaseUnavailable       the server can't be reached; names host, port, db
+    │   └── PoolExhausted         every pooled connection stayed busy past the timeout
     ├── MigrationError            a malformed or failing migration file
     ├── InvalidJob                bad input at enqueue: payload, queue, type, policy
     │   └── PayloadTooLarge
@@ -39,6 +40,7 @@ __all__ = [
     "LeaseLost",
     "MigrationError",
     "PayloadTooLarge",
+    "PoolExhausted",
     "ScheduleNotFound",
     "UnknownJobType",
 ]
@@ -61,6 +63,31 @@ class DatabaseUnavailable(JobrunError):
         self.dbname = dbname
         self.reason = reason
         super().__init__(f"cannot reach PostgreSQL at {host}:{port}, database {dbname!r}: {reason}")
+
+
+class PoolExhausted(DatabaseUnavailable):
+    """No pooled connection became free within the pool's timeout; the server itself is fine.
+
+    A DatabaseUnavailable, so callers that back off and retry on an outage do the
+    same here; the message says what happened instead of "cannot reach", and
+    names the pool's size and timeout so the operator knows what to raise.
+    """
+
+    def __init__(self, host: str, port: str, dbname: str, max_size: int, timeout: float) -> None:
+        self.host = host
+        self.port = port
+        self.dbname = dbname
+        self.max_size = max_size
+        self.timeout = timeout
+        plural = "" if max_size == 1 else "s"
+        self.reason = f"all {max_size} connection{plural} of the pool stayed in use"
+        # Not DatabaseUnavailable's "cannot reach" message: the server is reachable.
+        JobrunError.__init__(
+            self,
+            f"no connection was free within {timeout:g}s: all {max_size} connection{plural} "
+            f"of the pool to {host}:{port}, database {dbname!r}, are in use; "
+            "raise the pool size or hold connections for less time",
+        )
 
 
 class MigrationError(JobrunError):

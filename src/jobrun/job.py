@@ -45,6 +45,7 @@ from jobrun.errors import (
     LeaseLost,
     MigrationError,
     PayloadTooLarge,
+    PoolExhausted,
     ScheduleNotFound,
     UnknownJobType,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "NewJob",
     "NewSchedule",
     "PayloadTooLarge",
+    "PoolExhausted",
     "QueueDepth",
     "Schedule",
     "ScheduleNotFound",
