@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
+from datetime import timedelta
+from typing import Any
 
 import pytest
 
-from jobrun.errors import DatabaseUnavailable, PoolExhausted
-from jobrun.postgres import SyncProducer, open_pool
+from jobrun.errors import DatabaseUnavailable, InvalidSchedule, PoolExhausted
+from jobrun.job import NewSchedule, SchedulePatch
+from jobrun.postgres import Pool, SyncProducer, open_pool
 from jobrun.postgres.store import Store
 
 # -- an exhausted pool --------------------------------------------------------------------------
@@ -58,3 +62,68 @@ def test_an_exhausted_sync_pool_says_so_too(db_url: str) -> None:
         finally:
             release.set()
             holder.join()
+
+
+# -- schedules ----------------------------------------------------------------------------------
+
+
+async def test_concurrent_creates_of_one_schedule_name_make_one_and_refuse_nine(
+    db_url: str,
+) -> None:
+    # Ten callers on ten real connections at once: the name check must not race the insert.
+    pool = await open_pool(db_url, worker_concurrency=10)
+    try:
+        store = Store(pool)
+        async with contextlib.AsyncExitStack() as warm:
+            # Open every connection first, so the creates really overlap.
+            for _ in range(10):
+                await warm.enter_async_context(pool.connection())
+        new = NewSchedule(name="nightly", type="report.build", every=timedelta(minutes=5))
+        for _ in range(5):
+            results = await asyncio.gather(
+                *(store.create_schedule(new) for _ in range(10)), return_exceptions=True
+            )
+            made = [r for r in results if not isinstance(r, BaseException)]
+            refused = [r for r in results if isinstance(r, BaseException)]
+            assert len(made) == 1, results
+            assert len(refused) == 9
+            for error in refused:
+                assert isinstance(error, InvalidSchedule), repr(error)
+                assert "a schedule named 'nightly' already exists" in str(error)
+            await store.delete_schedule("nightly")
+    finally:
+        await pool.close()
+
+
+@pytest.mark.parametrize(
+    ("patch", "needle"),
+    [
+        ({"max_attempts": 0}, "max_attempts"),
+        ({"max_attempts": -1}, "max_attempts"),
+        ({"queue": ""}, "queue"),
+        ({"type": ""}, "type"),
+        ({"timezone": ""}, "time zone"),
+        ({"every": timedelta(0)}, "every"),
+    ],
+)
+async def test_update_schedule_validates_given_falsy_values(
+    pool: Pool, patch: dict[str, Any], needle: str
+) -> None:
+    store = Store(pool)
+    created = await store.create_schedule(
+        NewSchedule(name="s", type="t", every=timedelta(minutes=5), max_attempts=3)
+    )
+    with pytest.raises(InvalidSchedule, match=needle):
+        await store.update_schedule("s", SchedulePatch(**patch))
+    assert await store.get_schedule("s") == created
+
+
+async def test_update_schedule_still_leaves_fields_not_given_alone(pool: Pool) -> None:
+    store = Store(pool)
+    await store.create_schedule(
+        NewSchedule(name="s", type="t", queue="q", every=timedelta(minutes=5), max_attempts=3)
+    )
+    changed = await store.update_schedule("s", SchedulePatch(priority=0, payload={}))
+    assert (changed.type, changed.queue, changed.max_attempts) == ("t", "q", 3)
+    changed = await store.update_schedule("s", SchedulePatch(max_attempts=1))
+    assert changed.max_attempts == 1
