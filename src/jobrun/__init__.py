@@ -20,6 +20,7 @@ from jobrun.errors import (
     PayloadTooLarge,
     PoolExhausted,
     ScheduleNotFound,
+    SchemaMissing,
     UnknownJobType,
 )
 from jobrun.job import (
@@ -70,5 +71,6 @@ __all__ = [
     "Schedule",
     "ScheduleNotFound",
     "SchedulePatch",
+    "SchemaMissing",
     "UnknownJobType",
 ]

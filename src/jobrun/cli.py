@@ -432,6 +432,7 @@ def worker_command(
 ) -> None:
     """Run handlers for jobs of the given queues until SIGTERM or SIGINT."""
     from jobrun.postgres.lock import AdvisoryLocker
+    from jobrun.postgres.migrate import check_schema
     from jobrun.postgres.notify import Notifier
     from jobrun.scheduler import Scheduler
     from jobrun.worker import Worker
@@ -451,6 +452,8 @@ def worker_command(
     heartbeat = min(timedelta(seconds=10), lease_td // 3)
 
     async def body(pool: Pool) -> None:
+        # Fail now, in one line, rather than have every claim fail on missing tables.
+        await check_schema(pool)
         store = Store(pool, event_mode=event_mode)
         worker = Worker(
             store,

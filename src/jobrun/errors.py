@@ -7,6 +7,7 @@ The hierarchy::
     ├── DatabaseUnavailable       the server can't be reached; names host, port, db
     │   └── PoolExhausted         every pooled connection stayed busy past the timeout
     ├── MigrationError            a malformed or failing migration file
+    ├── SchemaMissing             the database lacks jobrun's tables: run `jobrun migrate`
     ├── InvalidJob                bad input at enqueue: payload, queue, type, policy
     │   └── PayloadTooLarge
     ├── InvalidSchedule           bad cron expression, interval or time zone
@@ -42,6 +43,7 @@ __all__ = [
     "PayloadTooLarge",
     "PoolExhausted",
     "ScheduleNotFound",
+    "SchemaMissing",
     "UnknownJobType",
 ]
 
@@ -92,6 +94,24 @@ class PoolExhausted(DatabaseUnavailable):
 
 class MigrationError(JobrunError):
     """A migration file is malformed or failed to apply; the message names the file."""
+
+
+class SchemaMissing(JobrunError):
+    """jobrun's schema is missing from the database, or lacks migrations this jobrun needs.
+
+    ``pending`` lists the migration versions not applied (empty when the
+    database has none of jobrun's tables). The fix is always ``jobrun migrate``.
+    """
+
+    def __init__(self, dbname: str, pending: tuple[int, ...] = ()) -> None:
+        self.dbname = dbname
+        self.pending = pending
+        if pending:
+            versions = ", ".join(str(v) for v in pending)
+            what = f"out of date in database {dbname!r} (migrations {versions} not applied)"
+        else:
+            what = f"missing in database {dbname!r}"
+        super().__init__(f"jobrun's schema is {what}: run `jobrun migrate`")
 
 
 class InvalidJob(JobrunError):

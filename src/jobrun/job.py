@@ -47,6 +47,7 @@ from jobrun.errors import (
     PayloadTooLarge,
     PoolExhausted,
     ScheduleNotFound,
+    SchemaMissing,
     UnknownJobType,
 )
 
@@ -84,6 +85,7 @@ __all__ = [
     "ScheduleNotFound",
     "SchedulePatch",
     "Schedules",
+    "SchemaMissing",
     "Store",
     "UnknownJobType",
     "new_job_id",

@@ -9,7 +9,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,3 +43,37 @@ def test_enqueue_help_says_lower_priority_runs_first() -> None:
     text = " ".join(result.stdout.split())
     assert "Lower runs first" in text, result.stdout
     assert "Higher runs first" not in text
+
+
+# -- a database that was never migrated ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["stats"],
+        ["enqueue", "mail.send", "--payload", '{"to": "a@example.com"}'],
+        ["jobs", "list"],
+        ["schedules", "list"],
+        ["schedules", "add", "nightly", "--type", "t", "--every", "5m"],
+    ],
+    ids=lambda args: " ".join(args[:2]),
+)
+def test_commands_on_a_never_migrated_database_say_run_migrate(
+    empty_db_url: str, args: list[str]
+) -> None:
+    line = one_line_error(jobrun(*args, "--database-url", empty_db_url))
+    assert "schema is missing" in line
+    assert "jobrun migrate" in line
+
+
+def test_worker_on_a_never_migrated_database_fails_at_start(empty_db_url: str) -> None:
+    started = time.monotonic()
+    result = jobrun(
+        "worker", "--app", "tests.acceptance.cli_worker_app", "--database-url", empty_db_url,
+        "--poll", "200ms", "--scheduler",
+        timeout=30,
+    )  # fmt: skip
+    line = one_line_error(result)
+    assert "schema is missing" in line and "jobrun migrate" in line
+    assert time.monotonic() - started < 15

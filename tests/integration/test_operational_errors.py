@@ -6,14 +6,66 @@ import asyncio
 import contextlib
 import threading
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
-from jobrun.errors import DatabaseUnavailable, InvalidSchedule, PoolExhausted
-from jobrun.job import NewSchedule, SchedulePatch
+from jobrun.errors import DatabaseUnavailable, InvalidSchedule, PoolExhausted, SchemaMissing
+from jobrun.job import NewJob, NewSchedule, SchedulePatch
 from jobrun.postgres import Pool, SyncProducer, open_pool
+from jobrun.postgres.migrate import check_schema, default_migrations_source
 from jobrun.postgres.store import Store
+
+# -- a database that was never migrated ---------------------------------------------------------
+
+
+async def test_the_store_on_a_never_migrated_database_raises_schema_missing(
+    empty_db_url: str,
+) -> None:
+    pool = await open_pool(empty_db_url, worker_concurrency=1)
+    try:
+        store = Store(pool)
+        for call in (
+            store.depth(),
+            store.enqueue(NewJob(type="t")),
+            store.list_schedules(),
+            store.claim(["default"], "w1", 5, timedelta(seconds=30)),
+        ):
+            with pytest.raises(SchemaMissing, match="run `jobrun migrate`"):
+                await call
+        with pytest.raises(SchemaMissing, match="schema is missing"):
+            await check_schema(pool)
+    finally:
+        await pool.close()
+    with SyncProducer(empty_db_url) as producer, pytest.raises(SchemaMissing):
+        producer.enqueue(NewJob(type="t"))
+
+
+async def test_check_schema_names_migrations_not_yet_applied(pool: Pool, tmp_path: Path) -> None:
+    await check_schema(pool)  # the migrated database is current
+    source = default_migrations_source()
+    for entry in source.iterdir():
+        if entry.name.endswith(".sql"):
+            (tmp_path / entry.name).write_text(entry.read_text(encoding="utf-8"))
+    (tmp_path / "99999_later.sql").write_text("-- +goose Up\nSELECT 1;\n")
+    with pytest.raises(SchemaMissing, match="99999") as info:
+        await check_schema(pool, source=tmp_path)
+    assert info.value.pending == (99999,)
+
+
+async def test_a_missing_table_of_the_handlers_own_is_not_schema_missing(pool: Pool) -> None:
+    store = Store(pool)
+    await store.enqueue(NewJob(type="t"))
+    (claimed,) = await store.claim(["default"], "w1", 1, timedelta(seconds=30))
+
+    async def commit(conn: psycopg.AsyncConnection[Any]) -> None:
+        await conn.execute("INSERT INTO no_such_table_of_the_app VALUES (1)")
+
+    with pytest.raises(psycopg.errors.UndefinedTable):
+        await store.complete(claimed, "w1", commit)
+
 
 # -- an exhausted pool --------------------------------------------------------------------------
 
