@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
+import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
 from jobrun.errors import DatabaseUnavailable, InvalidSchedule, PoolExhausted, SchemaMissing
-from jobrun.job import NewJob, NewSchedule, SchedulePatch
+from jobrun.job import JobState, NewJob, NewSchedule, SchedulePatch
 from jobrun.postgres import Pool, SyncProducer, open_pool
 from jobrun.postgres.migrate import check_schema, default_migrations_source
 from jobrun.postgres.store import Store
+from jobrun.registry import JobContext, Registry
+from jobrun.worker import Worker
 
 # -- a database that was never migrated ---------------------------------------------------------
 
@@ -179,3 +186,100 @@ async def test_update_schedule_still_leaves_fields_not_given_alone(pool: Pool) -
     assert (changed.type, changed.queue, changed.max_attempts) == ("t", "q", 3)
     changed = await store.update_schedule("s", SchedulePatch(max_attempts=1))
     assert changed.max_attempts == 1
+
+
+# -- a worker while the database goes away and comes back ---------------------------------------
+
+
+def set_connections_allowed(admin_url: str, dbname: str, allowed: bool) -> None:
+    """Refuse (and cut) or allow every connection to ``dbname``, superusers included."""
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(
+            sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS {}").format(
+                sql.Identifier(dbname), sql.Literal(allowed)
+            )
+        )
+        if not allowed:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (dbname,),
+            )
+
+
+async def until(check: Callable[[], bool], within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not seen within {within}s")
+        await asyncio.sleep(0.05)
+
+
+async def test_a_worker_logs_one_line_per_failure_and_one_when_the_database_is_back(
+    db_url: str, pg_admin_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="jobrun")
+    dbname = str(conninfo_to_dict(db_url)["dbname"])
+    pool = await open_pool(db_url, worker_concurrency=2, connect_timeout=1)
+    store = Store(pool)
+    registry = Registry()
+    started, finish = asyncio.Event(), asyncio.Event()
+
+    @registry.handler("outage.wait")
+    async def wait(ctx: JobContext, payload: Any) -> None:
+        started.set()
+        await finish.wait()
+
+    worker = Worker(
+        store,
+        registry,
+        concurrency=2,
+        poll_every=timedelta(milliseconds=200),
+        lease=timedelta(seconds=60),
+        heartbeat_every=timedelta(milliseconds=300),
+        reap_every=timedelta(milliseconds=300),
+        shutdown_grace=timedelta(seconds=5),
+    )
+
+    def messages(prefix: str) -> list[logging.LogRecord]:
+        return [r for r in caplog.records if r.getMessage().startswith(prefix)]
+
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run(stop))
+    try:
+        job = await store.enqueue(NewJob(type="outage.wait"))
+        await asyncio.wait_for(started.wait(), 10)
+        set_connections_allowed(pg_admin_url, dbname, False)
+        try:
+            await until(lambda: len(messages("claim failed")) >= 3, 20, "three failed claims")
+            await until(lambda: bool(messages("heartbeat failed")), 10, "a failed heartbeat")
+            await until(lambda: bool(messages("reaper pass failed")), 10, "a failed reap")
+        finally:
+            set_connections_allowed(pg_admin_url, dbname, True)
+        await until(lambda: bool(messages("claims working again")), 30, "claims recovering")
+        await until(lambda: bool(messages("heartbeats working again")), 30, "heartbeats back")
+        await until(lambda: bool(messages("reaper working again")), 30, "reaper back")
+        finish.set()
+
+        async def succeeded() -> bool:
+            return (await store.get(job.id)).state == JobState.SUCCEEDED
+
+        deadline = time.monotonic() + 20
+        while not await succeeded():
+            assert time.monotonic() < deadline, "the job did not complete after the outage"
+            await asyncio.sleep(0.1)
+    finally:
+        finish.set()
+        stop.set()
+        await asyncio.wait_for(task, 30)
+        await pool.close()
+
+    ours = [r for r in caplog.records if r.name.startswith("jobrun")]
+    with_traceback = [r.getMessage() for r in ours if r.exc_info or r.exc_text]
+    assert with_traceback == []
+    for record in messages("claim failed") + messages("heartbeat failed"):
+        assert record.levelno == logging.WARNING
+        assert "\n" not in record.getMessage()
+        assert "cannot reach PostgreSQL" in record.getMessage(), record.getMessage()
+    assert len(messages("claims working again")) == 1
+    last_failure = max(r.created for r in messages("claim failed"))
+    assert messages("claims working again")[0].created >= last_failure
