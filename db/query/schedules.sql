@@ -1,12 +1,15 @@
 -- Queries on schedules: job templates fired on a cron expression or interval.
 
 -- name: ScheduleInsert :one
+-- No row back when the name is taken: the insert is the check, so concurrent
+-- creates of one name cannot both pass a separate lookup and then collide.
 INSERT INTO schedules (
     name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at
 ) VALUES (
     @name, @type, @queue, @payload, @priority, @max_attempts,
     sqlc.narg('cron'), sqlc.narg('every'), @timezone, @next_run_at
 )
+ON CONFLICT (name) DO NOTHING
 RETURNING *;
 
 -- name: ScheduleGetByName :one

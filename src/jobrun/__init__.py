@@ -18,7 +18,9 @@ from jobrun.errors import (
     LeaseLost,
     MigrationError,
     PayloadTooLarge,
+    PoolExhausted,
     ScheduleNotFound,
+    SchemaMissing,
     UnknownJobType,
 )
 from jobrun.job import (
@@ -64,9 +66,11 @@ __all__ = [
     "NewJob",
     "NewSchedule",
     "PayloadTooLarge",
+    "PoolExhausted",
     "QueueDepth",
     "Schedule",
     "ScheduleNotFound",
     "SchedulePatch",
+    "SchemaMissing",
     "UnknownJobType",
 ]

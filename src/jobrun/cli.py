@@ -432,6 +432,7 @@ def worker_command(
 ) -> None:
     """Run handlers for jobs of the given queues until SIGTERM or SIGINT."""
     from jobrun.postgres.lock import AdvisoryLocker
+    from jobrun.postgres.migrate import check_schema
     from jobrun.postgres.notify import Notifier
     from jobrun.scheduler import Scheduler
     from jobrun.worker import Worker
@@ -451,6 +452,8 @@ def worker_command(
     heartbeat = min(timedelta(seconds=10), lease_td // 3)
 
     async def body(pool: Pool) -> None:
+        # Fail now, in one line, rather than have every claim fail on missing tables.
+        await check_schema(pool)
         store = Store(pool, event_mode=event_mode)
         notifier = await Notifier.start(url, store.notify_channel)
         stop = asyncio.Event()
@@ -497,7 +500,10 @@ def enqueue_command(
         str, typer.Option("--queue", "-q", envvar="JOBRUN_QUEUE", show_envvar=True)
     ] = "default",
     priority: Annotated[
-        int, typer.Option(envvar="JOBRUN_PRIORITY", show_envvar=True, help="Higher runs first.")
+        int,
+        typer.Option(
+            envvar="JOBRUN_PRIORITY", show_envvar=True, help="Lower runs first (default 0)."
+        ),
     ] = 0,
     delay: Annotated[
         str | None,

@@ -5,7 +5,9 @@ The hierarchy::
     JobrunError
     ├── ConfigurationError        bad settings (a heartbeat outside the lease, ...)
     ├── DatabaseUnavailable       the server can't be reached; names host, port, db
+    │   └── PoolExhausted         every pooled connection stayed busy past the timeout
     ├── MigrationError            a malformed or failing migration file
+    ├── SchemaMissing             the database lacks jobrun's tables: run `jobrun migrate`
     ├── InvalidJob                bad input at enqueue: payload, queue, type, policy
     │   └── PayloadTooLarge
     ├── InvalidSchedule           bad cron expression, interval or time zone
@@ -39,7 +41,9 @@ __all__ = [
     "LeaseLost",
     "MigrationError",
     "PayloadTooLarge",
+    "PoolExhausted",
     "ScheduleNotFound",
+    "SchemaMissing",
     "UnknownJobType",
 ]
 
@@ -63,8 +67,51 @@ class DatabaseUnavailable(JobrunError):
         super().__init__(f"cannot reach PostgreSQL at {host}:{port}, database {dbname!r}: {reason}")
 
 
+class PoolExhausted(DatabaseUnavailable):
+    """No pooled connection became free within the pool's timeout; the server itself is fine.
+
+    A DatabaseUnavailable, so callers that back off and retry on an outage do the
+    same here; the message says what happened instead of "cannot reach", and
+    names the pool's size and timeout so the operator knows what to raise.
+    """
+
+    def __init__(self, host: str, port: str, dbname: str, max_size: int, timeout: float) -> None:
+        self.host = host
+        self.port = port
+        self.dbname = dbname
+        self.max_size = max_size
+        self.timeout = timeout
+        plural = "" if max_size == 1 else "s"
+        self.reason = f"all {max_size} connection{plural} of the pool stayed in use"
+        # Not DatabaseUnavailable's "cannot reach" message: the server is reachable.
+        JobrunError.__init__(
+            self,
+            f"no connection was free within {timeout:g}s: all {max_size} connection{plural} "
+            f"of the pool to {host}:{port}, database {dbname!r}, are in use; "
+            "raise the pool size or hold connections for less time",
+        )
+
+
 class MigrationError(JobrunError):
     """A migration file is malformed or failed to apply; the message names the file."""
+
+
+class SchemaMissing(JobrunError):
+    """jobrun's schema is missing from the database, or lacks migrations this jobrun needs.
+
+    ``pending`` lists the migration versions not applied (empty when the
+    database has none of jobrun's tables). The fix is always ``jobrun migrate``.
+    """
+
+    def __init__(self, dbname: str, pending: tuple[int, ...] = ()) -> None:
+        self.dbname = dbname
+        self.pending = pending
+        if pending:
+            versions = ", ".join(str(v) for v in pending)
+            what = f"out of date in database {dbname!r} (migrations {versions} not applied)"
+        else:
+            what = f"missing in database {dbname!r}"
+        super().__init__(f"jobrun's schema is {what}: run `jobrun migrate`")
 
 
 class InvalidJob(JobrunError):

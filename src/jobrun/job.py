@@ -45,7 +45,9 @@ from jobrun.errors import (
     LeaseLost,
     MigrationError,
     PayloadTooLarge,
+    PoolExhausted,
     ScheduleNotFound,
+    SchemaMissing,
     UnknownJobType,
 )
 
@@ -77,11 +79,13 @@ __all__ = [
     "NewJob",
     "NewSchedule",
     "PayloadTooLarge",
+    "PoolExhausted",
     "QueueDepth",
     "Schedule",
     "ScheduleNotFound",
     "SchedulePatch",
     "Schedules",
+    "SchemaMissing",
     "Store",
     "UnknownJobType",
     "new_job_id",

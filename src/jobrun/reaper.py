@@ -17,7 +17,7 @@ import contextlib
 import logging
 from datetime import timedelta
 
-from jobrun.errors import ConfigurationError
+from jobrun.errors import ConfigurationError, JobrunError
 from jobrun.job import Job, Store
 
 __all__ = ["Reaper"]
@@ -76,10 +76,26 @@ class Reaper:
         database must not kill the worker that hosts the reaper.
         """
         stop = stop or asyncio.Event()
+        failing = False
         while not stop.is_set():
             try:
                 await self.reap_once()
-            except Exception:
-                self._log.exception("reaper pass failed; retrying in %.1fs", self._every)
+            except Exception as exc:
+                # One line per pass: an outage must not flood the log with tracebacks
+                # (debug logging adds them back).
+                reason = " ".join(str(exc).split())
+                if not isinstance(exc, JobrunError):
+                    reason = f"{type(exc).__name__}: {reason}"
+                self._log.warning(
+                    "reaper pass failed, retrying in %.1fs: %s",
+                    self._every,
+                    reason,
+                    exc_info=self._log.isEnabledFor(logging.DEBUG),
+                )
+                failing = True
+            else:
+                if failing:
+                    failing = False
+                    self._log.info("reaper working again")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self._every)

@@ -97,6 +97,14 @@ def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
+def _one_line(exc: BaseException) -> str:
+    """The reason ``exc`` gives, on one line; the type too unless it is one of jobrun's."""
+    text = " ".join(str(exc).split())
+    if isinstance(exc, JobrunError):
+        return text or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def _error_text(exc: BaseException) -> str:
     text = "".join(traceback.format_exception(exc)).strip()
     if len(text) > _MAX_ERROR:
@@ -446,6 +454,7 @@ class Worker:
 
     async def _claim_loop(self) -> None:
         assert self._stopping is not None and self._wakeup is not None
+        claims_failing = False
         while not self._stopping.is_set():
             # Handler slots bound the work; reporting jobs still hold leases, so
             # they get a second allowance of the same size and no more.
@@ -460,10 +469,21 @@ class Worker:
                 continue
             try:
                 jobs = await self._store.claim(self._queues, self.owner, free, self._lease)
-            except Exception:
-                self._log.exception("claim failed; retrying in %.1fs", self._poll_every)
+            except Exception as exc:
+                # One line per attempt: a database restart must not flood the log
+                # with tracebacks (debug logging adds them back).
+                self._log.warning(
+                    "claim failed, retrying in %.1fs: %s",
+                    self._poll_every,
+                    _one_line(exc),
+                    exc_info=self._log.isEnabledFor(logging.DEBUG),
+                )
+                claims_failing = True
                 await self._idle(use_dispatcher=False)
                 continue
+            if claims_failing:
+                claims_failing = False
+                self._log.info("claims working again")
             if jobs:
                 self._observe_clock(jobs[0])
                 for job in jobs:
@@ -496,6 +516,7 @@ class Worker:
                 await asyncio.sleep(min(self._poll_every, 1.0))
 
     async def _heartbeat_loop(self) -> None:
+        failing = False
         while True:
             await asyncio.sleep(self._heartbeat_every)
             held = [run.job for run in self._running.values() if not run.left]
@@ -506,9 +527,17 @@ class Worker:
                 now = await self._store.now()
                 self._clock = (now, time.monotonic())
                 kept = await self._store.heartbeat(self.owner, held, now + self._lease)
-            except Exception:
-                self._log.exception("heartbeat failed; leases not extended this round")
+            except Exception as exc:
+                self._log.warning(
+                    "heartbeat failed, leases not extended this round: %s",
+                    _one_line(exc),
+                    exc_info=self._log.isEnabledFor(logging.DEBUG),
+                )
+                failing = True
                 continue
+            if failing:
+                failing = False
+                self._log.info("heartbeats working again")
             for job_id in ids:
                 if job_id in kept:
                     continue

@@ -10,11 +10,14 @@ microseconds per job.
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import psycopg
 import psycopg.errors
+from psycopg_pool import PoolTimeout
+from psycopg_pool.base import BasePool
 from pydantic import BaseModel
 
 from jobrun.errors import (
@@ -23,6 +26,8 @@ from jobrun.errors import (
     InvalidJob,
     JobrunError,
     PayloadTooLarge,
+    PoolExhausted,
+    SchemaMissing,
 )
 from jobrun.job import (
     Backoff,
@@ -52,6 +57,12 @@ __all__ = [
 ]
 
 _STATES = {state.value: state for state in JobState}
+# Relations and types of jobrun's migrations: an undefined
+# one of these means the database was never migrated, not a bug in a query.
+_OWN_OBJECTS = frozenset(
+    {"jobs", "job_events", "processed_effects", "schedules", "job_state", "backoff_kind"}
+)
+_UNDEFINED_NAME = re.compile(r'"(?:[^"]*\.)?([^".]+)" does not exist')
 _M = TypeVar("_M", bound=BaseModel)
 _setattr = object.__setattr__
 
@@ -248,16 +259,34 @@ def normal_json(text: str) -> Any:
     return json.loads(text)
 
 
-def map_error(exc: BaseException, location: tuple[str, str, str]) -> BaseException:
+def map_error(
+    exc: BaseException, location: tuple[str, str, str], pool: BasePool | None = None
+) -> BaseException:
     """The jobrun error for a psycopg error; anything else is returned unchanged.
 
     The one place that interprets SQLSTATEs. Connection-level failures become
     DatabaseUnavailable without the connection string; a statement timeout in
     a completion becomes CommitTimeout; CHECK and NOT NULL violations are bad
-    input that the Python-side validation did not catch.
+    input that the Python-side validation did not catch; an undefined table
+    or type of jobrun's own is SchemaMissing. A pool timeout while
+    ``pool`` (the pool the connection was asked of) has all its connections
+    out becomes PoolExhausted.
     """
     if isinstance(exc, JobrunError) or not isinstance(exc, psycopg.Error):
         return exc
+    if isinstance(exc, PoolTimeout) and pool is not None:
+        # The pool also times out when it cannot open connections at all (server
+        # down): only a pool at full size with nothing idle is truly exhausted.
+        stats = pool.get_stats()
+        if stats.get("pool_size", 0) >= pool.max_size and not stats.get("pool_available", 0):
+            host, port, dbname = location
+            return PoolExhausted(host, port, dbname, pool.max_size, pool.timeout)
+    if isinstance(exc, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedObject):
+        # Only jobrun's own names: a handler's commit callback may hit a missing
+        # table of its own, which is that handler's error, not a missing schema.
+        found = _UNDEFINED_NAME.search(exc.diag.message_primary or "")
+        if found and found.group(1) in _OWN_OBJECTS:
+            return SchemaMissing(location[2])
     if isinstance(exc, psycopg.errors.QueryCanceled):
         reason = exc.diag.message_primary
         return CommitTimeout(f"a completion ran past the commit timeout: {reason}")

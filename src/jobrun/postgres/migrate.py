@@ -31,14 +31,16 @@ from typing import Protocol
 import psycopg
 from psycopg.rows import TupleRow
 
-from jobrun.errors import MigrationError
-from jobrun.postgres.pool import Pool
+from jobrun.errors import MigrationError, SchemaMissing
+from jobrun.postgres.convert import map_error
+from jobrun.postgres.pool import Pool, database_location
 from jobrun.sqlc import goose as goose_queries
 
 __all__ = [
     "MIGRATION_LOCK_KEY",
     "Migration",
     "MigrationStatus",
+    "check_schema",
     "default_migrations_source",
     "load_migrations",
     "migrate",
@@ -433,3 +435,29 @@ async def migration_status(
         )
         for version in sorted(files.keys() | applied.keys())
     ]
+
+
+async def check_schema(pool: Pool, *, source: Traversable | Path | None = None) -> None:
+    """Raise SchemaMissing unless every migration of this jobrun is applied to the database.
+
+    Two small reads of goose's table, meant for start-up (``jobrun worker``): a
+    process on a database that was never migrated, or that lacks a migration
+    this code relies on, fails at once with one clear error instead of failing
+    every statement. Versions the database has beyond this jobrun's are fine
+    (a newer jobrun migrated it).
+    """
+    known = [m.version for m in load_migrations(source)]
+    try:
+        async with pool.connection() as conn:
+            q = goose_queries.AsyncQuerier(conn)
+            exists = await q.goose_table_exists()
+            applied = _applied(await q.goose_version_list()) if exists else {}
+            if not conn.autocommit:
+                await conn.rollback()
+    except psycopg.Error as exc:
+        raise map_error(exc, database_location(str(pool.conninfo)), pool) from exc
+    pending = tuple(v for v in known if v not in applied)
+    if pending:
+        dbname = database_location(str(pool.conninfo))[2]
+        # None applied: the database was never migrated, say "missing" (no version list).
+        raise SchemaMissing(dbname, pending if applied else ())

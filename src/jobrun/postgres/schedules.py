@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import psycopg
+from pydantic import ValidationError
 
 from jobrun.cron import next_fire, next_interval, validate_cron, validate_timezone
 from jobrun.errors import InvalidSchedule, ScheduleNotFound
@@ -89,8 +90,8 @@ class ScheduleMethods:
             now = await _db_now(tx)
             first = _next_run(schedule.cron, schedule.every, schedule.timezone, now, now)
             queries = schedule_queries.AsyncQuerier(tx)
-            if await queries.schedule_get_by_name(name=schedule.name) is not None:
-                raise InvalidSchedule(f"a schedule named {schedule.name!r} already exists")
+            # The insert itself refuses a taken name (ON CONFLICT DO NOTHING): a
+            # lookup first would let concurrent creates both pass it.
             row = await queries.schedule_insert(
                 name=schedule.name,
                 type=schedule.type,
@@ -103,7 +104,8 @@ class ScheduleMethods:
                 timezone=schedule.timezone,
                 next_run_at=first,
             )
-        assert row is not None
+        if row is None:
+            raise InvalidSchedule(f"a schedule named {schedule.name!r} already exists")
         return schedule_from_row(row)
 
     async def get_schedule(self, name: str) -> Schedule:
@@ -121,30 +123,27 @@ class ScheduleMethods:
             current = await queries.schedule_lock_by_name(name=name)
             if current is None:
                 raise ScheduleNotFound(name)
-            cron, every = current.cron, current.every
-            if patch.cron is not None:
-                cron, every = patch.cron, None
-            elif patch.every is not None:
-                cron, every = None, patch.every
-            timezone = patch.timezone or current.timezone
-            _check_trigger(cron, timezone)
-            job_type = patch.type or current.type
-            payload = current.payload if patch.payload is None else patch.payload
-            payload = normal_json(encode_payload(job_type, payload, self.max_payload_bytes))
+            new = _patched(current, patch)
+            _check_trigger(new.cron, new.timezone)
+            payload = normal_json(encode_payload(new.type, new.payload, self.max_payload_bytes))
             next_run_at = current.next_run_at
-            if (cron, every, timezone) != (current.cron, current.every, current.timezone):
+            if (new.cron, new.every, new.timezone) != (
+                current.cron,
+                current.every,
+                current.timezone,
+            ):
                 now = await _db_now(tx)
-                next_run_at = _next_run(cron, every, timezone, now, now)
+                next_run_at = _next_run(new.cron, new.every, new.timezone, now, now)
             row = await queries.schedule_update(
                 name=name,
-                type=job_type,
-                queue=patch.queue or current.queue,
+                type=new.type,
+                queue=new.queue,
                 payload=payload,
-                priority=current.priority if patch.priority is None else patch.priority,
-                max_attempts=patch.max_attempts or current.max_attempts,
-                cron=cron,
-                every=every,
-                timezone=timezone,
+                priority=new.priority,
+                max_attempts=new.max_attempts,
+                cron=new.cron,
+                every=new.every,
+                timezone=new.timezone,
                 next_run_at=next_run_at,
             )
         assert row is not None
@@ -213,6 +212,38 @@ class ScheduleMethods:
             for queue in sorted({job.queue for job in made}):
                 await jobs.job_notify(channel=self.notify_channel, queue=queue)
         return made
+
+
+def _patched(current: models.Schedule, patch: SchedulePatch) -> NewSchedule:
+    """The schedule ``patch`` makes of ``current``, validated as create_schedule's input is.
+
+    Only ``None`` means "not given": an explicit ``0`` or ``''`` is a value and
+    must pass the same rules as a new schedule (InvalidSchedule otherwise).
+    """
+    cron, every = current.cron, current.every
+    if patch.cron is not None:
+        cron, every = patch.cron, None
+    elif patch.every is not None:
+        cron, every = None, patch.every
+    fields: dict[str, Any] = {
+        "name": current.name,
+        "type": current.type if patch.type is None else patch.type,
+        "queue": current.queue if patch.queue is None else patch.queue,
+        "payload": current.payload if patch.payload is None else patch.payload,
+        "priority": current.priority if patch.priority is None else patch.priority,
+        "max_attempts": current.max_attempts if patch.max_attempts is None else patch.max_attempts,
+        "cron": cron,
+        "every": every,
+        "timezone": current.timezone if patch.timezone is None else patch.timezone,
+    }
+    try:
+        return NewSchedule.model_validate(fields)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'schedule'}: {err['msg']}"
+            for err in exc.errors()[:5]
+        )
+        raise InvalidSchedule(f"cannot update schedule {current.name!r}: {problems}") from None
 
 
 async def _db_now(conn: psycopg.AsyncConnection[Any]) -> datetime:

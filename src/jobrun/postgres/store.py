@@ -147,7 +147,7 @@ class Store(ScheduleMethods):
             async with self._pool.connection() as pooled, pooled.transaction():
                 yield pooled
         except psycopg.Error as exc:
-            raise map_error(exc, self._location) from exc
+            raise map_error(exc, self._location, self._pool) from exc
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -156,7 +156,7 @@ class Store(ScheduleMethods):
             async with self._pool.connection() as conn:
                 yield conn
         except psycopg.Error as exc:
-            raise map_error(exc, self._location) from exc
+            raise map_error(exc, self._location, self._pool) from exc
 
     async def now(self) -> datetime:
         """The database clock, in UTC."""

@@ -174,7 +174,7 @@ class SyncProducer:
             with self._pool.connection() as pooled, pooled.transaction():
                 yield pooled
         except psycopg.Error as exc:
-            raise map_error(exc, self._location) from exc
+            raise map_error(exc, self._location, self._pool) from exc
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
@@ -183,7 +183,7 @@ class SyncProducer:
             with self._pool.connection() as conn:
                 yield conn
         except psycopg.Error as exc:
-            raise map_error(exc, self._location) from exc
+            raise map_error(exc, self._location, self._pool) from exc
 
     # -- enqueue ------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ INSERT INTO schedules (
     %(name)s, %(type)s, %(queue)s, %(payload)s, %(priority)s, %(max_attempts)s,
     %(cron)s, %(every)s, %(timezone)s, %(next_run_at)s
 )
+ON CONFLICT (name) DO NOTHING
 RETURNING id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at
 """
 
