@@ -508,10 +508,12 @@ class Worker:
         finally:
             stopper.cancel()
             waiter.cancel()
-            if waiter.done() and not waiter.cancelled() and waiter.exception() is not None:
+            failure = waiter.exception() if waiter.done() and not waiter.cancelled() else None
+            if failure is not None:
                 self._log.warning(
-                    "dispatcher wait failed; polling instead",
-                    exc_info=waiter.exception(),
+                    "dispatcher wait failed, polling instead: %s",
+                    _one_line(failure),
+                    exc_info=failure if self._log.isEnabledFor(logging.DEBUG) else None,
                 )
                 await asyncio.sleep(min(self._poll_every, 1.0))
 
@@ -785,11 +787,13 @@ class Worker:
         except LeaseLost as exc:
             self._record(run, "lease_lost", level=logging.WARNING, detail=str(exc))
             return
-        except Exception:
-            self._log.exception(
-                "could not %s job %s; its lease will expire",
+        except Exception as exc:
+            self._log.warning(
+                "could not %s job %s, its lease will expire: %s",
                 what,
                 run.job.id,
+                _one_line(exc),
+                exc_info=self._log.isEnabledFor(logging.DEBUG),
                 extra=self._extra(run, outcome="report_failed"),
             )
             return
