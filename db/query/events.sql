@@ -8,7 +8,7 @@ SELECT * FROM job_events WHERE job_id = @job_id ORDER BY id;
 DELETE FROM job_events
 WHERE id IN (
     SELECT id FROM job_events
-    WHERE at < now() - @older_than::interval
+    WHERE at < coalesce(sqlc.narg('now')::timestamptz, now()) - @older_than::interval
     LIMIT @batch_size
 );
 

@@ -118,11 +118,13 @@ WITH picked AS (
 SELECT * FROM claimed;
 
 -- name: JobHeartbeat :many
--- Extend the leases the owner still holds (the same attempt, not expired),
--- except those whose cancel was requested: the owner must stop those jobs.
--- ids and attempts are parallel arrays: job i was claimed as attempt i.
+-- Extend the leases the owner still holds under the lease fence (same
+-- attempt, not expired) to db now + lease, except those whose cancel was
+-- requested: the owner must stop those jobs. ids and attempts are parallel
+-- arrays: job i was claimed as attempt i.
 UPDATE jobs
-SET lease_expires_at = @until::timestamptz, updated_at = now()
+SET lease_expires_at = coalesce(sqlc.narg('now')::timestamptz, now()) + @lease::interval,
+    updated_at = now()
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@attempts::integer[]) AS attempt) AS held
 WHERE jobs.id = held.id
   AND jobs.attempts = held.attempt
@@ -133,9 +135,9 @@ WHERE jobs.id = held.id
 RETURNING jobs.id;
 
 -- name: JobLockMany :many
--- Lock jobs for a completion and say which of them the owner still holds
--- under the lease fence (owner, attempt, unexpired lease); no effect may run
--- for the others. ids and attempts are parallel arrays.
+-- Lock jobs for a completion with commit callbacks and say which of them the
+-- owner still holds under the lease fence (owner, attempt, unexpired lease);
+-- no effect may run for the others. ids and attempts are parallel arrays.
 SELECT jobs.id,
        (jobs.state = 'leased'
         AND jobs.lease_owner = @owner::text
@@ -148,151 +150,102 @@ JOIN (SELECT unnest(@ids::uuid[]) AS id, unnest(@attempts::integer[]) AS attempt
 ORDER BY jobs.id
 FOR UPDATE OF jobs;
 
--- name: JobFinishMany :many
--- Fenced completion: succeeded, or cancelled when a cancel was requested
--- meanwhile. Jobs the owner no longer holds under the lease fence (owner,
--- attempt, unexpired lease) are left alone and not returned.
-WITH finished AS (
-    UPDATE jobs
-    SET state = CASE WHEN cancel_requested THEN 'cancelled'::job_state
-                     ELSE 'succeeded'::job_state END,
-        lease_owner = NULL,
-        lease_expires_at = NULL,
-        finished_at = now(),
-        updated_at = now()
-    FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@attempts::integer[]) AS attempt) AS held
-    WHERE jobs.id = held.id
-      AND jobs.attempts = held.attempt
-      AND jobs.state = 'leased'
-      AND jobs.lease_owner = @owner::text
-      AND jobs.lease_expires_at > coalesce(sqlc.narg('now')::timestamptz, now())
-    RETURNING jobs.*
-), recorded AS (
-    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
-    SELECT finished.id, finished.finished_at, finished.state::text, 'leased', finished.state,
-           finished.attempts, @owner
-    FROM finished
-)
-SELECT finished.id, finished.state, finished.finished_at FROM finished;
-
--- name: JobCompleteMany :many
--- The whole completion of jobs without a commit callback in one statement:
--- fenced finish (as JobFinishMany) and events. No ledger row: the ledger
--- records effects that committed, and a job without a callback commits none,
--- so a later run of the same job (a retry, a replayed key) has nothing to skip.
-WITH finished AS (
-    UPDATE jobs
-    SET state = CASE WHEN cancel_requested THEN 'cancelled'::job_state
-                     ELSE 'succeeded'::job_state END,
-        lease_owner = NULL,
-        lease_expires_at = NULL,
-        finished_at = now(),
-        updated_at = now()
-    FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@attempts::integer[]) AS attempt) AS held
-    WHERE jobs.id = held.id
-      AND jobs.attempts = held.attempt
-      AND jobs.state = 'leased'
-      AND jobs.lease_owner = @owner::text
-      AND jobs.lease_expires_at > coalesce(sqlc.narg('now')::timestamptz, now())
-    RETURNING jobs.*
-), recorded AS (
-    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
-    SELECT finished.id, finished.finished_at, finished.state::text, 'leased', finished.state,
-           finished.attempts, @owner
-    FROM finished
-)
-SELECT finished.id, finished.state, finished.finished_at FROM finished;
-
--- name: JobFail :one
--- Fenced failure (owner, attempt, unexpired lease): back to queued at
--- retry_at while attempts remain, dead when they are spent, cancelled when a
--- cancel was requested.
-WITH failed AS (
-    UPDATE jobs
-    SET state = CASE WHEN cancel_requested THEN 'cancelled'::job_state
-                     WHEN attempts >= max_attempts THEN 'dead'::job_state
-                     ELSE 'queued'::job_state END,
-        run_at = CASE WHEN cancel_requested OR attempts >= max_attempts THEN run_at
-                      ELSE @retry_at::timestamptz END,
-        finished_at = CASE WHEN cancel_requested OR attempts >= max_attempts THEN now() END,
-        lease_owner = NULL,
-        lease_expires_at = NULL,
-        last_error = left(@error::text, 8192),
-        updated_at = now()
-    WHERE jobs.id = @id
-      AND jobs.attempts = @attempt::integer
-      AND jobs.state = 'leased'
-      AND jobs.lease_owner = @owner::text
-      AND jobs.lease_expires_at > coalesce(sqlc.narg('now')::timestamptz, now())
-    RETURNING *
-), recorded AS (
-    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner, detail)
-    SELECT failed.id, failed.updated_at,
-           CASE failed.state WHEN 'queued' THEN 'failed' ELSE failed.state::text END,
-           'leased', failed.state, failed.attempts, @owner, failed.last_error
-    FROM failed
-)
-SELECT * FROM failed;
-
--- name: JobRelease :one
--- Fenced hand-back (owner, attempt, unexpired lease) of a job the worker stopped without running it to
--- the end (shutdown): queued again, due now, and the attempt is given back,
--- since the job did not fail. A cancel request still ends it cancelled.
-WITH released AS (
-    UPDATE jobs
-    SET state = CASE WHEN cancel_requested THEN 'cancelled'::job_state
-                     ELSE 'queued'::job_state END,
-        attempts = CASE WHEN cancel_requested THEN attempts ELSE greatest(attempts - 1, 0) END,
-        run_at = CASE WHEN cancel_requested THEN run_at ELSE now() END,
-        finished_at = CASE WHEN cancel_requested THEN now() END,
-        lease_owner = NULL,
-        lease_expires_at = NULL,
-        last_error = left(@reason::text, 8192),
-        updated_at = now()
-    WHERE jobs.id = @id
-      AND jobs.attempts = @attempt::integer
-      AND jobs.state = 'leased'
-      AND jobs.lease_owner = @owner::text
-      AND jobs.lease_expires_at > coalesce(sqlc.narg('now')::timestamptz, now())
-    RETURNING *
-), recorded AS (
-    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner, detail)
-    SELECT released.id, released.updated_at,
-           CASE released.state WHEN 'queued' THEN 'released' ELSE released.state::text END,
-           'leased', released.state, released.attempts, @owner, released.last_error
-    FROM released
-)
-SELECT * FROM released;
-
--- name: JobLockExpired :many
--- Leases that ran out, locked for the reaper; SKIP LOCKED lets reapers on
--- several workers split the work instead of queueing behind each other.
-SELECT *
-FROM jobs
-WHERE state = 'leased' AND lease_expires_at <= coalesce(sqlc.narg('now')::timestamptz, now())
-ORDER BY lease_expires_at
-LIMIT @max_jobs
-FOR UPDATE SKIP LOCKED;
-
--- name: JobReapMany :many
--- Apply the reaper's per-job verdicts (queued at a retry time, or dead) in
--- one statement, with their events.
-WITH verdicts AS (
+-- name: JobRecordOutcomes :many
+-- Record the outcomes of attempts, any mix of kinds, in one statement. The
+-- arrays are parallel: job i, claimed as attempt i, ended with outcome i;
+-- detail i is its error or reason ('' for none: the last error stays), delay
+-- i how long a snooze waits. Only jobs the owner holds under the lease fence (owner,
+-- attempt, unexpired lease) change; the others are left alone and not
+-- returned. job_outcome_state decides the next state and job_backoff_delay a
+-- failed job's wait; a hand-back or snooze gives the attempt back.
+WITH outcome AS (
     SELECT unnest(@ids::uuid[]) AS id,
-           unnest(@states::job_state[]) AS state,
-           unnest(@run_ats::timestamptz[]) AS run_at
+           unnest(@attempts::integer[]) AS attempt,
+           unnest(@outcomes::job_outcome[]) AS kind,
+           nullif(unnest(@details::text[]), '') AS detail,
+           unnest(@delays::interval[]) AS delay
+), recorded AS (
+    UPDATE jobs
+    SET state = job_outcome_state(outcome.kind, jobs.cancel_requested, jobs.attempts,
+                                  jobs.max_attempts),
+        attempts = CASE
+            WHEN outcome.kind IN ('release', 'snooze') AND NOT jobs.cancel_requested
+                THEN greatest(jobs.attempts - 1, 0)
+            ELSE jobs.attempts END,
+        run_at = CASE job_outcome_state(outcome.kind, jobs.cancel_requested, jobs.attempts,
+                                        jobs.max_attempts)
+            WHEN 'queued' THEN coalesce(sqlc.narg('now')::timestamptz, now()) + CASE outcome.kind
+                WHEN 'fail' THEN job_backoff_delay(jobs.backoff_kind, jobs.backoff_base,
+                                                   jobs.backoff_max, jobs.attempts,
+                                                   @jitter::double precision)
+                ELSE outcome.delay END
+            ELSE jobs.run_at END,
+        finished_at = CASE job_outcome_state(outcome.kind, jobs.cancel_requested, jobs.attempts,
+                                             jobs.max_attempts)
+            WHEN 'queued' THEN NULL
+            ELSE coalesce(sqlc.narg('now')::timestamptz, now()) END,
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        last_error = coalesce(left(outcome.detail, 8192), jobs.last_error),
+        updated_at = now()
+    FROM outcome
+    WHERE jobs.id = outcome.id
+      AND jobs.attempts = outcome.attempt
+      AND jobs.state = 'leased'
+      AND jobs.lease_owner = @owner::text
+      AND jobs.lease_expires_at > coalesce(sqlc.narg('now')::timestamptz, now())
+    RETURNING jobs.id, jobs.state, jobs.attempts, jobs.run_at, jobs.finished_at,
+              jobs.last_error, jobs.updated_at, outcome.kind, outcome.detail
+), logged AS (
+    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner, detail)
+    SELECT recorded.id, recorded.updated_at,
+           CASE WHEN recorded.state <> 'queued' THEN recorded.state::text
+                WHEN recorded.kind = 'fail' THEN 'failed'
+                WHEN recorded.kind = 'release' THEN 'released'
+                ELSE 'snoozed' END,
+           'leased', recorded.state, recorded.attempts, @owner, left(recorded.detail, 8192)
+    FROM recorded
+)
+SELECT recorded.id, recorded.state, recorded.attempts, recorded.run_at, recorded.finished_at,
+       recorded.last_error, recorded.updated_at
+FROM recorded;
+
+-- name: JobReapExpired :many
+-- Leases that ran out by db now are failed attempts: each job goes where
+-- job_outcome_state sends a failure (queued after its own backoff, dead, or
+-- cancelled when a cancel was requested), with its event. SKIP LOCKED lets
+-- reapers on several workers split the work instead of queueing behind each
+-- other, and skips a row whose completion is committing right now.
+WITH expired AS (
+    SELECT id
+    FROM jobs
+    WHERE state = 'leased'
+      AND lease_expires_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+    ORDER BY lease_expires_at
+    LIMIT @max_jobs
+    FOR UPDATE SKIP LOCKED
 ), reaped AS (
     UPDATE jobs
-    SET state = verdicts.state,
-        run_at = verdicts.run_at,
-        finished_at = CASE WHEN verdicts.state = 'queued' THEN NULL ELSE now() END,
+    SET state = job_outcome_state('fail', jobs.cancel_requested, jobs.attempts,
+                                  jobs.max_attempts),
+        run_at = CASE job_outcome_state('fail', jobs.cancel_requested, jobs.attempts,
+                                        jobs.max_attempts)
+            WHEN 'queued' THEN coalesce(sqlc.narg('now')::timestamptz, now())
+                               + job_backoff_delay(jobs.backoff_kind, jobs.backoff_base,
+                                                   jobs.backoff_max, jobs.attempts,
+                                                   @jitter::double precision)
+            ELSE jobs.run_at END,
+        finished_at = CASE job_outcome_state('fail', jobs.cancel_requested, jobs.attempts,
+                                             jobs.max_attempts)
+            WHEN 'queued' THEN NULL
+            ELSE coalesce(sqlc.narg('now')::timestamptz, now()) END,
         lease_owner = NULL,
         lease_expires_at = NULL,
         cancel_requested = false,
         last_error = 'lease expired: the worker stopped heartbeating',
         updated_at = now()
-    FROM verdicts
-    WHERE jobs.id = verdicts.id AND jobs.state = 'leased'
+    FROM expired
+    WHERE jobs.id = expired.id
     RETURNING jobs.*
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, detail)
@@ -308,7 +261,9 @@ SELECT * FROM jobs WHERE id = @id FOR UPDATE;
 -- name: JobCancelQueued :one
 WITH cancelled AS (
     UPDATE jobs
-    SET state = 'cancelled', finished_at = now(), updated_at = now()
+    SET state = 'cancelled',
+        finished_at = coalesce(sqlc.narg('now')::timestamptz, now()),
+        updated_at = now()
     WHERE jobs.id = @id AND jobs.state = 'queued'
     RETURNING *
 ), recorded AS (
@@ -343,7 +298,7 @@ SELECT * FROM flagged;
 WITH retried AS (
     UPDATE jobs
     SET state = 'queued',
-        run_at = now(),
+        run_at = coalesce(sqlc.narg('now')::timestamptz, now()),
         attempts = least(attempts, max_attempts - 1),
         cancel_requested = false,
         finished_at = NULL,

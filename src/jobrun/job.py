@@ -78,6 +78,8 @@ __all__ = [
     "MigrationError",
     "NewJob",
     "NewSchedule",
+    "Outcome",
+    "OutcomeKind",
     "PayloadTooLarge",
     "PoolExhausted",
     "QueueDepth",
@@ -144,7 +146,14 @@ class BackoffKind(StrEnum):
 
 
 class Backoff(BaseModel):
-    """A job's own retry policy: wait ``base`` grown by ``kind``, never more than ``max``."""
+    """A job's own retry policy: wait ``base`` grown by ``kind``, never more than ``max``.
+
+    After failed attempt ``n`` (1 for the first run) a job waits ``base``
+    (constant), ``base * n`` (linear) or ``base * 2**(n-1)`` (exponential),
+    capped at ``max``, then spread by the store's ``retry_jitter``. The
+    arithmetic runs in the database (``job_backoff_delay``, migration 00003),
+    the one place it is written, for failures and reaped leases alike.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -159,18 +168,6 @@ class Backoff(BaseModel):
         if self.max < self.base:
             raise ValueError("backoff max must be at least base")
         return self
-
-    def delay(self, attempt: int) -> timedelta:
-        """The wait after failed attempt number ``attempt`` (1 for the first run)."""
-        n = max(attempt, 1)
-        if self.kind is BackoffKind.CONSTANT:
-            wait = self.base
-        elif self.kind is BackoffKind.LINEAR:
-            wait = self.base * n
-        else:
-            # Cap the exponent first so a job on attempt 500 cannot overflow timedelta.
-            wait = self.base * (2 ** min(n - 1, 40)) if n < 41 else self.max
-        return min(wait, self.max)
 
 
 DEFAULT_BACKOFF = Backoff()
@@ -357,20 +354,49 @@ twice. Keep callbacks to database writes; do anything else in the handler.
 """
 
 
+class OutcomeKind(StrEnum):
+    """How an attempt ended, as the worker reports it to the store.
+
+    Where each kind takes the job is decided in one place, the database's
+    ``job_outcome_state`` (migration 00003); a requested cancel always wins.
+    """
+
+    COMPLETE = "complete"
+    """The handler returned: succeeded, its commit callback (if any) committed."""
+    FAIL = "fail"
+    """The attempt failed: queued again after the job's backoff, or dead."""
+    RELEASE = "release"
+    """Handed back unfinished (shutdown): queued, due now, the attempt not counted."""
+    SNOOZE = "snooze"
+    """The handler asked to run later (``raise Snooze``): queued after ``delay``,
+    the attempt not counted."""
+    CANCEL = "cancel"
+    """The handler ended its own job (``raise Cancel``): cancelled now."""
+
+
 @dataclass(slots=True)
-class Completion:
-    """One job to complete in a group, with its optional commit callback.
+class Outcome:
+    """One attempt's outcome, recorded by the store in a batch with others.
 
     A plain dataclass, not a pydantic model: the worker builds one per job on
-    the hot path, and the Job inside is already valid. The store counts in
-    ``invocations`` how often it called ``commit``: more than once means a
-    group commit was rolled back and the callback ran again (see
-    :data:`CommitCallback`).
+    the hot path, and the Job inside is already valid. ``job`` is the job as
+    it was claimed: its attempt number is part of the lease fence. ``detail``
+    is the error or reason ("" keeps the job's last error); ``delay`` is a
+    snooze's wait. The store counts in ``invocations`` how often it called
+    ``commit``: more than once means a group commit was rolled back and the
+    callback ran again (see :data:`CommitCallback`).
     """
 
     job: Job
+    kind: OutcomeKind = OutcomeKind.COMPLETE
     commit: CommitCallback | None = None
+    detail: str = ""
+    delay: timedelta = timedelta(0)
     invocations: int = 0
+
+
+Completion = Outcome
+"""An :class:`Outcome` of kind complete (the default kind): ``Completion(job, commit)``."""
 
 
 @runtime_checkable
@@ -448,30 +474,34 @@ class Store(Schedules, Protocol):
         """Lease up to ``limit`` due jobs of ``queues`` for ``owner``."""
         ...
 
-    async def heartbeat(self, owner: str, jobs: Sequence[Job], until: datetime) -> set[UUID]:
-        """Extend live leases on ``jobs`` to ``until``; return the ids still held, not cancelled."""
+    async def heartbeat(self, owner: str, jobs: Sequence[Job], lease: timedelta) -> set[UUID]:
+        """Extend live leases on ``jobs`` to database now + ``lease``; return the ids kept."""
         ...
 
     async def complete(self, job: Job, owner: str, commit: CommitCallback | None = None) -> Job:
         """Mark a leased job done, running ``commit`` in the same transaction."""
         ...
 
-    async def complete_many(
-        self, owner: str, completions: Sequence[Completion]
+    async def record_outcomes(
+        self, owner: str, outcomes: Sequence[Outcome]
     ) -> list[Job | Exception]:
-        """Complete many jobs in one transaction where possible; one result per input."""
+        """Record many attempts' outcomes in as few statements as they allow.
+
+        One result per input, in order: the job as it was left, LeaseLost, or
+        the error of a commit callback.
+        """
         ...
 
-    async def fail(self, job: Job, owner: str, error: str, retry_at: datetime) -> Job:
-        """Record a failed attempt: queued at ``retry_at``, dead, or cancelled."""
+    async def fail(self, job: Job, owner: str, error: str) -> Job:
+        """Record a failed attempt: queued after the job's backoff, dead, or cancelled."""
         ...
 
     async def release(self, job: Job, owner: str, reason: str) -> Job:
         """Hand an unfinished job back: queued, due now, the attempt not counted."""
         ...
 
-    async def reap_expired(self, now: datetime, limit: int = 1000) -> list[Job]:
-        """Requeue (or kill) jobs whose lease expired before ``now``."""
+    async def reap_expired(self, limit: int = 1000, *, now: datetime | None = None) -> list[Job]:
+        """Requeue, kill or cancel jobs whose lease expired by database now (or ``now``)."""
         ...
 
     async def get(self, job_id: UUID) -> Job:

@@ -7,7 +7,7 @@ transition under ``FOR UPDATE SKIP LOCKED``, which makes the reaper safe to run
 in every worker at once: two reapers never touch the same row. Every
 :class:`~jobrun.worker.Worker` runs one; it can also run on its own.
 
-Time is the database's: each pass reads ``store.now()`` first (the clock rule).
+Time is the database's: the store compares leases with database now (the clock rule).
 """
 
 from __future__ import annotations
@@ -49,8 +49,7 @@ class Reaper:
         """Reap every lease expired by database now; return the jobs it requeued or killed."""
         reaped: list[Job] = []
         while True:
-            now = await self._store.now()
-            batch = await self._store.reap_expired(now, self._limit)
+            batch = await self._store.reap_expired(self._limit)
             reaped.extend(batch)
             for job in batch:
                 self._log.warning(

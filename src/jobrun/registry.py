@@ -40,13 +40,16 @@ from jobrun.errors import ConfigurationError, JobrunError, UnknownJobType
 from jobrun.job import CommitCallback, Job, NewJob
 
 __all__ = [
+    "MAX_SNOOZE",
     "AsyncHandler",
+    "Cancel",
     "CancellationToken",
     "Handler",
     "HandlerFunc",
     "InvalidPayload",
     "JobContext",
     "Registry",
+    "Snooze",
     "SyncHandler",
     "registry",
 ]
@@ -59,6 +62,40 @@ class InvalidPayload(JobrunError):
         self.job_type = job_type
         self.detail = detail
         super().__init__(f"payload of job type {job_type!r} does not validate: {detail}")
+
+
+class Cancel(Exception):
+    """Raise in a handler to end its job at once: cancelled, not retried.
+
+    ``reason`` becomes the job's last error and its event's detail. Unlike a
+    failure, no attempt is left for a retry; an operator can still
+    ``jobrun jobs retry`` it.
+    """
+
+    def __init__(self, reason: str = "cancelled by its handler") -> None:
+        super().__init__(reason)
+        self.reason = reason or "cancelled by its handler"
+
+
+class Snooze(Exception):
+    """Raise in a handler to run its job again after ``delay``, without spending an attempt.
+
+    For work that cannot proceed yet (a resource is busy, a rate limit was
+    hit): the job goes back to its queue, due ``delay`` from database now,
+    and its attempt count is what it was before this run.
+    """
+
+    def __init__(self, delay: timedelta) -> None:
+        if not isinstance(delay, timedelta) or delay < timedelta(0):
+            raise ConfigurationError(f"Snooze needs a non-negative timedelta, got {delay!r}")
+        if delay > MAX_SNOOZE:
+            raise ConfigurationError(f"Snooze delay {delay} is longer than {MAX_SNOOZE}")
+        super().__init__(f"snoozed for {delay}")
+        self.delay = delay
+
+
+MAX_SNOOZE = timedelta(days=365)
+"""The longest a handler may snooze its job."""
 
 
 class CancellationToken:

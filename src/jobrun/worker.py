@@ -57,18 +57,18 @@ import signal
 import socket
 import time
 import traceback
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
 from jobrun._threads import DaemonThreadPool
 from jobrun.errors import ConfigurationError, JobrunError, LeaseLost, UnknownJobType
-from jobrun.job import CommitCallback, Completion, Dispatcher, Job, Store
+from jobrun.job import CommitCallback, Dispatcher, Job, Outcome, OutcomeKind, Store
 from jobrun.reaper import Reaper
-from jobrun.registry import Handler, JobContext, Registry
+from jobrun.registry import Cancel, Handler, JobContext, Registry, Snooze
 
 __all__ = ["Completer", "CompletionStats", "Worker", "default_owner"]
 
@@ -84,8 +84,13 @@ _HAND_BACK_TIMEOUT = 10.0
 # At the shutdown deadline, how long a sync handler gets to notice its
 # cancellation token before its job is left leased for the reaper.
 _TOKEN_NOTICE = 0.5
-# How stale the claim-derived database clock may get before it is re-read.
-_CLOCK_MAX_AGE = 30.0
+
+_LABELS = {
+    OutcomeKind.FAIL: "failed",
+    OutcomeKind.RELEASE: "handed_back",
+    OutcomeKind.SNOOZE: "snoozed",
+    OutcomeKind.CANCEL: "cancelled",
+}
 
 _REASON_CANCELLED = "cancelled"
 _REASON_SHUTDOWN = "shutdown"
@@ -151,18 +156,16 @@ class Completer:
         self._owner = owner
         self._max_batch = max_batch
         self._max_inflight = max_inflight
-        self._pending: list[tuple[Completion, asyncio.Future[Job | BaseException]]] = []
+        self._pending: list[tuple[Outcome, asyncio.Future[Job | BaseException]]] = []
         self._wake = asyncio.Event()
         self._closed = False
         self.stats = CompletionStats()
         """Totals of the batches sent so far."""
 
-    def submit(
-        self, job: Job, commit: CommitCallback | None
-    ) -> asyncio.Future[Job | BaseException]:
-        """Queue ``job`` for completion; the future resolves once its batch committed."""
+    def submit(self, outcome: Outcome) -> asyncio.Future[Job | BaseException]:
+        """Queue ``outcome``; the future resolves once its batch was recorded."""
         fut: asyncio.Future[Job | BaseException] = asyncio.get_running_loop().create_future()
-        self._pending.append((Completion(job=job, commit=commit), fut))
+        self._pending.append((outcome, fut))
         self._wake.set()
         return fut
 
@@ -201,7 +204,7 @@ class Completer:
                     fut.set_result(cancelled)
 
     async def _flush(
-        self, batch: list[tuple[Completion, asyncio.Future[Job | BaseException]]]
+        self, batch: list[tuple[Outcome, asyncio.Future[Job | BaseException]]]
     ) -> None:
         stats = self.stats
         stats.batches += 1
@@ -210,10 +213,10 @@ class Completer:
         results: Sequence[Job | BaseException]
         completions = [c for c, _ in batch]
         try:
-            results = await self._store.complete_many(self._owner, completions)
+            results = await self._store.record_outcomes(self._owner, completions)
             if len(results) != len(batch):
                 raise RuntimeError(
-                    f"complete_many returned {len(results)} results for {len(batch)} jobs"
+                    f"record_outcomes returned {len(results)} results for {len(batch)} jobs"
                 )
         except Exception as exc:
             results = [exc] * len(batch)
@@ -329,8 +332,6 @@ class Worker:
         self._hard: asyncio.Event | None = None
         self._wakeup: asyncio.Event | None = None
         self._signals: list[int] = []
-        # (database time, monotonic time) at the last moment both were known.
-        self._clock: tuple[datetime, float] | None = None
 
     # -- public surface ---------------------------------------------------------------------
 
@@ -484,10 +485,8 @@ class Worker:
             if claims_failing:
                 claims_failing = False
                 self._log.info("claims working again")
-            if jobs:
-                self._observe_clock(jobs[0])
-                for job in jobs:
-                    self._start(job)
+            for job in jobs:
+                self._start(job)
             if len(jobs) < free:
                 await self._idle(use_dispatcher=True)
 
@@ -526,9 +525,7 @@ class Worker:
                 continue
             ids = [job.id for job in held]
             try:
-                now = await self._store.now()
-                self._clock = (now, time.monotonic())
-                kept = await self._store.heartbeat(self.owner, held, now + self._lease)
+                kept = await self._store.heartbeat(self.owner, held, self._lease)
             except Exception as exc:
                 self._log.warning(
                     "heartbeat failed, leases not extended this round: %s",
@@ -657,6 +654,7 @@ class Worker:
         job = run.job
         commit: CommitCallback | None = None
         error: str | None = None
+        ended: Outcome | None = None
         try:
             try:
                 commit = await self._invoke(run)
@@ -671,6 +669,10 @@ class Worker:
                 task = asyncio.current_task()
                 if task is not None:
                     task.uncancel()
+            except Cancel as exc:
+                ended = Outcome(job=job, kind=OutcomeKind.CANCEL, detail=exc.reason)
+            except Snooze as exc:
+                ended = Outcome(job=job, kind=OutcomeKind.SNOOZE, delay=exc.delay)
             except JobrunError as exc:
                 error = str(exc)
             except Exception as exc:
@@ -680,6 +682,8 @@ class Worker:
                 # Also when the handler swallowed the cancellation or ignored the
                 # token: the job was stopped all the same, so its result is discarded.
                 await self._stopped(run)
+            elif ended is not None:
+                await self._report(run, ended)
             elif error is not None:
                 await self._failed(run, error)
             elif commit is not None and not callable(commit):
@@ -737,89 +741,54 @@ class Worker:
             timer.cancel()
 
     async def _complete(self, run: _Running, commit: CommitCallback | None) -> None:
-        result = await self._completer.submit(run.job, commit)
-        if isinstance(result, Job):
-            self._record(run, result.state.value, level=logging.INFO)
-        elif isinstance(result, LeaseLost):
-            self._record(run, "lease_lost", level=logging.WARNING, detail=str(result))
-        elif isinstance(result, asyncio.CancelledError):
-            self._record(run, "abandoned", level=logging.ERROR, detail="worker stopped")
-        else:
-            # The effect did not commit (a failing commit callback, a database
-            # error): it is a failed attempt like any other, so it retries.
-            await self._failed(run, f"completion failed: {_error_text(result)}")
+        await self._report(run, Outcome(job=run.job, commit=commit))
 
     async def _failed(self, run: _Running, error: str) -> None:
-        job = run.job
-        retry_at = await self.db_now() + job.backoff.delay(job.attempts)
-        await self._report_fail(run, error, retry_at, outcome="failed")
+        await self._report(run, Outcome(job=run.job, kind=OutcomeKind.FAIL, detail=error))
 
     async def _stopped(self, run: _Running) -> None:
         if run.stop_reason == _REASON_TIMEOUT:
             timeout = (run.handler.timeout if run.handler else None) or self._job_timeout
             seconds = timeout.total_seconds() if timeout else 0.0
             await self._failed(run, f"timed out: the attempt exceeded {seconds:g}s")
-            return
-        if run.stop_reason == _REASON_SHUTDOWN:
-            await self._hand_back(run, "handed back: the worker shut down before the job finished")
-            return
+        elif run.stop_reason == _REASON_SHUTDOWN:
+            reason = "handed back: the worker shut down before the job finished"
+            await self._report(run, Outcome(job=run.job, kind=OutcomeKind.RELEASE, detail=reason))
         else:
-            error = "stopped: the job was cancelled or its lease was lost"
-            outcome = "stopped"
-        await self._report_fail(run, error, await self.db_now(), outcome=outcome)
+            # A requested cancel ends it cancelled; a lost lease makes it LeaseLost.
+            await self._failed(run, "stopped: the job was cancelled or its lease was lost")
 
-    async def _hand_back(self, run: _Running, reason: str) -> None:
-        release = self._store.release(run.job, self.owner, reason)
-        await self._report(run, release, what="hand back", outcome="handed_back", detail=reason)
-
-    async def _report_fail(
-        self, run: _Running, error: str, retry_at: datetime, *, outcome: str
-    ) -> None:
-        fail = self._store.fail(run.job, self.owner, error, retry_at)
-        await self._report(run, fail, what="record the failure of", outcome=outcome, detail=error)
-
-    async def _report(
-        self, run: _Running, report: Awaitable[Job], *, what: str, outcome: str, detail: str
-    ) -> None:
-        """Await a fail or release of ``run``'s job and log how it ended."""
-        try:
-            stored = await report
-        except LeaseLost as exc:
-            self._record(run, "lease_lost", level=logging.WARNING, detail=str(exc))
-            return
-        except Exception as exc:
+    async def _report(self, run: _Running, outcome: Outcome) -> None:
+        """Hand ``outcome`` to the completer and log how the attempt ended."""
+        result = await self._completer.submit(outcome)
+        if isinstance(result, Job):
+            state = result.state.value
+            level = logging.WARNING if state == "dead" else logging.INFO
+            label = (
+                state
+                if outcome.kind is OutcomeKind.COMPLETE
+                else f"{_LABELS[outcome.kind]}:{state}"
+            )
+            self._record(run, label, level=level, detail=outcome.detail)
+        elif isinstance(result, LeaseLost):
+            self._record(run, "lease_lost", level=logging.WARNING, detail=str(result))
+        elif isinstance(result, asyncio.CancelledError):
+            self._record(run, "abandoned", level=logging.ERROR, detail="worker stopped")
+        elif outcome.kind is OutcomeKind.COMPLETE:
+            # The effect did not commit (a failing commit callback, a database
+            # error): it is a failed attempt like any other, so it retries.
+            await self._failed(run, f"completion failed: {_error_text(result)}")
+        else:
             self._log.warning(
-                "could not %s job %s, its lease will expire: %s",
-                what,
+                "could not record the %s of job %s, its lease will expire: %s",
+                outcome.kind.value,
                 run.job.id,
-                _one_line(exc),
-                exc_info=self._log.isEnabledFor(logging.DEBUG),
+                _one_line(result),
+                exc_info=result if self._log.isEnabledFor(logging.DEBUG) else None,
                 extra=self._extra(run, outcome="report_failed"),
             )
-            return
-        level = logging.WARNING if stored.state.value == "dead" else logging.INFO
-        self._record(run, f"{outcome}:{stored.state.value}", level=level, detail=detail)
 
-    # -- clock and logs -----------------------------------------------------------------------
-
-    def _observe_clock(self, job: Job) -> None:
-        if job.lease_expires_at is not None:
-            # The claim stamped lease_expires_at = database now + lease.
-            self._clock = (job.lease_expires_at - self._lease, time.monotonic())
-
-    def _db_now(self) -> datetime:
-        """Database now, from the last known reading plus the monotonic time since."""
-        assert self._clock is not None, "no database time observed yet"
-        at, mono = self._clock
-        return at + timedelta(seconds=time.monotonic() - mono)
-
-    async def db_now(self) -> datetime:
-        """Database now: derived from the latest claim, re-read when that is stale."""
-        if self._clock is None or time.monotonic() - self._clock[1] > _CLOCK_MAX_AGE:
-            now = await self._store.now()
-            self._clock = (now, time.monotonic())
-            return now
-        return self._db_now()
+    # -- logs ---------------------------------------------------------------------------------
 
     def _extra(self, run: _Running, *, outcome: str) -> dict[str, Any]:
         return {

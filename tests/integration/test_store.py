@@ -31,6 +31,8 @@ from jobrun.job import (
     JobState,
     NewJob,
     NewSchedule,
+    Outcome,
+    OutcomeKind,
     SchedulePatch,
 )
 from jobrun.postgres import Pool
@@ -306,10 +308,13 @@ async def test_heartbeat_extends_owned_leases_only(store: Store) -> None:
         await store.enqueue(NewJob(type="t"))
     a, b = await store.claim(["default"], "w1", 2, LEASE)
     c = await claim_one(store, "w2")
-    until = await store.now() + timedelta(minutes=10)
-    kept = await store.heartbeat("w1", [a, b, c], until)
+    before = await store.now()
+    kept = await store.heartbeat("w1", [a, b, c], timedelta(minutes=10))
+    after = await store.now()
     assert kept == {a.id, b.id}
-    assert (await store.get(a.id)).lease_expires_at == until
+    until = (await store.get(a.id)).lease_expires_at
+    assert until is not None
+    assert before + timedelta(minutes=10) <= until <= after + timedelta(minutes=10)
     assert (await store.get(c.id)).lease_expires_at != until
 
 
@@ -321,8 +326,7 @@ async def test_heartbeat_leaves_out_cancel_requested_and_expired_ids(store: Stor
     expired = (await store.claim(["default"], "w1", 1, timedelta(milliseconds=1)))[0]
     await asyncio.sleep(0.01)
     await store.cancel(cancelled.id)
-    until = await store.now() + LEASE
-    kept = await store.heartbeat("w1", [live, cancelled, expired], until)
+    kept = await store.heartbeat("w1", [live, cancelled, expired], LEASE)
     assert kept == {live.id}
 
 
@@ -346,7 +350,7 @@ async def test_complete_after_reap_raises_lease_lost_and_callback_writes_are_gon
     await store.enqueue(NewJob(type="t"))
     claimed = (await store.claim(["default"], "w1", 1, timedelta(milliseconds=1)))[0]
     await asyncio.sleep(0.01)
-    (reaped,) = await store.reap_expired(await store.now())
+    (reaped,) = await store.reap_expired()
     assert reaped.state is JobState.QUEUED
     with pytest.raises(LeaseLost):
         await store.complete(claimed, "w1", write_effect(claimed))
@@ -377,15 +381,15 @@ async def test_an_expired_lease_is_lost_before_the_reaper_sees_it(
     with pytest.raises(LeaseLost):
         await store.complete(b, "w1")
     with pytest.raises(LeaseLost):
-        await store.fail(c, "w1", "boom", await store.now())
+        await store.fail(c, "w1", "boom")
     with pytest.raises(LeaseLost):
         await store.release(d, "w1", "bye")
-    assert await store.heartbeat("w1", [a, b, c, d], await store.now() + LEASE) == set()
+    assert await store.heartbeat("w1", [a, b, c, d], LEASE) == set()
     assert effect_rows(effects_table) == []
     for job in (a, b, c, d):
         stored = await store.get(job.id)
         assert stored.state is JobState.LEASED and stored.attempts == 1
-    assert {j.id for j in await store.reap_expired(await store.now())} == {
+    assert {j.id for j in await store.reap_expired()} == {
         a.id,
         b.id,
         c.id,
@@ -399,21 +403,21 @@ async def test_a_stale_attempt_of_the_same_owner_is_fenced_out(
     await store.enqueue(NewJob(type="t"))
     stale = (await store.claim(["default"], "w1", 1, timedelta(milliseconds=1)))[0]
     await asyncio.sleep(0.01)
-    await store.reap_expired(await store.now(), limit=10)
+    await store.reap_expired(limit=10)
     await asyncio.sleep(1.1)  # the reaper's backoff puts the retry 1 s later
     fresh = await claim_one(store, "w1")
     assert fresh.id == stale.id and fresh.attempts == stale.attempts + 1
     with pytest.raises(LeaseLost):
         await store.complete(stale, "w1", write_effect(stale))
     with pytest.raises(LeaseLost):
-        await store.fail(stale, "w1", "stale", await store.now())
+        await store.fail(stale, "w1", "stale")
     with pytest.raises(LeaseLost):
         await store.release(stale, "w1", "stale")
-    assert await store.heartbeat("w1", [stale], await store.now() + LEASE) == set()
-    results = await store.complete_many("w1", [Completion(job=stale, commit=write_effect(stale))])
+    assert await store.heartbeat("w1", [stale], LEASE) == set()
+    results = await store.record_outcomes("w1", [Completion(job=stale, commit=write_effect(stale))])
     assert isinstance(results[0], LeaseLost)
     assert effect_rows(effects_table) == []
-    assert await store.heartbeat("w1", [fresh], await store.now() + LEASE) == {fresh.id}
+    assert await store.heartbeat("w1", [fresh], LEASE) == {fresh.id}
     done = await store.complete(fresh, "w1", write_effect(fresh))
     assert done.state is JobState.SUCCEEDED and done.attempts == 2
     assert effect_rows(effects_table) == [fresh.id]
@@ -460,7 +464,7 @@ async def test_same_key_in_two_queues_in_one_group_runs_both_effects(
         for q in ("q1", "q2", "q3")
     ]
     claimed = await store.claim(["q1", "q2", "q3"], "w1", 3, LEASE)
-    results = await store.complete_many(
+    results = await store.record_outcomes(
         "w1", [Completion(job=j, commit=write_effect(j)) for j in claimed]
     )
     assert all(isinstance(r, Job) and r.state is JobState.SUCCEEDED for r in results)
@@ -519,7 +523,7 @@ async def test_complete_or_fail_of_cancel_requested_job_ends_cancelled(store: St
     await store.cancel(a.id)
     await store.cancel(b.id)
     done = await store.complete(ca, "w1")
-    failed = await store.fail(cb, "w1", "boom", await store.now())
+    failed = await store.fail(cb, "w1", "boom")
     assert done.state is JobState.CANCELLED
     assert failed.state is JobState.CANCELLED
     for job_id in (a.id, b.id):
@@ -537,7 +541,7 @@ async def test_group_commit_completes_each_and_isolates_lost_leases(
         conn.execute("UPDATE jobs SET lease_owner = 'thief' WHERE id = %s", (stolen.id,))
     completions = [Completion(job=j, commit=write_effect(j)) for j in claimed[:4]]
     completions += [Completion(job=j) for j in claimed[4:]]
-    results = await store.complete_many("w1", completions)
+    results = await store.record_outcomes("w1", completions)
     assert isinstance(results[2], LeaseLost)
     assert [isinstance(r, Job) and r.state is JobState.SUCCEEDED for r in results] == [
         True,
@@ -563,7 +567,7 @@ async def test_group_commit_falls_back_when_one_callback_fails(
 
     completions = [Completion(job=j, commit=write_effect(j)) for j in claimed]
     completions[1] = Completion(job=claimed[1], commit=broken)
-    results = await store.complete_many("w1", completions)
+    results = await store.record_outcomes("w1", completions)
     assert isinstance(results[1], ValueError)
     assert all(isinstance(r, Job) for i, r in enumerate(results) if i != 1)
     assert sorted(effect_rows(effects_table)) == sorted(
@@ -588,7 +592,7 @@ async def test_group_fallback_after_a_failing_statement_is_quiet_and_counted(
     completions = [Completion(job=j, commit=write_effect(j)) for j in claimed]
     completions[2] = Completion(job=claimed[2], commit=bad_sql)
     with caplog.at_level(logging.WARNING):
-        results = await store.complete_many("w1", completions)
+        results = await store.record_outcomes("w1", completions)
     assert isinstance(results[2], Exception) and not isinstance(results[2], Job)
     assert all(isinstance(r, Job) for i, r in enumerate(results) if i != 2)
     assert sorted(effect_rows(effects_table)) == sorted(
@@ -618,14 +622,19 @@ async def test_commit_timeout_rolls_back_the_completion(pool: Pool, effects_tabl
 # -- fail, reap ------------------------------------------------------------------------
 
 
-async def test_fail_requeues_at_retry_at_then_dead_at_max_attempts(store: Store) -> None:
-    job = await store.enqueue(NewJob(type="t", max_attempts=2))
-    retry_at = await store.now() - timedelta(seconds=1)
-    failed = await store.fail(await claim_one(store), "w1", "first error", retry_at)
+async def test_fail_requeues_after_backoff_then_dead_at_max_attempts(pool: Pool) -> None:
+    store = Store(pool, retry_jitter=0)
+    backoff = Backoff(kind=BackoffKind.CONSTANT, base=timedelta(milliseconds=50))
+    job = await store.enqueue(NewJob(type="t", max_attempts=2, backoff=backoff))
+    claimed = await claim_one(store)
+    before = await store.now()
+    failed = await store.fail(claimed, "w1", "first error")
+    after = await store.now()
     assert failed.state is JobState.QUEUED
-    assert failed.run_at == retry_at
+    assert before + backoff.base <= failed.run_at <= after + backoff.base
     assert failed.last_error == "first error"
-    dead = await store.fail(await claim_one(store), "w1", "second error", await store.now())
+    await asyncio.sleep(0.06)
+    dead = await store.fail(await claim_one(store), "w1", "second error")
     assert dead.state is JobState.DEAD
     assert dead.attempts == 2
     assert dead.finished_at is not None
@@ -634,9 +643,96 @@ async def test_fail_requeues_at_retry_at_then_dead_at_max_attempts(store: Store)
     assert (await store.events(job.id))[-1].detail == "second error"
 
 
+async def test_outcomes_of_every_kind_are_recorded_in_one_batch(pool: Pool) -> None:
+    store = Store(pool, retry_jitter=0)
+    backoff = Backoff(kind=BackoffKind.CONSTANT, base=timedelta(seconds=30))
+    jobs = [
+        await store.enqueue(NewJob(type="t", backoff=backoff, payload={"i": i})) for i in range(5)
+    ]
+    claimed = {j.id: j for j in await store.claim(["default"], "w1", 5, LEASE)}
+    a, b, c, d, e = (claimed[j.id] for j in jobs)
+    before = await store.now()
+    results = await store.record_outcomes(
+        "w1",
+        [
+            Outcome(job=a),
+            Outcome(job=b, kind=OutcomeKind.FAIL, detail="boom"),
+            Outcome(job=c, kind=OutcomeKind.RELEASE, detail="shutting down"),
+            Outcome(job=d, kind=OutcomeKind.SNOOZE, delay=timedelta(minutes=10)),
+            Outcome(job=e, kind=OutcomeKind.CANCEL, detail="not needed any more"),
+        ],
+    )
+    after = await store.now()
+    done, failed, released, snoozed, cancelled = results
+    assert isinstance(done, Job) and done.state is JobState.SUCCEEDED and done.attempts == 1
+    assert isinstance(failed, Job) and failed.state is JobState.QUEUED and failed.attempts == 1
+    assert before + timedelta(seconds=30) <= failed.run_at <= after + timedelta(seconds=30)
+    assert failed.last_error == "boom"
+    assert isinstance(released, Job) and released.state is JobState.QUEUED
+    assert released.attempts == 0 and before <= released.run_at <= after
+    assert isinstance(snoozed, Job) and snoozed.state is JobState.QUEUED
+    assert snoozed.attempts == 0  # a snooze does not spend an attempt
+    assert before + timedelta(minutes=10) <= snoozed.run_at <= after + timedelta(minutes=10)
+    assert isinstance(cancelled, Job) and cancelled.state is JobState.CANCELLED
+    assert cancelled.finished_at is not None and cancelled.last_error == "not needed any more"
+    for job, stored in zip(jobs, results, strict=True):
+        assert isinstance(stored, Job)
+        fetched = await store.get(job.id)
+        assert (fetched.state, fetched.attempts, fetched.run_at) == (
+            stored.state,
+            stored.attempts,
+            stored.run_at,
+        )
+        assert fetched.lease_owner is None and fetched.lease_expires_at is None
+    kinds = [(await store.events(j.id))[-1].kind for j in jobs]
+    assert kinds == ["succeeded", "failed", "released", "snoozed", "cancelled"]
+
+
+async def test_a_requested_cancel_wins_over_every_outcome(store: Store) -> None:
+    jobs = [await store.enqueue(NewJob(type="t", payload={"i": i})) for i in range(4)]
+    claimed = {j.id: j for j in await store.claim(["default"], "w1", 4, LEASE)}
+    for job in jobs:
+        await store.cancel(job.id)
+    kinds = [OutcomeKind.COMPLETE, OutcomeKind.FAIL, OutcomeKind.RELEASE, OutcomeKind.SNOOZE]
+    results = await store.record_outcomes(
+        "w1", [Outcome(job=claimed[j.id], kind=k) for j, k in zip(jobs, kinds, strict=True)]
+    )
+    assert [r.state for r in results if isinstance(r, Job)] == [JobState.CANCELLED] * 4
+
+
+async def test_failure_backoff_is_jittered_within_its_bounds(pool: Pool) -> None:
+    store = Store(pool, retry_jitter=0.1)
+    backoff = Backoff(kind=BackoffKind.CONSTANT, base=timedelta(seconds=100))
+    await store.enqueue_batch([NewJob(type="t", backoff=backoff) for _ in range(40)])
+    claimed = await store.claim(["default"], "w1", 40, LEASE)
+    before = await store.now()
+    results = await store.record_outcomes(
+        "w1", [Outcome(job=j, kind=OutcomeKind.FAIL, detail="x") for j in claimed]
+    )
+    after = await store.now()
+    waits = [r.run_at for r in results if isinstance(r, Job)]
+    assert len(waits) == 40
+    assert all(before + timedelta(seconds=90) <= w <= after + timedelta(seconds=110) for w in waits)
+    assert len(set(waits)) > 1  # spread, not one instant
+
+
+async def test_backoff_of_a_late_attempt_is_capped_not_overflowed(pool: Pool, db_url: str) -> None:
+    store = Store(pool, retry_jitter=0)
+    backoff = Backoff(base=timedelta(hours=1), max=timedelta(days=30))
+    job = await store.enqueue(NewJob(type="t", backoff=backoff, max_attempts=1000))
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("UPDATE jobs SET attempts = 499 WHERE id = %s", (job.id,))
+    claimed = await claim_one(store)
+    assert claimed.attempts == 500
+    before = await store.now()
+    failed = await store.fail(claimed, "w1", "again")
+    after = await store.now()
+    assert before + timedelta(days=30) <= failed.run_at <= after + timedelta(days=30)
+
+
 async def test_fail_bounds_the_error_text(store: Store) -> None:
     await store.enqueue(NewJob(type="t"))
-    failed = await store.fail(await claim_one(store), "w1", "x" * 100_000, await store.now())
+    failed = await store.fail(await claim_one(store), "w1", "x" * 100_000)
     assert failed.last_error is not None and len(failed.last_error) == 8192
 
 
@@ -644,17 +740,18 @@ async def test_fail_after_lease_lost_changes_nothing(store: Store) -> None:
     await store.enqueue(NewJob(type="t"))
     claimed = await claim_one(store, "w1")
     with pytest.raises(LeaseLost):
-        await store.fail(claimed, "w2", "nope", await store.now())
+        await store.fail(claimed, "w2", "nope")
     assert (await store.get(claimed.id)).state is JobState.LEASED
 
 
-async def test_reap_requeues_with_backoff_and_crash_costs_one_attempt(store: Store) -> None:
+async def test_reap_requeues_with_backoff_and_crash_costs_one_attempt(pool: Pool) -> None:
+    store = Store(pool, retry_jitter=0)
     backoff = Backoff(kind=BackoffKind.CONSTANT, base=timedelta(seconds=7))
     job = await store.enqueue(NewJob(type="t", backoff=backoff, max_attempts=2))
     await store.claim(["default"], "w1", 1, timedelta(milliseconds=1))
     await asyncio.sleep(0.01)
     now = await store.now()
-    (reaped,) = await store.reap_expired(now)
+    (reaped,) = await store.reap_expired(now=now)
     assert reaped.state is JobState.QUEUED
     assert reaped.attempts == 1
     assert reaped.run_at == now + timedelta(seconds=7)
@@ -667,7 +764,7 @@ async def test_reap_requeues_with_backoff_and_crash_costs_one_attempt(store: Sto
         )
     await store.claim(["default"], "w1", 1, timedelta(milliseconds=1))
     await asyncio.sleep(0.01)
-    (dead,) = await store.reap_expired(await store.now())
+    (dead,) = await store.reap_expired()
     assert dead.state is JobState.DEAD
     assert dead.attempts == 2
 
@@ -675,7 +772,7 @@ async def test_reap_requeues_with_backoff_and_crash_costs_one_attempt(store: Sto
 async def test_reap_leaves_live_leases_alone(store: Store) -> None:
     await store.enqueue(NewJob(type="t"))
     await claim_one(store)
-    assert await store.reap_expired(await store.now()) == []
+    assert await store.reap_expired() == []
 
 
 async def test_concurrent_reapers_reap_each_job_once(store: Store, db_url: str) -> None:
@@ -686,9 +783,8 @@ async def test_concurrent_reapers_reap_each_job_once(store: Store, db_url: str) 
 
     pools = [await open_pool(db_url, worker_concurrency=1) for _ in range(3)]
     try:
-        now = await store.now()
-        results = await asyncio.gather(*(Store(p).reap_expired(now, limit=50) for p in pools))
-        results += [await store.reap_expired(now)]
+        results = await asyncio.gather(*(Store(p).reap_expired(limit=50) for p in pools))
+        results += [await store.reap_expired()]
     finally:
         for p in pools:
             await p.close()
@@ -745,7 +841,7 @@ async def test_cancel_of_finished_job_is_a_clear_error(store: Store) -> None:
 
 async def test_retry_puts_dead_job_back_due_now(store: Store, db_url: str) -> None:
     job = await store.enqueue(NewJob(type="t", max_attempts=1, idempotency_key="once"))
-    dead = await store.fail(await claim_one(store), "w1", "boom", await store.now())
+    dead = await store.fail(await claim_one(store), "w1", "boom")
     assert dead.state is JobState.DEAD
     retried = await store.retry(job.id)
     assert retried.state is JobState.QUEUED
@@ -793,7 +889,7 @@ async def test_a_completion_without_a_callback_writes_no_ledger_row(
     await store.enqueue_batch([NewJob(type="t") for _ in range(3)])
     claimed = await store.claim(["default"], "w1", 3, LEASE)
     await store.complete(claimed[0], "w1")
-    await store.complete_many("w1", [Completion(job=j) for j in claimed[1:]])
+    await store.record_outcomes("w1", [Completion(job=j) for j in claimed[1:]])
     assert ledger_rows(db_url) == 0
 
 
@@ -836,6 +932,16 @@ async def test_prune_events_by_age(store: Store, db_url: str) -> None:
     await store.cancel(job.id)
     assert await store.prune_events(timedelta(days=1)) == 1
     assert [e.kind for e in await store.events(job.id)] == ["cancelled"]
+
+
+async def test_purge_and_pruning_measure_age_from_a_pinned_clock(store: Store) -> None:
+    await store.enqueue(NewJob(type="t"))
+    await store.complete(await claim_one(store), "w1")
+    assert await store.purge(timedelta(days=1)) == 0
+    assert await store.prune_events(timedelta(days=1)) == 0
+    later = await store.now() + timedelta(days=2)
+    assert await store.prune_events(timedelta(days=1), now=later) == 3
+    assert await store.purge(timedelta(days=1), now=later) == 1
 
 
 async def test_now_is_database_time_in_utc(store: Store) -> None:

@@ -15,7 +15,7 @@ from uuid import UUID
 import pytest
 from pydantic import BaseModel
 
-from jobrun.job import Backoff, BackoffKind, Job, JobState, NewJob
+from jobrun.job import Backoff, BackoffKind, Job, JobState, NewJob, Outcome
 from jobrun.postgres import Pool
 from jobrun.postgres.notify import Notifier
 from jobrun.postgres.store import Store
@@ -439,9 +439,9 @@ async def test_completer_counts_callbacks_run_again_after_a_group_rollback(
     completer = Completer(store, "w1")
     # Submitted before the completer runs, so the three form one group.
     futures = [
-        completer.submit(claimed[0], effect(claimed[0])),
-        completer.submit(claimed[1], effect(claimed[1], fail=True)),
-        completer.submit(claimed[2], effect(claimed[2])),
+        completer.submit(Outcome(job=claimed[0], commit=effect(claimed[0]))),
+        completer.submit(Outcome(job=claimed[1], commit=effect(claimed[1], fail=True))),
+        completer.submit(Outcome(job=claimed[2], commit=effect(claimed[2]))),
     ]
     completer.close()
     await completer.run()

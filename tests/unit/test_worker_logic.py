@@ -16,7 +16,7 @@ from uuid import UUID, uuid4
 import pytest
 
 from jobrun.errors import ConfigurationError, JobrunError, LeaseLost
-from jobrun.job import Backoff, Completion, Job, JobState
+from jobrun.job import Backoff, Job, JobState, Outcome, OutcomeKind
 from jobrun.registry import JobContext, Registry
 from jobrun.worker import Completer, Worker
 
@@ -52,7 +52,7 @@ class RecordingStore:
         self.queued = [make_job(job_type) for _ in range(queued)]
         self.claims: list[int] = []
         self.batches: list[int] = []
-        self.failed: list[tuple[Job, str, datetime]] = []
+        self.failed: list[tuple[Job, str]] = []
         self.completed: list[UUID] = []
         self.gate: asyncio.Event | None = None
         self.lost: set[UUID] = set()
@@ -67,29 +67,28 @@ class RecordingStore:
         taken, self.queued = self.queued[:limit], self.queued[limit:]
         return taken
 
-    async def complete_many(
-        self, owner: str, completions: Sequence[Completion]
+    async def record_outcomes(
+        self, owner: str, outcomes: Sequence[Outcome]
     ) -> list[Job | JobrunError]:
-        self.batches.append(len(completions))
+        self.batches.append(len(outcomes))
         if self.gate is not None:
             await self.gate.wait()
         out: list[Job | JobrunError] = []
-        for c in completions:
-            if c.job.id in self.lost:
-                out.append(LeaseLost(c.job.id, owner))
+        for o in outcomes:
+            if o.job.id in self.lost:
+                out.append(LeaseLost(o.job.id, owner))
+            elif o.kind is OutcomeKind.COMPLETE:
+                self.completed.append(o.job.id)
+                out.append(o.job.model_copy(update={"state": JobState.SUCCEEDED}))
             else:
-                self.completed.append(c.job.id)
-                out.append(c.job.model_copy(update={"state": JobState.SUCCEEDED}))
+                self.failed.append((o.job, o.detail))
+                out.append(o.job.model_copy(update={"state": JobState.QUEUED}))
         return out
 
-    async def fail(self, job: Job, owner: str, error: str, retry_at: datetime) -> Job:
-        self.failed.append((job, error, retry_at))
-        return job.model_copy(update={"state": JobState.QUEUED, "last_error": error})
+    async def heartbeat(self, owner: str, jobs: Sequence[Job], lease: timedelta) -> set[UUID]:
+        return {j.id for j in jobs}
 
-    async def heartbeat(self, owner: str, ids: Sequence[UUID], until: datetime) -> set[UUID]:
-        return set(ids)
-
-    async def reap_expired(self, now: datetime, limit: int = 1000) -> list[Job]:
+    async def reap_expired(self, limit: int = 1000, *, now: datetime | None = None) -> list[Job]:
         return []
 
 
@@ -130,7 +129,7 @@ async def test_completer_flushes_a_lone_job_at_once() -> None:
     completer = Completer(store, "w")  # type: ignore[arg-type]
     runner = asyncio.create_task(completer.run())
     job = make_job()
-    result = await asyncio.wait_for(completer.submit(job, None), 1)
+    result = await asyncio.wait_for(completer.submit(Outcome(job=job)), 1)
     assert isinstance(result, Job)
     assert result.state is JobState.SUCCEEDED
     assert store.batches == [1]
@@ -143,9 +142,9 @@ async def test_completer_grows_batches_while_a_commit_is_in_flight() -> None:
     store.gate = asyncio.Event()
     completer = Completer(store, "w", max_inflight=1)  # type: ignore[arg-type]
     runner = asyncio.create_task(completer.run())
-    first = completer.submit(make_job(), None)
+    first = completer.submit(Outcome(job=make_job()))
     await asyncio.sleep(0.01)
-    rest = [completer.submit(make_job(), None) for _ in range(50)]
+    rest = [completer.submit(Outcome(job=make_job())) for _ in range(50)]
     await asyncio.sleep(0.01)
     store.gate.set()
     await asyncio.gather(first, *rest)
@@ -159,7 +158,7 @@ async def test_completer_caps_batch_size_and_reports_per_job_errors() -> None:
     completer = Completer(store, "w", max_batch=10)  # type: ignore[arg-type]
     jobs = [make_job() for _ in range(25)]
     store.lost = {jobs[3].id}
-    futures = [completer.submit(j, None) for j in jobs]
+    futures = [completer.submit(Outcome(job=j)) for j in jobs]
     runner = asyncio.create_task(completer.run())
     results = await asyncio.gather(*futures)
     assert max(store.batches) <= 10
@@ -172,14 +171,14 @@ async def test_completer_caps_batch_size_and_reports_per_job_errors() -> None:
 
 async def test_completer_turns_a_store_exception_into_per_job_results() -> None:
     class Broken(RecordingStore):
-        async def complete_many(
-            self, owner: str, completions: Sequence[Completion]
+        async def record_outcomes(
+            self, owner: str, outcomes: Sequence[Outcome]
         ) -> list[Job | JobrunError]:
             raise OSError("connection reset")
 
     completer = Completer(Broken(), "w")  # type: ignore[arg-type]
     runner = asyncio.create_task(completer.run())
-    results = await asyncio.gather(*(completer.submit(make_job(), None) for _ in range(3)))
+    results = await asyncio.gather(*(completer.submit(Outcome(job=make_job())) for _ in range(3)))
     assert all(isinstance(r, OSError) for r in results)
     completer.close()
     await runner
@@ -209,7 +208,7 @@ async def test_claims_are_sized_to_free_slots_and_batches_group() -> None:
     assert len(store.batches) < 50
 
 
-async def test_failure_retry_at_is_database_time_plus_backoff() -> None:
+async def test_a_failing_handler_reports_a_fail_outcome_with_its_traceback() -> None:
     store = RecordingStore(queued=1, job_type="boom")
     reg = Registry()
 
@@ -226,11 +225,10 @@ async def test_failure_retry_at_is_database_time_plus_backoff() -> None:
         await asyncio.sleep(0.01)
     stop.set()
     await asyncio.wait_for(task, 5)
-    job, error, retry_at = store.failed[0]
+    # The worker decides no retry time: the store computes it from the job's
+    # backoff and the database clock (tested against PostgreSQL).
+    _, error = store.failed[0]
     assert "ValueError: kaboom" in error
-    claimed_at = job.lease_expires_at - timedelta(seconds=30)  # type: ignore[operator]
-    expected = claimed_at + job.backoff.delay(1)
-    assert abs((retry_at - expected).total_seconds()) < 0.5
 
 
 async def test_stop_event_with_an_idle_worker_returns_promptly() -> None:

@@ -47,9 +47,9 @@ __all__ = [
     "dump_dt",
     "encode_payload",
     "event_from_row",
-    "job_finished",
     "job_from_new",
     "job_from_row",
+    "job_recorded",
     "map_error",
     "normal_json",
     "schedule_from_row",
@@ -134,15 +134,23 @@ def job_from_row(row: models.Job) -> Job:
     return _trusted(Job, values)
 
 
-def job_finished(job: Job, state: Any, finished_at: datetime | None) -> Job:
-    """``job`` as its completion left it: lease cleared, terminal state, finish time."""
+def job_recorded(job: Job, row: Any) -> Job:
+    """``job`` (as claimed) as an outcome left it, from the columns the outcome changed.
+
+    ``row`` has ``state``, ``attempts``, ``run_at``, ``finished_at``,
+    ``last_error`` and ``updated_at``; the lease is always cleared.
+    """
     values = dict(job.__dict__)
+    finished_at = row.finished_at
     values.update(
-        state=_STATES[state],
+        state=_STATES[row.state],
+        attempts=row.attempts,
+        run_at=utc(row.run_at),
         lease_owner=None,
         lease_expires_at=None,
+        last_error=row.last_error,
         finished_at=None if finished_at is None else utc(finished_at),
-        updated_at=None if finished_at is None else utc(finished_at),
+        updated_at=utc(row.updated_at),
     )
     return _trusted(Job, values)
 

@@ -42,21 +42,22 @@ from jobrun.errors import (
 )
 from jobrun.job import (
     CommitCallback,
-    Completion,
     Event,
     EventMode,
     Job,
     JobFilter,
     JobPage,
     NewJob,
+    Outcome,
+    OutcomeKind,
     QueueDepth,
 )
 from jobrun.postgres import _base
 from jobrun.postgres.convert import (
     depth_from_row,
     event_from_row,
-    job_finished,
     job_from_row,
+    job_recorded,
     map_error,
     utc,
 )
@@ -72,6 +73,10 @@ __all__ = ["DEFAULT_NOTIFY_CHANNEL", "Store"]
 
 log = logging.getLogger("jobrun.store")
 
+DEFAULT_RETRY_JITTER = 0.1
+"""A failed job's wait is its backoff spread by up to 10% either way (never past its max)."""
+MAX_RETRY_JITTER = 0.5
+
 DEFAULT_NOTIFY_CHANNEL = "jobrun"
 """The LISTEN/NOTIFY channel; the payload of each notification is a queue name."""
 
@@ -83,8 +88,10 @@ class Store(ScheduleMethods):
 
     ``event_mode`` chooses which transitions are recorded (claims are skipped
     in ``terminal`` mode); ``commit_timeout`` bounds each statement of a
-    completion transaction; ``notify_channel`` is the LISTEN/NOTIFY channel;
-    ``payload_models`` validates the payload of the named job types at enqueue.
+    completion transaction; ``retry_jitter`` spreads a failed job's backoff
+    by up to that fraction either way (0 turns it off; at most 0.5);
+    ``notify_channel`` is the LISTEN/NOTIFY channel; ``payload_models``
+    validates the payload of the named job types at enqueue.
     """
 
     def __init__(
@@ -93,17 +100,23 @@ class Store(ScheduleMethods):
         *,
         event_mode: EventMode | str = EventMode.ALL,
         commit_timeout: timedelta = timedelta(seconds=30),
+        retry_jitter: float = DEFAULT_RETRY_JITTER,
         notify_channel: str = DEFAULT_NOTIFY_CHANNEL,
         payload_models: Mapping[str, type[BaseModel]] | None = None,
         max_payload_bytes: int = _base.DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
         if commit_timeout <= timedelta(0):
             raise ConfigurationError("commit_timeout must be positive")
+        if not 0 <= retry_jitter <= MAX_RETRY_JITTER:
+            raise ConfigurationError(
+                f"retry_jitter must be between 0 and {MAX_RETRY_JITTER}, got {retry_jitter}"
+            )
         if not notify_channel:
             raise ConfigurationError("notify_channel must not be empty")
         self._pool = pool
         self.event_mode = EventMode(event_mode)
         self.commit_timeout = commit_timeout
+        self.retry_jitter = retry_jitter
         self.notify_channel = notify_channel
         self.payload_models: dict[str, type[BaseModel]] = dict(payload_models or {})
         self.max_payload_bytes = max_payload_bytes
@@ -290,8 +303,8 @@ class Store(ScheduleMethods):
         jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
         return jobs
 
-    async def heartbeat(self, owner: str, jobs: Sequence[Job], until: datetime) -> set[UUID]:
-        """Extend ``owner``'s leases on ``jobs`` (as claimed) to ``until``; return the ids kept.
+    async def heartbeat(self, owner: str, jobs: Sequence[Job], lease: timedelta) -> set[UUID]:
+        """Extend ``owner``'s leases on ``jobs`` to db now + ``lease``; return the ids kept.
 
         A job is kept while the lease fence holds: ``owner`` holds it, it is
         still the attempt that was claimed, and its lease has not expired.
@@ -305,7 +318,7 @@ class Store(ScheduleMethods):
                 ids=[j.id for j in jobs],
                 attempts=[j.attempts for j in jobs],
                 owner=owner,
-                until=until,
+                lease=lease,
                 now=None,
             )
         return set(kept)
@@ -342,32 +355,59 @@ class Store(ScheduleMethods):
         committed on an earlier attempt). Raises LeaseLost, changing nothing,
         when ``owner`` no longer holds the lease.
         """
-        (result,) = await self.complete_many(owner, [Completion(job=job, commit=commit)])
+        return await self._record_one(owner, Outcome(job=job, commit=commit))
+
+    async def fail(self, job: Job, owner: str, error: str) -> Job:
+        """Record a failed attempt: queued after the job's backoff, dead, or cancelled.
+
+        Dead when the attempts are spent, cancelled when a cancel was
+        requested, otherwise queued again after the job's own backoff (with
+        ``retry_jitter``). Raises LeaseLost, changing nothing, when ``owner``
+        no longer holds the lease.
+        """
+        return await self._record_one(owner, Outcome(job=job, kind=OutcomeKind.FAIL, detail=error))
+
+    async def release(self, job: Job, owner: str, reason: str) -> Job:
+        """Hand a leased job back unfinished: queued and due now, its attempt not counted.
+
+        For a worker that stops a job for its own reasons (shutdown), so the
+        job is retried promptly instead of waiting out its lease, and a job on
+        its last attempt is not killed by a deploy. A cancel-requested job ends
+        cancelled. Raises LeaseLost when ``owner`` no longer holds the lease.
+        """
+        return await self._record_one(
+            owner, Outcome(job=job, kind=OutcomeKind.RELEASE, detail=reason)
+        )
+
+    async def _record_one(self, owner: str, outcome: Outcome) -> Job:
+        (result,) = await self.record_outcomes(owner, [outcome])
         if isinstance(result, BaseException):
             raise result
         return result
 
-    async def complete_many(
-        self, owner: str, completions: Sequence[Completion]
+    async def record_outcomes(
+        self, owner: str, outcomes: Sequence[Outcome]
     ) -> list[Job | Exception]:
-        """Complete a group of jobs with as few transactions as the guarantees allow.
+        """Record a batch of attempts' outcomes with as few transactions as the guarantees allow.
 
-        Jobs without a callback finish in one statement together. Jobs with a
-        callback share one transaction (group commit): rows locked and owners
-        checked together, ledger rows inserted together, each callback run in
-        turn, one finishing update. If a callback raises, that transaction
-        rolls back, the job whose callback raised gets its error, and the rest
-        are completed again without it; any other failure completes each job
-        in a transaction of its own. So one bad effect never takes the others
-        with it, at the price of running their callbacks again (each
-        Completion counts its ``invocations``). One result per input, in
-        order: the finished Job, LeaseLost, or the callback's error.
+        Every outcome without a commit callback (completions, failures,
+        hand-backs, snoozes, cancels alike) is one statement together. Jobs
+        with a callback share one transaction (group commit): rows locked and
+        the fence checked together, ledger rows inserted together, each
+        callback run in turn, one finishing statement. If a callback raises,
+        that transaction rolls back, the job whose callback raised gets its
+        error, and the rest are completed again without it; any other failure
+        completes each job in a transaction of its own. So one bad effect
+        never takes the others with it, at the price of running their
+        callbacks again (each Outcome counts its ``invocations``). One result
+        per input, in order: the job as left, LeaseLost, or the callback's error.
         """
         results: dict[UUID, Job | Exception] = {}
-        plain = [c.job for c in completions if c.commit is None]
-        pending = [c for c in completions if c.commit is not None]
+        plain = [o for o in outcomes if o.commit is None or o.kind is not OutcomeKind.COMPLETE]
+        pending = [o for o in outcomes if o.commit is not None and o.kind is OutcomeKind.COMPLETE]
         if plain:
-            await self._complete_plain(owner, plain, results)
+            async with self._connection() as conn:
+                await self._record(job_queries.AsyncQuerier(conn), owner, plain, results)
         while pending:
             try:
                 await self._complete_group(owner, pending, results)
@@ -376,9 +416,9 @@ class Store(ScheduleMethods):
                 # That job's attempt failed; the rest go again without it.
                 # Their callbacks run a second time (the rollback undid their
                 # writes), which is why a callback must be safe to re-invoke.
-                results[failed.completion.job.id] = failed.error
+                results[failed.outcome.job.id] = failed.error
                 log.debug("group commit rolled back by one callback; retrying the rest")
-                pending = [c for c in pending if c is not failed.completion]
+                pending = [o for o in pending if o is not failed.outcome]
             except Exception as exc:
                 if len(pending) == 1:
                     results[pending[0].job.id] = _as_exception(exc)
@@ -386,32 +426,43 @@ class Store(ScheduleMethods):
                 # Not a callback's fault (a lock timeout, a lost connection):
                 # each job gets a transaction of its own.
                 log.debug("group commit rolled back, completing one by one: %s", exc)
-                for completion in pending:
+                for outcome in pending:
                     try:
-                        await self._complete_group(owner, [completion], results)
+                        await self._complete_group(owner, [outcome], results)
                     except _CallbackFailed as failed:
-                        results[completion.job.id] = failed.error
+                        results[outcome.job.id] = failed.error
                     except Exception as single:
-                        results[completion.job.id] = _as_exception(single)
+                        results[outcome.job.id] = _as_exception(single)
                 break
-        return [results[c.job.id] for c in completions]
+        return [results[o.job.id] for o in outcomes]
 
-    async def _complete_plain(
-        self, owner: str, jobs: list[Job], results: dict[UUID, Job | Exception]
+    async def _record(
+        self,
+        queries: job_queries.AsyncQuerier,
+        owner: str,
+        outcomes: Sequence[Outcome],
+        results: dict[UUID, Job | Exception],
     ) -> None:
-        async with self._connection() as conn:
-            rows = await job_queries.AsyncQuerier(conn).job_complete_many(
-                ids=[j.id for j in jobs], attempts=[j.attempts for j in jobs], owner=owner, now=None
-            )
-        by_id = {job.id: job for job in jobs}
+        """Record ``outcomes`` in one statement; LeaseLost for the jobs the fence refused."""
+        rows = await queries.job_record_outcomes(
+            ids=[o.job.id for o in outcomes],
+            attempts=[o.job.attempts for o in outcomes],
+            outcomes=[_OUTCOMES[o.kind] for o in outcomes],
+            details=[o.detail for o in outcomes],
+            delays=[o.delay for o in outcomes],
+            owner=owner,
+            jitter=self.retry_jitter,
+            now=None,
+        )
+        by_id = {o.job.id: o.job for o in outcomes}
         for row in rows:
-            results[row.id] = job_finished(by_id[row.id], row.state, row.finished_at)
-        for job in jobs:
-            if job.id not in results:
-                results[job.id] = LeaseLost(job.id, owner)
+            results[row.id] = job_recorded(by_id[row.id], row)
+        for outcome in outcomes:
+            if outcome.job.id not in results:
+                results[outcome.job.id] = LeaseLost(outcome.job.id, owner)
 
     async def _complete_group(
-        self, owner: str, group: Sequence[Completion], results: dict[UUID, Job | Exception]
+        self, owner: str, group: Sequence[Outcome], results: dict[UUID, Job | Exception]
     ) -> None:
         outcome: dict[UUID, Job | Exception] = {}
         # Pipeline mode: statements whose results nobody reads yet (the
@@ -433,114 +484,52 @@ class Store(ScheduleMethods):
         self,
         tx: psycopg.AsyncConnection[Any],
         owner: str,
-        group: Sequence[Completion],
-        outcome: dict[UUID, Job | Exception],
+        group: Sequence[Outcome],
+        results: dict[UUID, Job | Exception],
     ) -> None:
         await effect_queries.AsyncQuerier(tx).transaction_set_statement_timeout(
             timeout=self._timeout_setting
         )
         queries = job_queries.AsyncQuerier(tx)
         locked = await queries.job_lock_many(
-            ids=[c.job.id for c in group],
-            attempts=[c.job.attempts for c in group],
+            ids=[o.job.id for o in group],
+            attempts=[o.job.attempts for o in group],
             owner=owner,
             now=None,
         )
         held = {row.id for row in locked if row.held}
-        kept = [c for c in group if c.job.id in held]
-        for completion in group:
-            if completion.job.id not in held:
-                outcome[completion.job.id] = LeaseLost(completion.job.id, owner)
+        kept = [o for o in group if o.job.id in held]
+        for outcome in group:
+            if outcome.job.id not in held:
+                results[outcome.job.id] = LeaseLost(outcome.job.id, owner)
         if not kept:
             return
         fresh = set(
             await effect_queries.AsyncQuerier(tx).effect_insert_many(
-                job_ids=[c.job.id for c in kept]
+                job_ids=[o.job.id for o in kept]
             )
         )
-        for completion in kept:
-            if completion.job.id in fresh and completion.commit is not None:
-                completion.invocations += 1
+        for outcome in kept:
+            if outcome.job.id in fresh and outcome.commit is not None:
+                outcome.invocations += 1
                 try:
-                    await completion.commit(tx)
+                    await outcome.commit(tx)
                 except Exception as exc:
-                    raise _CallbackFailed(completion, exc) from exc
-        rows = await queries.job_finish_many(
-            ids=[c.job.id for c in kept],
-            attempts=[c.job.attempts for c in kept],
-            owner=owner,
-            now=None,
-        )
-        by_id = {c.job.id: c.job for c in kept}
-        for row in rows:
-            outcome[row.id] = job_finished(by_id[row.id], row.state, row.finished_at)
-        for completion in kept:
-            # Locked and checked above, so the fenced update cannot miss it.
-            if completion.job.id not in outcome:
-                outcome[completion.job.id] = LeaseLost(completion.job.id, owner)
+                    raise _CallbackFailed(outcome, exc) from exc
+        # Locked and checked above, so the fenced statement cannot miss a job.
+        await self._record(queries, owner, kept, results)
 
-    async def fail(self, job: Job, owner: str, error: str, retry_at: datetime) -> Job:
-        """Record a failed attempt: queued at ``retry_at``, dead, or cancelled.
+    async def reap_expired(self, limit: int = 1000, *, now: datetime | None = None) -> list[Job]:
+        """Requeue, kill or cancel jobs whose lease expired by database now (or ``now``).
 
-        Dead when the attempts are spent, cancelled when a cancel was
-        requested, otherwise queued again at ``retry_at`` (db time). Raises
-        LeaseLost, changing nothing, when ``owner`` no longer holds the lease.
-        """
-        async with self._connection() as conn:
-            row = await job_queries.AsyncQuerier(conn).job_fail(
-                id=job.id,
-                attempt=job.attempts,
-                owner=owner,
-                error=error,
-                retry_at=retry_at,
-                now=None,
-            )
-        if row is None:
-            raise LeaseLost(job.id, owner)
-        return job_from_row(row)
-
-    async def release(self, job: Job, owner: str, reason: str) -> Job:
-        """Hand a leased job back unfinished: queued and due now, its attempt not counted.
-
-        For a worker that stops a job for its own reasons (shutdown), so the
-        job is retried promptly instead of waiting out its lease, and a job on
-        its last attempt is not killed by a deploy. A cancel-requested job ends
-        cancelled. Raises LeaseLost when ``owner`` no longer holds the lease.
-        """
-        async with self._connection() as conn:
-            row = await job_queries.AsyncQuerier(conn).job_release(
-                id=job.id, attempt=job.attempts, owner=owner, reason=reason, now=None
-            )
-        if row is None:
-            raise LeaseLost(job.id, owner)
-        return job_from_row(row)
-
-    async def reap_expired(self, now: datetime, limit: int = 1000) -> list[Job]:
-        """Requeue, kill or cancel jobs whose lease expired before ``now`` (db time).
-
-        Each verdict comes from the job's own policy: dead when its attempts
-        are spent, cancelled when a cancel was requested, else queued after its
-        backoff. The claim already counted the attempt, so a crash costs one.
+        An expired lease is a failed attempt (the claim already counted it, so
+        a crash costs one): queued after the job's own backoff, dead when its
+        attempts are spent, cancelled when a cancel was requested. The same
+        rule as :meth:`fail`, decided by the same database function.
         """
         async with self._with_tx() as tx:
             queries = job_queries.AsyncQuerier(tx)
-            expired = await queries.job_lock_expired(now=now, max_jobs=limit)
-            if not expired:
-                return []
-            states: list[models.JobState] = []
-            run_ats = []
-            for row in expired:
-                if row.cancel_requested:
-                    states.append(models.JobState.CANCELLED)
-                elif row.attempts >= row.max_attempts:
-                    states.append(models.JobState.DEAD)
-                else:
-                    states.append(models.JobState.QUEUED)
-                backoff = job_from_row(row).backoff
-                run_ats.append(now + backoff.delay(row.attempts))
-            rows = await queries.job_reap_many(
-                ids=[r.id for r in expired], states=states, run_ats=run_ats
-            )
+            rows = await queries.job_reap_expired(max_jobs=limit, jitter=self.retry_jitter, now=now)
             notify = sorted({r.queue for r in rows if r.state == models.JobState.QUEUED})
             for queue in notify:
                 await queries.job_notify(channel=self.notify_channel, queue=queue)
@@ -581,7 +570,7 @@ class Store(ScheduleMethods):
             if action is _base.CancelAction.UNCHANGED:
                 return job_from_row(current)
             if action is _base.CancelAction.CANCEL_QUEUED:
-                row = await queries.job_cancel_queued(id=job_id)
+                row = await queries.job_cancel_queued(id=job_id, now=None)
             else:
                 row = await queries.job_request_cancel(id=job_id)
             assert row is not None  # locked above
@@ -595,12 +584,14 @@ class Store(ScheduleMethods):
             if current is None:
                 raise JobNotFound(job_id)
             _base.check_retryable(job_id, current.state)
-            row = await queries.job_retry(id=job_id, from_state=current.state)
+            row = await queries.job_retry(id=job_id, from_state=current.state, now=None)
             assert row is not None  # locked above
             await queries.job_notify(channel=self.notify_channel, queue=row.queue)
         return job_from_row(row)
 
-    async def purge(self, older_than: timedelta, batch_size: int = 1000) -> int:
+    async def purge(
+        self, older_than: timedelta, batch_size: int = 1000, *, now: datetime | None = None
+    ) -> int:
         """Delete finished jobs (and their events) older than ``older_than``.
 
         Age is measured by the database clock. Works in batches of
@@ -614,13 +605,15 @@ class Store(ScheduleMethods):
         while True:
             async with self._connection() as conn:
                 deleted = await job_queries.AsyncQuerier(conn).job_purge(
-                    older_than=older_than, batch_size=batch_size, now=None
+                    older_than=older_than, batch_size=batch_size, now=now
                 )
             total += deleted
             if deleted < batch_size:
                 return total
 
-    async def prune_effects(self, older_than: timedelta, batch_size: int = 5000) -> int:
+    async def prune_effects(
+        self, older_than: timedelta, batch_size: int = 5000, *, now: datetime | None = None
+    ) -> int:
         """Delete ledger rows older than ``older_than`` whose job is gone; return how many.
 
         The ledger is what stops a replayed idempotency key from running its
@@ -634,7 +627,7 @@ class Store(ScheduleMethods):
         while True:
             async with self._connection() as conn:
                 deleted = await effect_queries.AsyncQuerier(conn).effect_prune(
-                    older_than=older_than, batch_size=batch_size, now=None
+                    older_than=older_than, batch_size=batch_size, now=now
                 )
             total += deleted
             if deleted < batch_size:
@@ -652,13 +645,18 @@ class Store(ScheduleMethods):
             rows = await event_queries.AsyncQuerier(conn).event_list_by_job(job_id=job_id)
         return [event_from_row(r) for r in rows]
 
-    async def prune_events(self, older_than: timedelta, batch_size: int = 5000) -> int:
-        """Delete events older than ``older_than`` (database clock), in bounded batches."""
+    async def prune_events(
+        self, older_than: timedelta, batch_size: int = 5000, *, now: datetime | None = None
+    ) -> int:
+        """Delete events older than ``older_than`` (database clock), in bounded batches.
+
+        ``now`` pins the clock (tests); by default age is measured from database now.
+        """
         total = 0
         while True:
             async with self._connection() as conn:
                 deleted = await event_queries.AsyncQuerier(conn).event_prune(
-                    older_than=older_than, batch_size=batch_size
+                    older_than=older_than, batch_size=batch_size, now=now
                 )
             total += deleted
             if deleted < batch_size:
@@ -668,10 +666,13 @@ class Store(ScheduleMethods):
 class _CallbackFailed(Exception):
     """One commit callback of a group raised; the group's transaction rolls back."""
 
-    def __init__(self, completion: Completion, error: Exception) -> None:
+    def __init__(self, outcome: Outcome, error: Exception) -> None:
         super().__init__(str(error))
-        self.completion = completion
+        self.outcome = outcome
         self.error = error
+
+
+_OUTCOMES = {kind: models.JobOutcome(kind.value) for kind in OutcomeKind}
 
 
 def _as_exception(exc: BaseException) -> Exception:

@@ -298,7 +298,7 @@ class SyncProducer:
             if action is _base.CancelAction.UNCHANGED:
                 return job_from_row(current)
             if action is _base.CancelAction.CANCEL_QUEUED:
-                row = queries.job_cancel_queued(id=job_id)
+                row = queries.job_cancel_queued(id=job_id, now=None)
             else:
                 row = queries.job_request_cancel(id=job_id)
             assert row is not None  # locked above
@@ -315,7 +315,7 @@ class SyncProducer:
             if current is None:
                 raise JobNotFound(job_id)
             _base.check_retryable(job_id, current.state)
-            row = queries.job_retry(id=job_id, from_state=current.state)
+            row = queries.job_retry(id=job_id, from_state=current.state, now=None)
             assert row is not None  # locked above
             queries.job_notify(channel=self.notify_channel, queue=row.queue)
         return job_from_row(row)

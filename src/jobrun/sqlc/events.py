@@ -19,7 +19,7 @@ EVENT_PRUNE = """
 DELETE FROM job_events
 WHERE id IN (
     SELECT id FROM job_events
-    WHERE at < now() - %(older_than)s::interval
+    WHERE at < coalesce(%(now)s::timestamptz, now()) - %(older_than)s::interval
     LIMIT %(batch_size)s
 )
 """
@@ -52,10 +52,20 @@ class AsyncQuerier:
             _rows = await _cur.fetchall()
         return [row_to_job_event(_row) for _row in _rows]
 
-    async def event_prune(self, *, older_than: timedelta, batch_size: int) -> int:
+    async def event_prune(
+        self,
+        *,
+        now: datetime | None,
+        older_than: timedelta,
+        batch_size: int,
+    ) -> int:
         """Run ``EventPrune``; return the number of rows it affected."""
         async with self._conn.cursor() as _cur:
-            await _cur.execute(EVENT_PRUNE, {"older_than": older_than, "batch_size": batch_size})
+            await _cur.execute(EVENT_PRUNE, {
+                "now": now,
+                "older_than": older_than,
+                "batch_size": batch_size,
+            })
             return _cur.rowcount
 
     async def event_insert_enqueued_many(self, *, job_ids: list[UUID], at: datetime) -> None:
@@ -85,10 +95,14 @@ class Querier:
             _rows = _cur.fetchall()
         return [row_to_job_event(_row) for _row in _rows]
 
-    def event_prune(self, *, older_than: timedelta, batch_size: int) -> int:
+    def event_prune(self, *, now: datetime | None, older_than: timedelta, batch_size: int) -> int:
         """Run ``EventPrune``; return the number of rows it affected."""
         with self._conn.cursor() as _cur:
-            _cur.execute(EVENT_PRUNE, {"older_than": older_than, "batch_size": batch_size})
+            _cur.execute(EVENT_PRUNE, {
+                "now": now,
+                "older_than": older_than,
+                "batch_size": batch_size,
+            })
             return _cur.rowcount
 
     def event_insert_enqueued_many(self, *, job_ids: list[UUID], at: datetime) -> None:

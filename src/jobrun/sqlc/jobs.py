@@ -11,7 +11,7 @@ import psycopg
 import pydantic
 from psycopg.types.json import Jsonb
 
-from .models import BackoffKind, Job, JobState, JsonValue, row_to_job
+from .models import BackoffKind, Job, JobOutcome, JobState, JsonValue, row_to_job
 
 _setattr = object.__setattr__
 
@@ -119,7 +119,8 @@ SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backof
 
 JOB_HEARTBEAT = """
 UPDATE jobs
-SET lease_expires_at = %(until)s::timestamptz, updated_at = now()
+SET lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+    updated_at = now()
 FROM (SELECT unnest(%(ids)s::uuid[]) AS id, unnest(%(attempts)s::integer[]) AS attempt) AS held
 WHERE jobs.id = held.id
   AND jobs.attempts = held.attempt
@@ -144,139 +145,91 @@ ORDER BY jobs.id
 FOR UPDATE OF jobs
 """
 
-JOB_FINISH_MANY = """
-WITH finished AS (
-    UPDATE jobs
-    SET state = CASE WHEN cancel_requested THEN 'cancelled'::job_state
-                     ELSE 'succeeded'::job_state END,
-        lease_owner = NULL,
-        lease_expires_at = NULL,
-        finished_at = now(),
-        updated_at = now()
-    FROM (SELECT unnest(%(ids)s::uuid[]) AS id, unnest(%(attempts)s::integer[]) AS attempt) AS held
-    WHERE jobs.id = held.id
-      AND jobs.attempts = held.attempt
-      AND jobs.state = 'leased'
-      AND jobs.lease_owner = %(owner)s::text
-      AND jobs.lease_expires_at > coalesce(%(now)s::timestamptz, now())
-    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at
-), recorded AS (
-    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
-    SELECT finished.id, finished.finished_at, finished.state::text, 'leased', finished.state,
-           finished.attempts, %(owner)s
-    FROM finished
-)
-SELECT finished.id, finished.state, finished.finished_at FROM finished
-"""
-
-JOB_COMPLETE_MANY = """
-WITH finished AS (
-    UPDATE jobs
-    SET state = CASE WHEN cancel_requested THEN 'cancelled'::job_state
-                     ELSE 'succeeded'::job_state END,
-        lease_owner = NULL,
-        lease_expires_at = NULL,
-        finished_at = now(),
-        updated_at = now()
-    FROM (SELECT unnest(%(ids)s::uuid[]) AS id, unnest(%(attempts)s::integer[]) AS attempt) AS held
-    WHERE jobs.id = held.id
-      AND jobs.attempts = held.attempt
-      AND jobs.state = 'leased'
-      AND jobs.lease_owner = %(owner)s::text
-      AND jobs.lease_expires_at > coalesce(%(now)s::timestamptz, now())
-    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at
-), recorded AS (
-    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
-    SELECT finished.id, finished.finished_at, finished.state::text, 'leased', finished.state,
-           finished.attempts, %(owner)s
-    FROM finished
-)
-SELECT finished.id, finished.state, finished.finished_at FROM finished
-"""
-
-JOB_FAIL = """
-WITH failed AS (
-    UPDATE jobs
-    SET state = CASE WHEN cancel_requested THEN 'cancelled'::job_state
-                     WHEN attempts >= max_attempts THEN 'dead'::job_state
-                     ELSE 'queued'::job_state END,
-        run_at = CASE WHEN cancel_requested OR attempts >= max_attempts THEN run_at
-                      ELSE %(retry_at)s::timestamptz END,
-        finished_at = CASE WHEN cancel_requested OR attempts >= max_attempts THEN now() END,
-        lease_owner = NULL,
-        lease_expires_at = NULL,
-        last_error = left(%(error)s::text, 8192),
-        updated_at = now()
-    WHERE jobs.id = %(id)s
-      AND jobs.attempts = %(attempt)s::integer
-      AND jobs.state = 'leased'
-      AND jobs.lease_owner = %(owner)s::text
-      AND jobs.lease_expires_at > coalesce(%(now)s::timestamptz, now())
-    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at
-), recorded AS (
-    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner, detail)
-    SELECT failed.id, failed.updated_at,
-           CASE failed.state WHEN 'queued' THEN 'failed' ELSE failed.state::text END,
-           'leased', failed.state, failed.attempts, %(owner)s, failed.last_error
-    FROM failed
-)
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at FROM failed
-"""
-
-JOB_RELEASE = """
-WITH released AS (
-    UPDATE jobs
-    SET state = CASE WHEN cancel_requested THEN 'cancelled'::job_state
-                     ELSE 'queued'::job_state END,
-        attempts = CASE WHEN cancel_requested THEN attempts ELSE greatest(attempts - 1, 0) END,
-        run_at = CASE WHEN cancel_requested THEN run_at ELSE now() END,
-        finished_at = CASE WHEN cancel_requested THEN now() END,
-        lease_owner = NULL,
-        lease_expires_at = NULL,
-        last_error = left(%(reason)s::text, 8192),
-        updated_at = now()
-    WHERE jobs.id = %(id)s
-      AND jobs.attempts = %(attempt)s::integer
-      AND jobs.state = 'leased'
-      AND jobs.lease_owner = %(owner)s::text
-      AND jobs.lease_expires_at > coalesce(%(now)s::timestamptz, now())
-    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at
-), recorded AS (
-    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner, detail)
-    SELECT released.id, released.updated_at,
-           CASE released.state WHEN 'queued' THEN 'released' ELSE released.state::text END,
-           'leased', released.state, released.attempts, %(owner)s, released.last_error
-    FROM released
-)
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at FROM released
-"""
-
-JOB_LOCK_EXPIRED = """
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at
-FROM jobs
-WHERE state = 'leased' AND lease_expires_at <= coalesce(%(now)s::timestamptz, now())
-ORDER BY lease_expires_at
-LIMIT %(max_jobs)s
-FOR UPDATE SKIP LOCKED
-"""
-
-JOB_REAP_MANY = """
-WITH verdicts AS (
+JOB_RECORD_OUTCOMES = """
+WITH outcome AS (
     SELECT unnest(%(ids)s::uuid[]) AS id,
-           unnest(%(states)s::job_state[]) AS state,
-           unnest(%(run_ats)s::timestamptz[]) AS run_at
+           unnest(%(attempts)s::integer[]) AS attempt,
+           unnest(%(outcomes)s::job_outcome[]) AS kind,
+           nullif(unnest(%(details)s::text[]), '') AS detail,
+           unnest(%(delays)s::interval[]) AS delay
+), recorded AS (
+    UPDATE jobs
+    SET state = job_outcome_state(outcome.kind, jobs.cancel_requested, jobs.attempts,
+                                  jobs.max_attempts),
+        attempts = CASE
+            WHEN outcome.kind IN ('release', 'snooze') AND NOT jobs.cancel_requested
+                THEN greatest(jobs.attempts - 1, 0)
+            ELSE jobs.attempts END,
+        run_at = CASE job_outcome_state(outcome.kind, jobs.cancel_requested, jobs.attempts,
+                                        jobs.max_attempts)
+            WHEN 'queued' THEN coalesce(%(now)s::timestamptz, now()) + CASE outcome.kind
+                WHEN 'fail' THEN job_backoff_delay(jobs.backoff_kind, jobs.backoff_base,
+                                                   jobs.backoff_max, jobs.attempts,
+                                                   %(jitter)s::double precision)
+                ELSE outcome.delay END
+            ELSE jobs.run_at END,
+        finished_at = CASE job_outcome_state(outcome.kind, jobs.cancel_requested, jobs.attempts,
+                                             jobs.max_attempts)
+            WHEN 'queued' THEN NULL
+            ELSE coalesce(%(now)s::timestamptz, now()) END,
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        last_error = coalesce(left(outcome.detail, 8192), jobs.last_error),
+        updated_at = now()
+    FROM outcome
+    WHERE jobs.id = outcome.id
+      AND jobs.attempts = outcome.attempt
+      AND jobs.state = 'leased'
+      AND jobs.lease_owner = %(owner)s::text
+      AND jobs.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    RETURNING jobs.id, jobs.state, jobs.attempts, jobs.run_at, jobs.finished_at,
+              jobs.last_error, jobs.updated_at, outcome.kind, outcome.detail
+), logged AS (
+    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner, detail)
+    SELECT recorded.id, recorded.updated_at,
+           CASE WHEN recorded.state <> 'queued' THEN recorded.state::text
+                WHEN recorded.kind = 'fail' THEN 'failed'
+                WHEN recorded.kind = 'release' THEN 'released'
+                ELSE 'snoozed' END,
+           'leased', recorded.state, recorded.attempts, %(owner)s, left(recorded.detail, 8192)
+    FROM recorded
+)
+SELECT recorded.id, recorded.state, recorded.attempts, recorded.run_at, recorded.finished_at,
+       recorded.last_error, recorded.updated_at
+FROM recorded
+"""
+
+JOB_REAP_EXPIRED = """
+WITH expired AS (
+    SELECT id
+    FROM jobs
+    WHERE state = 'leased'
+      AND lease_expires_at <= coalesce(%(now)s::timestamptz, now())
+    ORDER BY lease_expires_at
+    LIMIT %(max_jobs)s
+    FOR UPDATE SKIP LOCKED
 ), reaped AS (
     UPDATE jobs
-    SET state = verdicts.state,
-        run_at = verdicts.run_at,
-        finished_at = CASE WHEN verdicts.state = 'queued' THEN NULL ELSE now() END,
+    SET state = job_outcome_state('fail', jobs.cancel_requested, jobs.attempts,
+                                  jobs.max_attempts),
+        run_at = CASE job_outcome_state('fail', jobs.cancel_requested, jobs.attempts,
+                                        jobs.max_attempts)
+            WHEN 'queued' THEN coalesce(%(now)s::timestamptz, now())
+                               + job_backoff_delay(jobs.backoff_kind, jobs.backoff_base,
+                                                   jobs.backoff_max, jobs.attempts,
+                                                   %(jitter)s::double precision)
+            ELSE jobs.run_at END,
+        finished_at = CASE job_outcome_state('fail', jobs.cancel_requested, jobs.attempts,
+                                             jobs.max_attempts)
+            WHEN 'queued' THEN NULL
+            ELSE coalesce(%(now)s::timestamptz, now()) END,
         lease_owner = NULL,
         lease_expires_at = NULL,
         cancel_requested = false,
         last_error = 'lease expired: the worker stopped heartbeating',
         updated_at = now()
-    FROM verdicts
-    WHERE jobs.id = verdicts.id AND jobs.state = 'leased'
+    FROM expired
+    WHERE jobs.id = expired.id
     RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, detail)
@@ -294,7 +247,9 @@ SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backof
 JOB_CANCEL_QUEUED = """
 WITH cancelled AS (
     UPDATE jobs
-    SET state = 'cancelled', finished_at = now(), updated_at = now()
+    SET state = 'cancelled',
+        finished_at = coalesce(%(now)s::timestamptz, now()),
+        updated_at = now()
     WHERE jobs.id = %(id)s AND jobs.state = 'queued'
     RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at
 ), recorded AS (
@@ -325,7 +280,7 @@ JOB_RETRY = """
 WITH retried AS (
     UPDATE jobs
     SET state = 'queued',
-        run_at = now(),
+        run_at = coalesce(%(now)s::timestamptz, now()),
         attempts = least(attempts, max_attempts - 1),
         cancel_requested = false,
         finished_at = NULL,
@@ -423,59 +378,38 @@ def _row_to_job_lock_many_row(row: Sequence[Any]) -> JobLockManyRow:
     return obj
 
 
-class JobFinishManyRow(pydantic.BaseModel):
-    """A row returned by ``JobFinishMany``."""
+class JobRecordOutcomesRow(pydantic.BaseModel):
+    """A row returned by ``JobRecordOutcomes``."""
 
     id: UUID
     state: JobState
+    attempts: int
+    run_at: datetime
     finished_at: datetime | None
+    last_error: str | None
+    updated_at: datetime
 
 
-_JOB_FINISH_MANY_ROW_FIELDS = frozenset({'id', 'state', 'finished_at'})
+_JOB_RECORD_OUTCOMES_ROW_FIELDS = frozenset({'id', 'state', 'attempts', 'run_at', 'finished_at', 'last_error', 'updated_at'})
 
 
-def _row_to_job_finish_many_row(row: Sequence[Any]) -> JobFinishManyRow:
-    """Build a :class:`JobFinishManyRow` from a driver row, without re-validating it."""
-    obj = JobFinishManyRow.__new__(JobFinishManyRow)
+def _row_to_job_record_outcomes_row(row: Sequence[Any]) -> JobRecordOutcomesRow:
+    """Build a :class:`JobRecordOutcomesRow` from a driver row, without re-validating it."""
+    obj = JobRecordOutcomesRow.__new__(JobRecordOutcomesRow)
     _setattr(
         obj,
         "__dict__",
         {
             "id": row[0],
             "state": JobState.from_value(row[1]),
-            "finished_at": row[2],
+            "attempts": row[2],
+            "run_at": row[3],
+            "finished_at": row[4],
+            "last_error": row[5],
+            "updated_at": row[6],
         },
     )
-    _setattr(obj, "__pydantic_fields_set__", set(_JOB_FINISH_MANY_ROW_FIELDS))
-    _setattr(obj, "__pydantic_extra__", None)
-    _setattr(obj, "__pydantic_private__", None)
-    return obj
-
-
-class JobCompleteManyRow(pydantic.BaseModel):
-    """A row returned by ``JobCompleteMany``."""
-
-    id: UUID
-    state: JobState
-    finished_at: datetime | None
-
-
-_JOB_COMPLETE_MANY_ROW_FIELDS = frozenset({'id', 'state', 'finished_at'})
-
-
-def _row_to_job_complete_many_row(row: Sequence[Any]) -> JobCompleteManyRow:
-    """Build a :class:`JobCompleteManyRow` from a driver row, without re-validating it."""
-    obj = JobCompleteManyRow.__new__(JobCompleteManyRow)
-    _setattr(
-        obj,
-        "__dict__",
-        {
-            "id": row[0],
-            "state": JobState.from_value(row[1]),
-            "finished_at": row[2],
-        },
-    )
-    _setattr(obj, "__pydantic_fields_set__", set(_JOB_COMPLETE_MANY_ROW_FIELDS))
+    _setattr(obj, "__pydantic_fields_set__", set(_JOB_RECORD_OUTCOMES_ROW_FIELDS))
     _setattr(obj, "__pydantic_extra__", None)
     _setattr(obj, "__pydantic_private__", None)
     return obj
@@ -670,18 +604,18 @@ class AsyncQuerier:
     async def job_heartbeat(
         self,
         *,
-        until: datetime,
-        owner: str,
         now: datetime | None,
+        lease: timedelta,
+        owner: str,
         ids: list[UUID],
         attempts: list[int],
     ) -> list[UUID]:
         """Run ``JobHeartbeat``; return all its rows."""
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_HEARTBEAT, {
-                "until": until,
-                "owner": owner,
                 "now": now,
+                "lease": lease,
+                "owner": owner,
                 "ids": ids,
                 "attempts": attempts,
             })
@@ -707,109 +641,43 @@ class AsyncQuerier:
             _rows = await _cur.fetchall()
         return [_row_to_job_lock_many_row(_row) for _row in _rows]
 
-    async def job_finish_many(
+    async def job_record_outcomes(
         self,
         *,
-        owner: str,
-        now: datetime | None,
         ids: list[UUID],
         attempts: list[int],
-    ) -> list[JobFinishManyRow]:
-        """Run ``JobFinishMany``; return all its rows."""
+        outcomes: list[JobOutcome],
+        details: list[str],
+        delays: list[timedelta],
+        now: datetime | None,
+        jitter: float,
+        owner: str,
+    ) -> list[JobRecordOutcomesRow]:
+        """Run ``JobRecordOutcomes``; return all its rows."""
         async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_FINISH_MANY, {
-                "owner": owner,
-                "now": now,
+            await _cur.execute(JOB_RECORD_OUTCOMES, {
                 "ids": ids,
                 "attempts": attempts,
+                "outcomes": outcomes,
+                "details": details,
+                "delays": delays,
+                "now": now,
+                "jitter": jitter,
+                "owner": owner,
             })
             _rows = await _cur.fetchall()
-        return [_row_to_job_finish_many_row(_row) for _row in _rows]
+        return [_row_to_job_record_outcomes_row(_row) for _row in _rows]
 
-    async def job_complete_many(
+    async def job_reap_expired(
         self,
         *,
-        owner: str,
         now: datetime | None,
-        ids: list[UUID],
-        attempts: list[int],
-    ) -> list[JobCompleteManyRow]:
-        """Run ``JobCompleteMany``; return all its rows."""
-        async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_COMPLETE_MANY, {
-                "owner": owner,
-                "now": now,
-                "ids": ids,
-                "attempts": attempts,
-            })
-            _rows = await _cur.fetchall()
-        return [_row_to_job_complete_many_row(_row) for _row in _rows]
-
-    async def job_fail(
-        self,
-        *,
-        retry_at: datetime,
-        error: str,
-        id: UUID,
-        attempt: int,
-        owner: str,
-        now: datetime | None,
-    ) -> Job | None:
-        """Run ``JobFail``; return its first row, or None."""
-        async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_FAIL, {
-                "retry_at": retry_at,
-                "error": error,
-                "id": id,
-                "attempt": attempt,
-                "owner": owner,
-                "now": now,
-            })
-            _row = await _cur.fetchone()
-        if _row is None:
-            return None
-        return row_to_job(_row)
-
-    async def job_release(
-        self,
-        *,
-        reason: str,
-        id: UUID,
-        attempt: int,
-        owner: str,
-        now: datetime | None,
-    ) -> Job | None:
-        """Run ``JobRelease``; return its first row, or None."""
-        async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_RELEASE, {
-                "reason": reason,
-                "id": id,
-                "attempt": attempt,
-                "owner": owner,
-                "now": now,
-            })
-            _row = await _cur.fetchone()
-        if _row is None:
-            return None
-        return row_to_job(_row)
-
-    async def job_lock_expired(self, *, now: datetime | None, max_jobs: int) -> list[Job]:
-        """Run ``JobLockExpired``; return all its rows."""
-        async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_LOCK_EXPIRED, {"now": now, "max_jobs": max_jobs})
-            _rows = await _cur.fetchall()
-        return [row_to_job(_row) for _row in _rows]
-
-    async def job_reap_many(
-        self,
-        *,
-        ids: list[UUID],
-        states: list[JobState],
-        run_ats: list[datetime],
+        max_jobs: int,
+        jitter: float,
     ) -> list[Job]:
-        """Run ``JobReapMany``; return all its rows."""
+        """Run ``JobReapExpired``; return all its rows."""
         async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_REAP_MANY, {"ids": ids, "states": states, "run_ats": run_ats})
+            await _cur.execute(JOB_REAP_EXPIRED, {"now": now, "max_jobs": max_jobs, "jitter": jitter})
             _rows = await _cur.fetchall()
         return [row_to_job(_row) for _row in _rows]
 
@@ -822,10 +690,10 @@ class AsyncQuerier:
             return None
         return row_to_job(_row)
 
-    async def job_cancel_queued(self, *, id: UUID) -> Job | None:
+    async def job_cancel_queued(self, *, now: datetime | None, id: UUID) -> Job | None:
         """Run ``JobCancelQueued``; return its first row, or None."""
         async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_CANCEL_QUEUED, {"id": id})
+            await _cur.execute(JOB_CANCEL_QUEUED, {"now": now, "id": id})
             _row = await _cur.fetchone()
         if _row is None:
             return None
@@ -840,10 +708,16 @@ class AsyncQuerier:
             return None
         return row_to_job(_row)
 
-    async def job_retry(self, *, id: UUID, from_state: JobState) -> Job | None:
+    async def job_retry(
+        self,
+        *,
+        now: datetime | None,
+        id: UUID,
+        from_state: JobState,
+    ) -> Job | None:
         """Run ``JobRetry``; return its first row, or None."""
         async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_RETRY, {"id": id, "from_state": from_state})
+            await _cur.execute(JOB_RETRY, {"now": now, "id": id, "from_state": from_state})
             _row = await _cur.fetchone()
         if _row is None:
             return None
@@ -1055,18 +929,18 @@ class Querier:
     def job_heartbeat(
         self,
         *,
-        until: datetime,
-        owner: str,
         now: datetime | None,
+        lease: timedelta,
+        owner: str,
         ids: list[UUID],
         attempts: list[int],
     ) -> list[UUID]:
         """Run ``JobHeartbeat``; return all its rows."""
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_HEARTBEAT, {
-                "until": until,
-                "owner": owner,
                 "now": now,
+                "lease": lease,
+                "owner": owner,
                 "ids": ids,
                 "attempts": attempts,
             })
@@ -1092,109 +966,37 @@ class Querier:
             _rows = _cur.fetchall()
         return [_row_to_job_lock_many_row(_row) for _row in _rows]
 
-    def job_finish_many(
+    def job_record_outcomes(
         self,
         *,
-        owner: str,
-        now: datetime | None,
         ids: list[UUID],
         attempts: list[int],
-    ) -> list[JobFinishManyRow]:
-        """Run ``JobFinishMany``; return all its rows."""
+        outcomes: list[JobOutcome],
+        details: list[str],
+        delays: list[timedelta],
+        now: datetime | None,
+        jitter: float,
+        owner: str,
+    ) -> list[JobRecordOutcomesRow]:
+        """Run ``JobRecordOutcomes``; return all its rows."""
         with self._conn.cursor() as _cur:
-            _cur.execute(JOB_FINISH_MANY, {
-                "owner": owner,
-                "now": now,
+            _cur.execute(JOB_RECORD_OUTCOMES, {
                 "ids": ids,
                 "attempts": attempts,
+                "outcomes": outcomes,
+                "details": details,
+                "delays": delays,
+                "now": now,
+                "jitter": jitter,
+                "owner": owner,
             })
             _rows = _cur.fetchall()
-        return [_row_to_job_finish_many_row(_row) for _row in _rows]
+        return [_row_to_job_record_outcomes_row(_row) for _row in _rows]
 
-    def job_complete_many(
-        self,
-        *,
-        owner: str,
-        now: datetime | None,
-        ids: list[UUID],
-        attempts: list[int],
-    ) -> list[JobCompleteManyRow]:
-        """Run ``JobCompleteMany``; return all its rows."""
+    def job_reap_expired(self, *, now: datetime | None, max_jobs: int, jitter: float) -> list[Job]:
+        """Run ``JobReapExpired``; return all its rows."""
         with self._conn.cursor() as _cur:
-            _cur.execute(JOB_COMPLETE_MANY, {
-                "owner": owner,
-                "now": now,
-                "ids": ids,
-                "attempts": attempts,
-            })
-            _rows = _cur.fetchall()
-        return [_row_to_job_complete_many_row(_row) for _row in _rows]
-
-    def job_fail(
-        self,
-        *,
-        retry_at: datetime,
-        error: str,
-        id: UUID,
-        attempt: int,
-        owner: str,
-        now: datetime | None,
-    ) -> Job | None:
-        """Run ``JobFail``; return its first row, or None."""
-        with self._conn.cursor() as _cur:
-            _cur.execute(JOB_FAIL, {
-                "retry_at": retry_at,
-                "error": error,
-                "id": id,
-                "attempt": attempt,
-                "owner": owner,
-                "now": now,
-            })
-            _row = _cur.fetchone()
-        if _row is None:
-            return None
-        return row_to_job(_row)
-
-    def job_release(
-        self,
-        *,
-        reason: str,
-        id: UUID,
-        attempt: int,
-        owner: str,
-        now: datetime | None,
-    ) -> Job | None:
-        """Run ``JobRelease``; return its first row, or None."""
-        with self._conn.cursor() as _cur:
-            _cur.execute(JOB_RELEASE, {
-                "reason": reason,
-                "id": id,
-                "attempt": attempt,
-                "owner": owner,
-                "now": now,
-            })
-            _row = _cur.fetchone()
-        if _row is None:
-            return None
-        return row_to_job(_row)
-
-    def job_lock_expired(self, *, now: datetime | None, max_jobs: int) -> list[Job]:
-        """Run ``JobLockExpired``; return all its rows."""
-        with self._conn.cursor() as _cur:
-            _cur.execute(JOB_LOCK_EXPIRED, {"now": now, "max_jobs": max_jobs})
-            _rows = _cur.fetchall()
-        return [row_to_job(_row) for _row in _rows]
-
-    def job_reap_many(
-        self,
-        *,
-        ids: list[UUID],
-        states: list[JobState],
-        run_ats: list[datetime],
-    ) -> list[Job]:
-        """Run ``JobReapMany``; return all its rows."""
-        with self._conn.cursor() as _cur:
-            _cur.execute(JOB_REAP_MANY, {"ids": ids, "states": states, "run_ats": run_ats})
+            _cur.execute(JOB_REAP_EXPIRED, {"now": now, "max_jobs": max_jobs, "jitter": jitter})
             _rows = _cur.fetchall()
         return [row_to_job(_row) for _row in _rows]
 
@@ -1207,10 +1009,10 @@ class Querier:
             return None
         return row_to_job(_row)
 
-    def job_cancel_queued(self, *, id: UUID) -> Job | None:
+    def job_cancel_queued(self, *, now: datetime | None, id: UUID) -> Job | None:
         """Run ``JobCancelQueued``; return its first row, or None."""
         with self._conn.cursor() as _cur:
-            _cur.execute(JOB_CANCEL_QUEUED, {"id": id})
+            _cur.execute(JOB_CANCEL_QUEUED, {"now": now, "id": id})
             _row = _cur.fetchone()
         if _row is None:
             return None
@@ -1225,10 +1027,10 @@ class Querier:
             return None
         return row_to_job(_row)
 
-    def job_retry(self, *, id: UUID, from_state: JobState) -> Job | None:
+    def job_retry(self, *, now: datetime | None, id: UUID, from_state: JobState) -> Job | None:
         """Run ``JobRetry``; return its first row, or None."""
         with self._conn.cursor() as _cur:
-            _cur.execute(JOB_RETRY, {"id": id, "from_state": from_state})
+            _cur.execute(JOB_RETRY, {"now": now, "id": id, "from_state": from_state})
             _row = _cur.fetchone()
         if _row is None:
             return None

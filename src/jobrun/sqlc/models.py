@@ -36,6 +36,24 @@ class BackoffKind(enum.StrEnum):
 _BACKOFF_KIND_BY_VALUE: dict[str, BackoffKind] = {member.value: member for member in BackoffKind}
 
 
+class JobOutcome(enum.StrEnum):
+    """The ``job_outcome`` enum type."""
+
+    COMPLETE = "complete"
+    FAIL = "fail"
+    RELEASE = "release"
+    SNOOZE = "snooze"
+    CANCEL = "cancel"
+
+    @classmethod
+    def from_value(cls, value: str) -> "JobOutcome":
+        """The member for a value read from the database (a dict lookup, no Enum call)."""
+        return _JOB_OUTCOME_BY_VALUE[value]
+
+
+_JOB_OUTCOME_BY_VALUE: dict[str, JobOutcome] = {member.value: member for member in JobOutcome}
+
+
 class JobState(enum.StrEnum):
     """The ``job_state`` enum type."""
 
