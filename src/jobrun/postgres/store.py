@@ -549,6 +549,7 @@ class Store(ScheduleMethods):
         """
         if batch_size < 1:
             raise ConfigurationError("batch_size must be at least 1")
+        _base.check_older_than(older_than)
         total = 0
         while True:
             async with self._connection() as conn:
@@ -573,6 +574,7 @@ class Store(ScheduleMethods):
 
     async def prune_events(self, older_than: timedelta, batch_size: int = 5000) -> int:
         """Delete events older than ``older_than`` (database clock), in bounded batches."""
+        _base.check_older_than(older_than)
         total = 0
         while True:
             async with self._connection() as conn:
