@@ -584,7 +584,10 @@ def jobs_list_command(
     ] = None,
 ) -> None:
     """List jobs, newest first."""
-    flt = JobFilter(queue=queue, state=_state(state) if state else None, type=job_type or None)
+    try:
+        flt = JobFilter(queue=queue, state=_state(state) if state else None, type=job_type or None)
+    except ValidationError as exc:
+        raise _validation("filter", exc) from None
     after = _job_id(cursor) if cursor else None
     page = run_with_store(
         database_url, lambda store: store.list_jobs(flt, limit=limit, cursor=after)

@@ -101,6 +101,7 @@ def test_bad_input_is_one_error_line_and_writes_nothing(
         [b"enqueue", b"t", b"--queue", b"q\xff"],
         [b"enqueue", b"t", b"--idempotency-key", b"k\xff"],
         [b"schedules", b"add", b"s\xff", b"--type", b"t", b"--every", b"1m"],
+        [b"jobs", b"list", b"--queue", b"q\xff"],
     ],
 )
 def test_undecodable_arguments_are_one_error_line(db_url: str, args: list[bytes]) -> None:
