@@ -40,6 +40,8 @@ from rich.table import Table
 from jobrun import loop as jobrun_loop
 from jobrun.errors import JobrunError
 from jobrun.job import (
+    MAX_DELAY,
+    MAX_PAYLOAD_DEPTH,
     EventMode,
     JobFilter,
     JobState,
@@ -172,17 +174,20 @@ _UNITS = {
     "d": timedelta(days=1),
     "w": timedelta(weeks=1),
 }
+_MAX_SECONDS = MAX_DELAY.total_seconds()
 
 
 def parse_duration(text: str) -> timedelta:
     """Read ``30s``, ``5m``, ``2h``, ``1d``, ``1h30m``, ``250ms``, ``1.5h`` into a timedelta.
 
     Units: ``ms``, ``s``, ``m``, ``h``, ``d``, ``w``; parts add up, each unit at
-    most once. A bare number, an unknown unit, a negative or empty value raises
-    :class:`DurationError` with a message fit for the user.
+    most once, and the whole is at most :data:`jobrun.job.MAX_DELAY` (100
+    years). A bare number, an unknown unit, a negative, empty or longer value
+    raises :class:`DurationError` with a message fit for the user.
     """
     value = text.strip().lower()
     hint = "use a number and a unit, like 30s, 5m, 2h, 1d or 1h30m"
+    too_long = f"duration {text!r} is too long: it must be at most 100 years (36525d)"
     if not value:
         raise DurationError(f"empty duration: {hint}")
     total = timedelta(0)
@@ -195,10 +200,16 @@ def parse_duration(text: str) -> timedelta:
         if unit in seen:
             raise DurationError(f"invalid duration {text!r}: unit {unit!r} given twice")
         seen.add(unit)
-        total += _UNITS[unit] * float(match.group(1))
+        amount = float(match.group(1))
+        # Checked as a float first: timedelta overflows (or meets infinity) long before.
+        if amount * _UNITS[unit].total_seconds() > _MAX_SECONDS:
+            raise DurationError(too_long)
+        total += _UNITS[unit] * amount
         pos = match.end()
     if pos != len(value) or not seen:
         raise DurationError(f"invalid duration {text!r}: {hint}")
+    if total > MAX_DELAY:
+        raise DurationError(too_long)
     return total
 
 
@@ -232,6 +243,11 @@ def _json(option: str, text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise fail(f"{option} is not valid JSON: {exc}") from None
+    except RecursionError:
+        # The parser recurses per level; a payload this deep is refused anyway.
+        raise fail(
+            f"{option}: payload is nested more than {MAX_PAYLOAD_DEPTH} levels deep"
+        ) from None
 
 
 def _job_id(text: str) -> UUID:
@@ -575,7 +591,10 @@ def jobs_list_command(
     ] = None,
 ) -> None:
     """List jobs, newest first."""
-    flt = JobFilter(queue=queue, state=_state(state) if state else None, type=job_type or None)
+    try:
+        flt = JobFilter(queue=queue, state=_state(state) if state else None, type=job_type or None)
+    except ValidationError as exc:
+        raise _validation("filter", exc) from None
     after = _job_id(cursor) if cursor else None
     page = run_with_store(
         database_url, lambda store: store.list_jobs(flt, limit=limit, cursor=after)

@@ -21,16 +21,27 @@ Time arguments on the ports are *database* time as read by the caller
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
 from jobrun.errors import (
     CommitTimeout,
@@ -52,6 +63,13 @@ from jobrun.errors import (
 )
 
 __all__ = [
+    "MAX_ATTEMPTS_LIMIT",
+    "MAX_DELAY",
+    "MAX_PAYLOAD_DEPTH",
+    "MAX_PRIORITY",
+    "MIN_PRIORITY",
+    "RUN_AT_FLOOR",
+    "RUN_AT_LIMIT",
     "Backoff",
     "BackoffKind",
     "CommitCallback",
@@ -90,11 +108,134 @@ __all__ = [
     "SchemaMissing",
     "Store",
     "UnknownJobType",
+    "duration_problem",
     "new_job_id",
+    "new_job_problem",
+    "payload_problem",
+    "text_problem",
 ]
 
 DEFAULT_QUEUE = "default"
 DEFAULT_MAX_ATTEMPTS = 25
+
+# -- limits -------------------------------------------------------------------------
+# Every bound below is a domain rule with its own message, checked before any
+# row is written; none of them is left to a column type or to an overflow.
+
+MIN_PRIORITY = -32768
+"""The lowest priority number. Lower numbers run first; the default is 0."""
+MAX_PRIORITY = 32767
+"""The highest priority number, run last; the range is that of a 16-bit integer."""
+MAX_ATTEMPTS_LIMIT = 10_000
+"""The most attempts a job may be given; even a 1 s constant backoff then retries for hours."""
+MAX_DELAY = timedelta(days=36_525)
+"""The longest delay, backoff, interval or age anywhere in jobrun: 100 years (36525 days).
+
+Far beyond any real schedule, and small enough that database now plus it stays
+inside the dates Python and PostgreSQL both represent.
+"""
+RUN_AT_FLOOR = datetime(1970, 1, 1, tzinfo=UTC)
+"""The earliest ``run_at`` accepted; any past time means "due now" anyway."""
+RUN_AT_LIMIT = datetime(9999, 1, 1, tzinfo=UTC)
+"""``run_at`` must be before this instant, so it converts to UTC and back without overflow."""
+MAX_PAYLOAD_DEPTH = 100
+"""How deeply a payload's arrays and objects may nest (a scalar or ``{}`` is one level)."""
+
+_MAX_DELAY_TEXT = "100 years (36525 days)"
+_ZERO = timedelta(0)
+
+
+def text_problem(field: str, value: str) -> str | None:
+    """Why ``value`` cannot be stored in a PostgreSQL text column, or None.
+
+    PostgreSQL text holds no NUL character, and UTF-8 has no encoding for a
+    lone surrogate (Python hands undecodable bytes of ``argv`` over as those).
+    """
+    if "\x00" in value:
+        return f"{field} must not contain a NUL character"
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError as exc:
+            char = ord(exc.object[exc.start])
+            return f"{field} must be valid Unicode text: it holds a lone surrogate (U+{char:04X})"
+    return None
+
+
+def duration_problem(field: str, value: timedelta, *, positive: bool = False) -> str | None:
+    """Why ``value`` is not a usable duration (negative, zero when ``positive``, too long)."""
+    if positive and value <= timedelta(0):
+        return f"{field} must be positive"
+    if value < timedelta(0):
+        return f"{field} must not be negative"
+    if value > MAX_DELAY:
+        return f"{field} must be at most {_MAX_DELAY_TEXT}"
+    return None
+
+
+def _run_at_problem(value: datetime) -> str | None:
+    # Comparing aware datetimes never overflows; converting them might, hence the bounds.
+    if value.tzinfo is None:
+        return "run_at must be timezone-aware"
+    if value < RUN_AT_FLOOR:
+        return "run_at must not be before 1970-01-01 UTC"
+    if value >= RUN_AT_LIMIT:
+        return "run_at must be before 9999-01-01 UTC"
+    return None
+
+
+def _json_key(key: object) -> str:
+    # ASCII-escaped, so a message naming a bad key can itself always be printed.
+    return f"[{json.dumps(key)}]" if isinstance(key, str) else f"[{key!r}]"
+
+
+def payload_problem(payload: Any) -> str | None:
+    """Why ``payload`` cannot be stored as jsonb, naming where, or None.
+
+    Walks the decoded value, keys included, for what jsonb refuses: a NUL
+    character, a lone surrogate, nesting deeper than MAX_PAYLOAD_DEPTH.
+    Iterative, so no depth makes it recurse. It costs a visit per value; the
+    store calls it only when a cheap test on the encoded text says it might
+    find something.
+    """
+    stack: list[tuple[Any, str, int]] = [(payload, "payload", 1)]
+    while stack:
+        value, path, depth = stack.pop()
+        if isinstance(value, str):
+            problem = text_problem(path, value)
+            if problem is not None:
+                return problem
+            continue
+        if isinstance(value, dict):
+            items: Any = value.items()
+        elif isinstance(value, list | tuple):
+            items = enumerate(value)
+        else:
+            continue
+        if depth > MAX_PAYLOAD_DEPTH:
+            return f"payload is nested more than {MAX_PAYLOAD_DEPTH} levels deep"
+        for key, child in items:
+            if isinstance(key, str):
+                problem = text_problem(f"a key in {path}", key)
+                if problem is not None:
+                    return problem
+            stack.append((child, path + _json_key(key), depth + 1))
+    return None
+
+
+def _checked_text(value: str | None, info: ValidationInfo) -> str | None:
+    if value is not None:
+        problem = text_problem(info.field_name or "text", value)
+        if problem is not None:
+            raise ValueError(problem)
+    return value
+
+
+def _check_every(every: timedelta | None) -> None:
+    if every is not None:
+        problem = duration_problem("every", every, positive=True)
+        if problem is not None:
+            raise ValueError(problem)
 
 
 _last_job_id = 0
@@ -167,11 +308,30 @@ class Backoff(BaseModel):
             raise ValueError("backoff base must be positive")
         if self.max < self.base:
             raise ValueError("backoff max must be at least base")
+        if self.max > MAX_DELAY:
+            raise ValueError(f"backoff max must be at most {_MAX_DELAY_TEXT}")
         return self
 
 
 DEFAULT_BACKOFF = Backoff()
 """Exponential from 1 second, capped at 1 hour: the policy of a job that names none."""
+
+
+def _bounded_nesting(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """Validate a JSON payload, turning pydantic's own depth guard into our limit's message.
+
+    pydantic refuses a value nested a few hundred levels deep with one
+    location segment per level; the limit itself is enforced when the store
+    encodes the payload (:func:`payload_problem`).
+    """
+    try:
+        return handler(value)
+    except ValidationError as exc:
+        if any(err["type"] == "recursion_depth_exceeded" for err in exc.errors()):
+            raise ValueError(
+                f"payload is nested more than {MAX_PAYLOAD_DEPTH} levels deep"
+            ) from None
+        raise
 
 
 class NewJob(BaseModel):
@@ -182,8 +342,8 @@ class NewJob(BaseModel):
     type: str = Field(min_length=1, max_length=255)
     payload: JsonValue = Field(default_factory=dict)
     queue: str = Field(default=DEFAULT_QUEUE, min_length=1, max_length=128)
-    priority: int = Field(default=0, ge=-32768, le=32767)
-    max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1)
+    priority: int = Field(default=0, ge=MIN_PRIORITY, le=MAX_PRIORITY)
+    max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1, le=MAX_ATTEMPTS_LIMIT)
     # One shared default: Backoff is frozen, and building one per job is a
     # measurable share of a 100,000-job batch.
     backoff: Backoff = Field(default=DEFAULT_BACKOFF)
@@ -191,6 +351,8 @@ class NewJob(BaseModel):
     delay: timedelta | None = None
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=512)
     id: UUID = Field(default_factory=new_job_id)
+
+    _payload = field_validator("payload", mode="wrap")(_bounded_nesting)
 
     @field_validator("run_at")
     @classmethod
@@ -200,12 +362,59 @@ class NewJob(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _one_start(self) -> NewJob:
+    def _check(self) -> NewJob:
         if self.run_at is not None and self.delay is not None:
             raise ValueError("give run_at or delay, not both")
-        if self.delay is not None and self.delay < timedelta(0):
-            raise ValueError("delay must not be negative")
+        problem = new_job_problem(self)
+        if problem is not None:
+            raise ValueError(problem)
         return self
+
+
+def new_job_problem(job: NewJob) -> str | None:
+    """Why ``job`` cannot be stored, or None; the payload aside (the store encodes it).
+
+    NewJob runs this at construction. The store runs it again before writing,
+    because ``model_copy(update=...)`` and ``model_construct`` skip validation,
+    and a value they let through would otherwise surface as a database error.
+    A valid job passes one expression of cheap tests; only a job that fails
+    one of them is looked at field by field for the message.
+    """
+    key, delay, run_at = job.idempotency_key, job.delay, job.run_at
+    if (
+        job.type.isascii()
+        and "\x00" not in job.type
+        and job.queue.isascii()
+        and "\x00" not in job.queue
+        and (key is None or (key.isascii() and "\x00" not in key))
+        and MIN_PRIORITY <= job.priority <= MAX_PRIORITY
+        and 1 <= job.max_attempts <= MAX_ATTEMPTS_LIMIT
+        and (delay is None or _ZERO <= delay <= MAX_DELAY)
+        and (
+            run_at is None or (run_at.tzinfo is not None and RUN_AT_FLOOR <= run_at < RUN_AT_LIMIT)
+        )
+    ):
+        return None
+    for field, text in (
+        ("type", job.type),
+        ("queue", job.queue),
+        ("idempotency_key", job.idempotency_key),
+    ):
+        if text is not None:
+            problem = text_problem(field, text)
+            if problem is not None:
+                return problem
+    if not MIN_PRIORITY <= job.priority <= MAX_PRIORITY:
+        return f"priority must be between {MIN_PRIORITY} and {MAX_PRIORITY}, not {job.priority}"
+    if not 1 <= job.max_attempts <= MAX_ATTEMPTS_LIMIT:
+        return f"max_attempts must be between 1 and {MAX_ATTEMPTS_LIMIT}, not {job.max_attempts}"
+    if job.delay is not None:
+        problem = duration_problem("delay", job.delay)
+        if problem is not None:
+            return problem
+    if job.run_at is not None:
+        return _run_at_problem(job.run_at)
+    return None
 
 
 class Job(BaseModel):
@@ -266,6 +475,11 @@ class JobFilter(BaseModel):
     created_after: datetime | None = None
     created_before: datetime | None = None
 
+    @field_validator("queue", "type")
+    @classmethod
+    def _text(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _checked_text(value, info)
+
 
 class JobPage(BaseModel):
     """One page of a listing, newest first; pass ``next_cursor`` to get the next page."""
@@ -290,32 +504,50 @@ class NewSchedule(BaseModel):
     type: str = Field(min_length=1, max_length=255)
     payload: JsonValue = Field(default_factory=dict)
     queue: str = Field(default=DEFAULT_QUEUE, min_length=1, max_length=128)
-    priority: int = Field(default=0, ge=-32768, le=32767)
-    max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1)
+    priority: int = Field(default=0, ge=MIN_PRIORITY, le=MAX_PRIORITY)
+    max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1, le=MAX_ATTEMPTS_LIMIT)
     cron: str | None = None
     every: timedelta | None = None
     timezone: str = "UTC"
+
+    _payload = field_validator("payload", mode="wrap")(_bounded_nesting)
+
+    @field_validator("name", "type", "queue", "cron", "timezone")
+    @classmethod
+    def _text(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _checked_text(value, info)
 
     @model_validator(mode="after")
     def _one_trigger(self) -> NewSchedule:
         if (self.cron is None) == (self.every is None):
             raise ValueError("give exactly one of cron and every")
-        if self.every is not None and self.every <= timedelta(0):
-            raise ValueError("every must be positive")
+        _check_every(self.every)
         return self
 
 
 class SchedulePatch(BaseModel):
     """Fields of a schedule to change; ``None`` leaves a field as it is."""
 
-    type: str | None = None
+    type: str | None = Field(default=None, min_length=1, max_length=255)
     payload: JsonValue | None = None
-    queue: str | None = None
-    priority: int | None = None
-    max_attempts: int | None = None
+    queue: str | None = Field(default=None, min_length=1, max_length=128)
+    priority: int | None = Field(default=None, ge=MIN_PRIORITY, le=MAX_PRIORITY)
+    max_attempts: int | None = Field(default=None, ge=1, le=MAX_ATTEMPTS_LIMIT)
     cron: str | None = None
     every: timedelta | None = None
     timezone: str | None = None
+
+    _payload = field_validator("payload", mode="wrap")(_bounded_nesting)
+
+    @field_validator("type", "queue", "cron", "timezone")
+    @classmethod
+    def _text(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _checked_text(value, info)
+
+    @model_validator(mode="after")
+    def _check(self) -> SchedulePatch:
+        _check_every(self.every)
+        return self
 
 
 class Schedule(BaseModel):

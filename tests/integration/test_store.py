@@ -22,6 +22,8 @@ from jobrun.errors import (
     PayloadTooLarge,
 )
 from jobrun.job import (
+    MAX_ATTEMPTS_LIMIT,
+    MAX_DELAY,
     Backoff,
     BackoffKind,
     Completion,
@@ -728,6 +730,30 @@ async def test_backoff_of_a_late_attempt_is_capped_not_overflowed(pool: Pool, db
     failed = await store.fail(claimed, "w1", "again")
     after = await store.now()
     assert before + timedelta(days=30) <= failed.run_at <= after + timedelta(days=30)
+
+
+@pytest.mark.parametrize(
+    ("kind", "base", "attempt"),
+    [
+        (BackoffKind.EXPONENTIAL, timedelta(hours=1), 35),
+        (BackoffKind.EXPONENTIAL, timedelta(hours=1), 41),
+        (BackoffKind.EXPONENTIAL, timedelta(hours=1), MAX_ATTEMPTS_LIMIT - 1),
+        (BackoffKind.LINEAR, MAX_DELAY, MAX_ATTEMPTS_LIMIT - 1),
+    ],
+)
+async def test_backoff_at_the_largest_bounds_stays_within_its_max(
+    pool: Pool, db_url: str, kind: BackoffKind, base: timedelta, attempt: int
+) -> None:
+    store = Store(pool, retry_jitter=0)
+    backoff = Backoff(kind=kind, base=base, max=MAX_DELAY)
+    job = await store.enqueue(NewJob(type="t", backoff=backoff, max_attempts=MAX_ATTEMPTS_LIMIT))
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("UPDATE jobs SET attempts = %s WHERE id = %s", (attempt - 1, job.id))
+    claimed = await claim_one(store)
+    before = await store.now()
+    failed = await store.fail(claimed, "w1", "again")
+    assert failed.state is JobState.QUEUED
+    assert before + base <= failed.run_at <= before + MAX_DELAY + timedelta(minutes=1)
 
 
 async def test_fail_bounds_the_error_text(store: Store) -> None:

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 
 from jobrun.cli import DurationError, format_duration, parse_duration
+from jobrun.job import MAX_DELAY
 
 
 @pytest.mark.parametrize(
@@ -55,3 +56,13 @@ def test_formats(value: timedelta, text: str) -> None:
 @pytest.mark.parametrize("text", ["30s", "5m", "2h", "1d", "1h30m", "250ms"])
 def test_round_trips(text: str) -> None:
     assert format_duration(parse_duration(text)) == text
+
+
+@pytest.mark.parametrize("text", ["9999999999d", "3000000d", "99999999999d", "9" * 400 + "s"])
+def test_parse_duration_refuses_durations_beyond_the_limit(text: str) -> None:
+    with pytest.raises(DurationError, match="at most 100 years"):
+        parse_duration(text)
+
+
+def test_parse_duration_accepts_the_limit() -> None:
+    assert parse_duration("36525d") == MAX_DELAY

@@ -27,7 +27,15 @@ from jobrun.errors import (
     InvalidTransition,
     JobrunError,
 )
-from jobrun.job import BackoffKind, Job, JobFilter, JobPage, NewJob
+from jobrun.job import (
+    BackoffKind,
+    Job,
+    JobFilter,
+    JobPage,
+    NewJob,
+    duration_problem,
+    new_job_problem,
+)
 from jobrun.postgres.convert import encode_payload, job_from_new, job_from_row, normal_json, utc
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import models
@@ -37,6 +45,7 @@ __all__ = [
     "CancelAction",
     "PreparedJob",
     "cancel_action",
+    "check_older_than",
     "check_replay",
     "check_retryable",
     "job_copy_row",
@@ -100,6 +109,10 @@ def prepare_jobs(
     """Validate every job before anything is written; the first bad one raises InvalidJob."""
     prepared = []
     for job in jobs:
+        # NewJob checked this at construction; model_copy and model_construct do not.
+        problem = new_job_problem(job)
+        if problem is not None:
+            raise InvalidJob(f"job of type {job.type!r} is refused: {problem}")
         model = payload_models.get(job.type)
         payload = job.payload if model is None else _validate_model(job, model)
         text = encode_payload(job.type, payload, max_payload_bytes)
@@ -261,6 +274,17 @@ def check_retryable(job_id: UUID, state: models.JobState) -> None:
     """Raise InvalidTransition unless the job is dead or cancelled."""
     if state not in (models.JobState.DEAD, models.JobState.CANCELLED):
         raise InvalidTransition(job_id, str(state), "retry")
+
+
+def check_older_than(older_than: timedelta) -> None:
+    """Raise ConfigurationError unless ``older_than`` is an age purge can use.
+
+    Database now minus a negative age is in the future (everything would go),
+    and minus an age of millennia is out of timestamp range.
+    """
+    problem = duration_problem("older_than", older_than)
+    if problem is not None:
+        raise ConfigurationError(problem)
 
 
 def list_args(filter: JobFilter | None, limit: int, cursor: UUID | None) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from jobrun.errors import (
     SchemaMissing,
 )
 from jobrun.job import (
+    MAX_PAYLOAD_DEPTH,
     Backoff,
     BackoffKind,
     Event,
@@ -38,6 +39,7 @@ from jobrun.job import (
     NewJob,
     QueueDepth,
     Schedule,
+    payload_problem,
 )
 from jobrun.sqlc import models
 
@@ -241,25 +243,45 @@ def depth_from_row(queue: str, state: Any, count: int, oldest: datetime | None) 
 
 
 def encode_payload(job_type: str, payload: Any, max_bytes: int) -> str:
-    """Check that ``payload`` is JSON within ``max_bytes``; return its JSON text.
+    """Check that ``payload`` is JSON that jsonb can store, within ``max_bytes``; return its text.
 
-    Raises InvalidJob (or PayloadTooLarge) naming the job type; nothing has
-    been written when it does.
+    Raises InvalidJob (or PayloadTooLarge) naming the job type and, where it
+    can, the place in the payload; nothing has been written when it does.
+
+    The checks that need a walk over the decoded value (:func:`payload_problem`)
+    run only when the encoded text says they might find something, so a
+    clean payload costs one ``json.dumps`` and a few scans of its text.
     """
     try:
-        text = json.dumps(payload, allow_nan=False, separators=(",", ":"))
+        text = json.dumps(payload, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+        # Strict UTF-8 fails on exactly the surrogate code points, paired or
+        # lone: a Python string holding one is not text PostgreSQL can store.
+        # isascii() reads a flag, so ASCII text (the usual case) skips the pass.
+        size = len(text) if text.isascii() else len(text.encode())
     except (TypeError, ValueError) as exc:
+        if isinstance(exc, UnicodeEncodeError):
+            raise _refused(job_type, payload, "it holds a lone surrogate") from None
         raise InvalidJob(f"payload of job type {job_type!r} is not valid JSON: {exc}") from None
-    if len(text) > max_bytes // 4 and len(text.encode()) > max_bytes:
+    except RecursionError:
+        # json.dumps recurses per level; the walk does not, and names the limit.
+        raise _refused(job_type, payload, "it is nested too deeply") from None
+    if size > max_bytes:
         raise PayloadTooLarge(
-            f"payload of job type {job_type!r} is {len(text.encode())} bytes, "
-            f"over the {max_bytes}-byte limit"
+            f"payload of job type {job_type!r} is {size} bytes, over the {max_bytes}-byte limit"
         )
-    if "\\u0000" in text:
-        raise InvalidJob(
-            f"payload of job type {job_type!r} contains a NUL character, which jsonb cannot store"
-        )
+    # json.dumps writes a NUL as \u0000, and a backslash before the text u0000
+    # as \\u0000, so a match only says "maybe": the walk decides. The brackets
+    # bound the depth from above (brackets inside strings only add to it).
+    if "\\u0000" in text or text.count("[") + text.count("{") > MAX_PAYLOAD_DEPTH:
+        problem = payload_problem(payload)
+        if problem is not None:
+            raise InvalidJob(f"payload of job type {job_type!r} is refused: {problem}")
     return text
+
+
+def _refused(job_type: str, payload: Any, fallback: str) -> InvalidJob:
+    problem = payload_problem(payload) or fallback
+    return InvalidJob(f"payload of job type {job_type!r} is refused: {problem}")
 
 
 def normal_json(text: str) -> Any:

@@ -601,6 +601,7 @@ class Store(ScheduleMethods):
         """
         if batch_size < 1:
             raise ConfigurationError("batch_size must be at least 1")
+        _base.check_older_than(older_than)
         total = 0
         while True:
             async with self._connection() as conn:
@@ -621,6 +622,7 @@ class Store(ScheduleMethods):
         a key replayed after its ledger row is pruned runs its effect again.
         Rows of jobs that still exist are never pruned.
         """
+        _base.check_older_than(older_than)
         if batch_size < 1:
             raise ConfigurationError("batch_size must be at least 1")
         total = 0
@@ -652,6 +654,7 @@ class Store(ScheduleMethods):
 
         ``now`` pins the clock (tests); by default age is measured from database now.
         """
+        _base.check_older_than(older_than)
         total = 0
         while True:
             async with self._connection() as conn:

@@ -1,0 +1,272 @@
+"""Bad input is refused by the domain with a message naming the field and the limit.
+
+None of these cases may escape as a raw psycopg error, an OverflowError or a
+RecursionError: the models refuse them at construction (pydantic's
+ValidationError), and the store's shared checks refuse them again with
+InvalidJob when a model was built without validation.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from jobrun.errors import InvalidJob
+from jobrun.job import (
+    MAX_ATTEMPTS_LIMIT,
+    MAX_DELAY,
+    MAX_PAYLOAD_DEPTH,
+    MAX_PRIORITY,
+    MIN_PRIORITY,
+    RUN_AT_LIMIT,
+    Backoff,
+    BackoffKind,
+    JobFilter,
+    NewJob,
+    NewSchedule,
+    SchedulePatch,
+    duration_problem,
+    new_job_problem,
+    payload_problem,
+)
+from jobrun.postgres.convert import encode_payload
+
+MAX_BYTES = 1 << 20
+
+
+def nested(depth: int) -> Any:
+    value: Any = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+def message(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in exc.errors())
+
+
+# -- item 6: text fields ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("field", ["type", "queue", "idempotency_key"])
+@pytest.mark.parametrize(("bad", "needle"), [("a\x00b", "nul"), ("a\ud800b", "unicode")])
+def test_new_job_refuses_nul_and_surrogates_in_text_fields(
+    field: str, bad: str, needle: str
+) -> None:
+    values: dict[str, Any] = {"type": "t", field: bad}
+    with pytest.raises(ValidationError) as info:
+        NewJob(**values)
+    assert field in message(info.value) and needle in message(info.value).lower()
+
+
+@pytest.mark.parametrize("field", ["name", "type", "queue", "timezone", "cron"])
+def test_new_schedule_refuses_nul_in_text_fields(field: str) -> None:
+    values: dict[str, Any] = {"name": "s", "type": "t", "cron": "* * * * *", field: "a\x00"}
+    with pytest.raises(ValidationError) as info:
+        NewSchedule(**values)
+    assert field in message(info.value) and "NUL" in message(info.value)
+
+
+@pytest.mark.parametrize("field", ["type", "queue", "timezone", "cron"])
+def test_schedule_patch_refuses_nul_in_text_fields(field: str) -> None:
+    with pytest.raises(ValidationError, match="NUL"):
+        SchedulePatch(**{field: "a\x00"})
+
+
+def test_job_filter_refuses_nul() -> None:
+    with pytest.raises(ValidationError, match="NUL"):
+        JobFilter(queue="a\x00")
+
+
+# -- item 6 and 11: payloads ------------------------------------------------------------
+
+
+def test_lone_surrogate_in_payload_is_invalid_job_naming_the_path() -> None:
+    with pytest.raises(InvalidJob, match=r"payload\[\"s\"\].*surrogate"):
+        encode_payload("t", {"s": "\ud800"}, MAX_BYTES)
+    with pytest.raises(InvalidJob, match=r"payload\[1\].*surrogate"):
+        encode_payload("t", ["ok", "x\udfff"], MAX_BYTES)
+    with pytest.raises(InvalidJob, match=r"key.*surrogate"):
+        encode_payload("t", {"\ud800": 1}, MAX_BYTES)
+
+
+def test_a_real_astral_character_is_accepted() -> None:
+    assert json.loads(encode_payload("t", {"s": "😀"}, MAX_BYTES)) == {"s": "😀"}
+
+
+def test_nul_in_payload_value_or_key_is_invalid_job_naming_the_path() -> None:
+    with pytest.raises(InvalidJob, match=r"payload\[\"a\"\]\[0\].*NUL"):
+        encode_payload("t", {"a": ["x\x00"]}, MAX_BYTES)
+    with pytest.raises(InvalidJob, match=r"key.*NUL"):
+        encode_payload("t", {"k\x00": 1}, MAX_BYTES)
+
+
+def test_backslash_u0000_text_is_not_a_nul() -> None:
+    # The text C:\u0000dir: a backslash followed by "u0000", no NUL anywhere.
+    payload = {"path": "C:\\u0000dir"}
+    assert json.loads(encode_payload("t", payload, MAX_BYTES)) == payload
+    assert payload_problem(payload) is None
+
+
+def test_payload_nesting_limit() -> None:
+    assert json.loads(encode_payload("t", nested(MAX_PAYLOAD_DEPTH), MAX_BYTES))
+    with pytest.raises(InvalidJob, match=f"nested more than {MAX_PAYLOAD_DEPTH} levels"):
+        encode_payload("t", nested(MAX_PAYLOAD_DEPTH + 1), MAX_BYTES)
+    deep_list: Any = []
+    for _ in range(MAX_PAYLOAD_DEPTH):
+        deep_list = [deep_list]
+    with pytest.raises(InvalidJob, match="nested more than"):
+        encode_payload("t", deep_list, MAX_BYTES)
+
+
+def test_payload_nested_5000_levels_is_invalid_job_not_recursion_error() -> None:
+    with pytest.raises(InvalidJob, match="nested more than"):
+        encode_payload("t", nested(5000), MAX_BYTES)
+
+
+def test_new_job_with_a_5000_level_payload_names_the_limit() -> None:
+    with pytest.raises(ValidationError) as info:
+        NewJob(type="t", payload=nested(5000))
+    text = message(info.value)
+    assert f"{MAX_PAYLOAD_DEPTH} levels" in text
+    assert len(str(info.value)) < 2000  # not one "dict.a" per level
+
+
+def test_wide_payloads_with_many_containers_pass() -> None:
+    payload = {"rows": [{"id": i, "tags": [str(i)]} for i in range(500)]}
+    assert json.loads(encode_payload("t", payload, MAX_BYTES)) == payload
+
+
+json_text = st.text(st.characters(codec="utf-8", exclude_characters="\x00"))
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | json_text,
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(json_text, children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(json_values)
+def test_valid_payloads_round_trip(payload: Any) -> None:
+    assert json.loads(encode_payload("t", payload, MAX_BYTES)) == payload
+
+
+@given(json_text, json_text)
+def test_escaped_looking_text_round_trips(before: str, after: str) -> None:
+    # Backslashes next to text that looks like escapes are just characters.
+    payload = {before: before + "\\u0000" + after + "\\ud800"}
+    assert json.loads(encode_payload("t", payload, MAX_BYTES)) == payload
+
+
+@given(json_text, json_text)
+def test_a_nul_anywhere_is_refused(before: str, after: str) -> None:
+    with pytest.raises(InvalidJob, match="NUL"):
+        encode_payload("t", [before + "\x00" + after], MAX_BYTES)
+
+
+# -- item 7: durations and times --------------------------------------------------------
+
+
+def test_delay_beyond_the_limit_is_refused() -> None:
+    NewJob(type="t", delay=MAX_DELAY)
+    with pytest.raises(ValidationError, match="delay must be at most 100 years"):
+        NewJob(type="t", delay=timedelta(days=3_000_000))
+    with pytest.raises(ValidationError, match="delay must not be negative"):
+        NewJob(type="t", delay=timedelta(seconds=-1))
+
+
+def test_run_at_must_be_before_the_year_9999() -> None:
+    NewJob(type="t", run_at=RUN_AT_LIMIT - timedelta(seconds=1))
+    minus5 = timezone(timedelta(hours=-5))
+    for late in (RUN_AT_LIMIT, datetime(9999, 12, 31, 23, 0, tzinfo=minus5)):
+        with pytest.raises(ValidationError, match="run_at must be before 9999-01-01"):
+            NewJob(type="t", run_at=late)
+    with pytest.raises(ValidationError, match="run_at must not be before 1970"):
+        NewJob(type="t", run_at=datetime(1, 1, 1, 1, tzinfo=timezone(timedelta(hours=5))))
+
+
+def test_backoff_max_is_bounded() -> None:
+    # The delay arithmetic itself runs in the database (job_backoff_delay);
+    # tests/integration/test_store.py drives it to these same extremes.
+    with pytest.raises(ValidationError, match="backoff max must be at most 100 years"):
+        Backoff(base=timedelta(seconds=1), max=timedelta(days=999_999))
+    Backoff(kind=BackoffKind.LINEAR, base=MAX_DELAY, max=MAX_DELAY)
+
+
+def test_schedule_interval_is_bounded() -> None:
+    with pytest.raises(ValidationError, match="every must be at most 100 years"):
+        NewSchedule(name="s", type="t", every=timedelta(days=3_000_000))
+    with pytest.raises(ValidationError, match="every must be at most 100 years"):
+        SchedulePatch(every=timedelta(days=3_000_000))
+    with pytest.raises(ValidationError, match="every must be positive"):
+        SchedulePatch(every=timedelta(0))
+
+
+def test_duration_problem() -> None:
+    assert duration_problem("older_than", timedelta(days=7)) is None
+    assert duration_problem("older_than", timedelta(0)) is None
+    assert "at most 100 years" in str(duration_problem("older_than", timedelta(days=99_999)))
+    assert "negative" in str(duration_problem("older_than", timedelta(days=-1)))
+
+
+# -- item 8: priority and max_attempts --------------------------------------------------
+
+
+def test_max_attempts_is_bounded_in_the_model() -> None:
+    NewJob(type="t", max_attempts=MAX_ATTEMPTS_LIMIT)
+    with pytest.raises(ValidationError, match=str(MAX_ATTEMPTS_LIMIT)):
+        NewJob(type="t", max_attempts=3_000_000_000)
+    with pytest.raises(ValidationError, match=str(MAX_ATTEMPTS_LIMIT)):
+        NewSchedule(name="s", type="t", cron="* * * * *", max_attempts=3_000_000_000)
+    with pytest.raises(ValidationError, match=str(MAX_ATTEMPTS_LIMIT)):
+        SchedulePatch(max_attempts=3_000_000_000)
+    with pytest.raises(ValidationError, match="1"):
+        SchedulePatch(max_attempts=0)
+
+
+def test_priority_is_bounded_in_every_model() -> None:
+    NewJob(type="t", priority=MIN_PRIORITY)
+    NewJob(type="t", priority=MAX_PRIORITY)
+    with pytest.raises(ValidationError, match=str(MAX_PRIORITY)):
+        NewJob(type="t", priority=99_999)
+    with pytest.raises(ValidationError, match=str(MAX_PRIORITY)):
+        NewSchedule(name="s", type="t", cron="* * * * *", priority=99_999)
+    with pytest.raises(ValidationError, match=str(MAX_PRIORITY)):
+        SchedulePatch(priority=99_999)
+    with pytest.raises(ValidationError, match=str(MIN_PRIORITY)):
+        SchedulePatch(priority=-99_999)
+
+
+# -- the store's re-check of models built without validation ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("update", "needle"),
+    [
+        ({"type": "a\x00"}, "type"),
+        ({"queue": "q\ud800"}, "queue"),
+        ({"idempotency_key": "k\x00"}, "idempotency_key"),
+        ({"priority": 99_999}, "priority"),
+        ({"max_attempts": 3_000_000_000}, "max_attempts"),
+        ({"max_attempts": 0}, "max_attempts"),
+        ({"delay": timedelta(days=3_000_000)}, "delay"),
+        ({"run_at": datetime(9999, 6, 1, tzinfo=UTC)}, "run_at"),
+    ],
+)
+def test_new_job_problem_catches_what_model_copy_skipped(
+    update: dict[str, Any], needle: str
+) -> None:
+    job = NewJob(type="t").model_copy(update=update)
+    problem = new_job_problem(job)
+    assert problem is not None and needle in problem
+
+
+def test_new_job_problem_passes_a_valid_job() -> None:
+    assert new_job_problem(NewJob(type="t", idempotency_key="k", delay=timedelta(1))) is None
