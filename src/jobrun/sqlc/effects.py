@@ -83,7 +83,12 @@ class AsyncQuerier:
         return self._conn
 
     async def effect_insert_many(self, *, job_ids: list[UUID]) -> list[UUID]:
-        """Run ``EffectInsertMany``; return all its rows."""
+        """Record the effects of jobs; returns the job ids whose row is new. A job
+        missing from the result already had its effect committed, so its callback
+        must not run again.
+
+        Run ``EffectInsertMany``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(EFFECT_INSERT_MANY, {"job_ids": job_ids})
             _rows = await _cur.fetchall()
@@ -97,7 +102,10 @@ class AsyncQuerier:
         idempotency_key: str | None,
         id: UUID,
     ) -> EffectKeyOfRow | None:
-        """Run ``EffectKeyOf``; return its first row, or None."""
+        """The (scope, key) of a job's effect in the ledger.
+
+        Run ``EffectKeyOf``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(EFFECT_KEY_OF, {
                 "type": type,
@@ -133,7 +141,10 @@ class AsyncQuerier:
         return _value
 
     async def transaction_set_statement_timeout(self, *, timeout: str) -> None:
-        """Run ``TransactionSetStatementTimeout``."""
+        """Bound the rest of the current transaction only (is_local = true).
+
+        Run ``TransactionSetStatementTimeout``.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(TRANSACTION_SET_STATEMENT_TIMEOUT, {"timeout": timeout})
 
@@ -153,7 +164,12 @@ class Querier:
         return self._conn
 
     def effect_insert_many(self, *, job_ids: list[UUID]) -> list[UUID]:
-        """Run ``EffectInsertMany``; return all its rows."""
+        """Record the effects of jobs; returns the job ids whose row is new. A job
+        missing from the result already had its effect committed, so its callback
+        must not run again.
+
+        Run ``EffectInsertMany``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(EFFECT_INSERT_MANY, {"job_ids": job_ids})
             _rows = _cur.fetchall()
@@ -167,7 +183,10 @@ class Querier:
         idempotency_key: str | None,
         id: UUID,
     ) -> EffectKeyOfRow | None:
-        """Run ``EffectKeyOf``; return its first row, or None."""
+        """The (scope, key) of a job's effect in the ledger.
+
+        Run ``EffectKeyOf``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(EFFECT_KEY_OF, {
                 "type": type,
@@ -203,6 +222,9 @@ class Querier:
         return _value
 
     def transaction_set_statement_timeout(self, *, timeout: str) -> None:
-        """Run ``TransactionSetStatementTimeout``."""
+        """Bound the rest of the current transaction only (is_local = true).
+
+        Run ``TransactionSetStatementTimeout``.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(TRANSACTION_SET_STATEMENT_TIMEOUT, {"timeout": timeout})

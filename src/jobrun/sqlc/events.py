@@ -92,7 +92,10 @@ class AsyncQuerier:
         owners: list[str],
         details: list[str],
     ) -> None:
-        """Run ``EventInsertMany``."""
+        """Parallel arrays: element i of each describes event i.
+
+        Run ``EventInsertMany``.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(EVENT_INSERT_MANY, {
                 "job_ids": job_ids,
@@ -112,13 +115,19 @@ class AsyncQuerier:
         return [row_to_job_event(_row) for _row in _rows]
 
     async def event_prune(self, *, older_than: timedelta, batch_size: int) -> int:
-        """Run ``EventPrune``; return the number of rows it affected."""
+        """Delete up to batch_size events older than the given age.
+
+        Run ``EventPrune``; return the number of rows it affected.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(EVENT_PRUNE, {"older_than": older_than, "batch_size": batch_size})
             return _cur.rowcount
 
     async def event_insert_enqueued_many(self, *, job_ids: list[UUID], at: datetime) -> None:
-        """Run ``EventInsertEnqueuedMany``."""
+        """The enqueued events of a batch, built by the server from the ids alone.
+
+        Run ``EventInsertEnqueuedMany``.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(EVENT_INSERT_ENQUEUED_MANY, {"job_ids": job_ids, "at": at})
 
@@ -158,7 +167,10 @@ class Querier:
         owners: list[str],
         details: list[str],
     ) -> None:
-        """Run ``EventInsertMany``."""
+        """Parallel arrays: element i of each describes event i.
+
+        Run ``EventInsertMany``.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(EVENT_INSERT_MANY, {
                 "job_ids": job_ids,
@@ -178,12 +190,18 @@ class Querier:
         return [row_to_job_event(_row) for _row in _rows]
 
     def event_prune(self, *, older_than: timedelta, batch_size: int) -> int:
-        """Run ``EventPrune``; return the number of rows it affected."""
+        """Delete up to batch_size events older than the given age.
+
+        Run ``EventPrune``; return the number of rows it affected.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(EVENT_PRUNE, {"older_than": older_than, "batch_size": batch_size})
             return _cur.rowcount
 
     def event_insert_enqueued_many(self, *, job_ids: list[UUID], at: datetime) -> None:
-        """Run ``EventInsertEnqueuedMany``."""
+        """The enqueued events of a batch, built by the server from the ids alone.
+
+        Run ``EventInsertEnqueuedMany``.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(EVENT_INSERT_ENQUEUED_MANY, {"job_ids": job_ids, "at": at})

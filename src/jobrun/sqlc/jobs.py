@@ -560,7 +560,12 @@ class AsyncQuerier:
         delay: timedelta,
         idempotency_key: str | None,
     ) -> Job | None:
-        """Run ``JobInsert``; return its first row, or None."""
+        """Insert one job; on an idempotency-key conflict insert nothing and return no
+        row (the caller then reads the stored job). The enqueued event is written in
+        the same statement.
+
+        Run ``JobInsert``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_INSERT, {
                 "id": id,
@@ -607,7 +612,12 @@ class AsyncQuerier:
         idempotency_keys: list[str],
         created_at: datetime,
     ) -> list[UUID]:
-        """Run ``JobInsertKeyedMany``; return all its rows."""
+        """Insert keyed jobs of a batch in one statement; returns the ids actually
+        inserted. Keys that already exist insert nothing (the caller compares
+        bodies). The arrays are parallel: element i of each is job i.
+
+        Run ``JobInsertKeyedMany``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_INSERT_KEYED_MANY, {
                 "ids": ids,
@@ -648,7 +658,11 @@ class AsyncQuerier:
         return [row_to_job(_row) for _row in _rows]
 
     async def job_notify(self, *, channel: str, queue: str) -> None:
-        """Run ``JobNotify``."""
+        """Wake listeners of a queue. Sent inside the producing transaction, so
+        PostgreSQL delivers it only at commit, when the job is visible.
+
+        Run ``JobNotify``.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_NOTIFY, {"channel": channel, "queue": queue})
 
@@ -678,7 +692,13 @@ class AsyncQuerier:
         lease: timedelta,
         record_events: bool,
     ) -> list[Job]:
-        """Run ``JobClaim``; return all its rows."""
+        """Lease up to max_jobs due jobs of the given queues, in priority, run_at, id
+        order, and record one claimed event per job when record_events is set (the
+        terminal event mode skips them). SKIP LOCKED lets concurrent claimers take
+        disjoint rows without waiting on each other.
+
+        Run ``JobClaim``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_CLAIM, {
                 "queues": queues,
@@ -700,7 +720,12 @@ class AsyncQuerier:
         ids: list[UUID],
         attempts: list[int],
     ) -> list[UUID]:
-        """Run ``JobHeartbeat``; return all its rows."""
+        """Extend the leases the owner still holds (the same attempt, not expired),
+        except those whose cancel was requested: the owner must stop those jobs.
+        ids and attempts are parallel arrays: job i was claimed as attempt i.
+
+        Run ``JobHeartbeat``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_HEARTBEAT, {
                 "until": until,
@@ -720,7 +745,12 @@ class AsyncQuerier:
         ids: list[UUID],
         attempts: list[int],
     ) -> list[JobLockManyRow]:
-        """Run ``JobLockMany``; return all its rows."""
+        """Lock jobs for a completion and say which of them the owner still holds
+        under the lease fence (owner, attempt, unexpired lease); no effect may run
+        for the others. ids and attempts are parallel arrays.
+
+        Run ``JobLockMany``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_LOCK_MANY, {
                 "owner": owner,
@@ -739,7 +769,12 @@ class AsyncQuerier:
         ids: list[UUID],
         attempts: list[int],
     ) -> list[JobFinishManyRow]:
-        """Run ``JobFinishMany``; return all its rows."""
+        """Fenced completion: succeeded, or cancelled when a cancel was requested
+        meanwhile. Jobs the owner no longer holds under the lease fence (owner,
+        attempt, unexpired lease) are left alone and not returned.
+
+        Run ``JobFinishMany``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_FINISH_MANY, {
                 "owner": owner,
@@ -758,7 +793,11 @@ class AsyncQuerier:
         ids: list[UUID],
         attempts: list[int],
     ) -> list[JobCompleteManyRow]:
-        """Run ``JobCompleteMany``; return all its rows."""
+        """The whole completion of jobs without a commit callback in one statement:
+        fenced finish (as JobFinishMany), effect ledger rows, events.
+
+        Run ``JobCompleteMany``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_COMPLETE_MANY, {
                 "owner": owner,
@@ -779,7 +818,12 @@ class AsyncQuerier:
         owner: str,
         now: datetime | None,
     ) -> Job | None:
-        """Run ``JobFail``; return its first row, or None."""
+        """Fenced failure (owner, attempt, unexpired lease): back to queued at
+        retry_at while attempts remain, dead when they are spent, cancelled when a
+        cancel was requested.
+
+        Run ``JobFail``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_FAIL, {
                 "retry_at": retry_at,
@@ -803,7 +847,12 @@ class AsyncQuerier:
         owner: str,
         now: datetime | None,
     ) -> Job | None:
-        """Run ``JobRelease``; return its first row, or None."""
+        """Fenced hand-back (owner, attempt, unexpired lease) of a job the worker stopped without running it to
+        the end (shutdown): queued again, due now, and the attempt is given back,
+        since the job did not fail. A cancel request still ends it cancelled.
+
+        Run ``JobRelease``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_RELEASE, {
                 "reason": reason,
@@ -818,7 +867,11 @@ class AsyncQuerier:
         return row_to_job(_row)
 
     async def job_lock_expired(self, *, now: datetime | None, max_jobs: int) -> list[Job]:
-        """Run ``JobLockExpired``; return all its rows."""
+        """Leases that ran out, locked for the reaper; SKIP LOCKED lets reapers on
+        several workers split the work instead of queueing behind each other.
+
+        Run ``JobLockExpired``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_LOCK_EXPIRED, {"now": now, "max_jobs": max_jobs})
             _rows = await _cur.fetchall()
@@ -831,7 +884,11 @@ class AsyncQuerier:
         states: list[JobState],
         run_ats: list[datetime],
     ) -> list[Job]:
-        """Run ``JobReapMany``; return all its rows."""
+        """Apply the reaper's per-job verdicts (queued at a retry time, or dead) in
+        one statement, with their events.
+
+        Run ``JobReapMany``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_REAP_MANY, {"ids": ids, "states": states, "run_ats": run_ats})
             _rows = await _cur.fetchall()
@@ -856,7 +913,11 @@ class AsyncQuerier:
         return row_to_job(_row)
 
     async def job_request_cancel(self, *, id: UUID) -> Job | None:
-        """Run ``JobRequestCancel``; return its first row, or None."""
+        """A leased job can't be stopped from here: flag it, and the owner's next
+        heartbeat leaves it out so the worker cancels the handler.
+
+        Run ``JobRequestCancel``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_REQUEST_CANCEL, {"id": id})
             _row = await _cur.fetchone()
@@ -865,7 +926,13 @@ class AsyncQuerier:
         return row_to_job(_row)
 
     async def job_retry(self, *, id: UUID, from_state: JobState) -> Job | None:
-        """Run ``JobRetry``; return its first row, or None."""
+        """Dead or cancelled back to queued, due now. A dead job has spent its
+        attempts, so one is given back (the events keep the full count). Its
+        max_attempts stays as enqueued: it is part of the body an idempotent
+        replay is compared with.
+
+        Run ``JobRetry``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_RETRY, {"id": id, "from_state": from_state})
             _row = await _cur.fetchone()
@@ -874,7 +941,11 @@ class AsyncQuerier:
         return row_to_job(_row)
 
     async def job_purge(self, *, older_than: timedelta, batch_size: int) -> int:
-        """Run ``JobPurge``; return the number of rows it affected."""
+        """Delete up to batch_size finished jobs older than the given age, with their
+        events and ledger rows. Bounded batches keep every lock short.
+
+        Run ``JobPurge``; return the number of rows it affected.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_PURGE, {"older_than": older_than, "batch_size": batch_size})
             return _cur.rowcount
@@ -890,7 +961,11 @@ class AsyncQuerier:
         cursor: UUID | None,
         max_jobs: int,
     ) -> list[Job]:
-        """Run ``JobList``; return all its rows."""
+        """A page of jobs, newest first (ids are UUIDv7, ordered by creation). The
+        cursor is the last id of the previous page.
+
+        Run ``JobList``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_LIST, {
                 "queue": queue,
@@ -942,7 +1017,12 @@ class Querier:
         delay: timedelta,
         idempotency_key: str | None,
     ) -> Job | None:
-        """Run ``JobInsert``; return its first row, or None."""
+        """Insert one job; on an idempotency-key conflict insert nothing and return no
+        row (the caller then reads the stored job). The enqueued event is written in
+        the same statement.
+
+        Run ``JobInsert``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_INSERT, {
                 "id": id,
@@ -989,7 +1069,12 @@ class Querier:
         idempotency_keys: list[str],
         created_at: datetime,
     ) -> list[UUID]:
-        """Run ``JobInsertKeyedMany``; return all its rows."""
+        """Insert keyed jobs of a batch in one statement; returns the ids actually
+        inserted. Keys that already exist insert nothing (the caller compares
+        bodies). The arrays are parallel: element i of each is job i.
+
+        Run ``JobInsertKeyedMany``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_INSERT_KEYED_MANY, {
                 "ids": ids,
@@ -1030,7 +1115,11 @@ class Querier:
         return [row_to_job(_row) for _row in _rows]
 
     def job_notify(self, *, channel: str, queue: str) -> None:
-        """Run ``JobNotify``."""
+        """Wake listeners of a queue. Sent inside the producing transaction, so
+        PostgreSQL delivers it only at commit, when the job is visible.
+
+        Run ``JobNotify``.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_NOTIFY, {"channel": channel, "queue": queue})
 
@@ -1060,7 +1149,13 @@ class Querier:
         lease: timedelta,
         record_events: bool,
     ) -> list[Job]:
-        """Run ``JobClaim``; return all its rows."""
+        """Lease up to max_jobs due jobs of the given queues, in priority, run_at, id
+        order, and record one claimed event per job when record_events is set (the
+        terminal event mode skips them). SKIP LOCKED lets concurrent claimers take
+        disjoint rows without waiting on each other.
+
+        Run ``JobClaim``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_CLAIM, {
                 "queues": queues,
@@ -1082,7 +1177,12 @@ class Querier:
         ids: list[UUID],
         attempts: list[int],
     ) -> list[UUID]:
-        """Run ``JobHeartbeat``; return all its rows."""
+        """Extend the leases the owner still holds (the same attempt, not expired),
+        except those whose cancel was requested: the owner must stop those jobs.
+        ids and attempts are parallel arrays: job i was claimed as attempt i.
+
+        Run ``JobHeartbeat``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_HEARTBEAT, {
                 "until": until,
@@ -1102,7 +1202,12 @@ class Querier:
         ids: list[UUID],
         attempts: list[int],
     ) -> list[JobLockManyRow]:
-        """Run ``JobLockMany``; return all its rows."""
+        """Lock jobs for a completion and say which of them the owner still holds
+        under the lease fence (owner, attempt, unexpired lease); no effect may run
+        for the others. ids and attempts are parallel arrays.
+
+        Run ``JobLockMany``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_LOCK_MANY, {
                 "owner": owner,
@@ -1121,7 +1226,12 @@ class Querier:
         ids: list[UUID],
         attempts: list[int],
     ) -> list[JobFinishManyRow]:
-        """Run ``JobFinishMany``; return all its rows."""
+        """Fenced completion: succeeded, or cancelled when a cancel was requested
+        meanwhile. Jobs the owner no longer holds under the lease fence (owner,
+        attempt, unexpired lease) are left alone and not returned.
+
+        Run ``JobFinishMany``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_FINISH_MANY, {
                 "owner": owner,
@@ -1140,7 +1250,11 @@ class Querier:
         ids: list[UUID],
         attempts: list[int],
     ) -> list[JobCompleteManyRow]:
-        """Run ``JobCompleteMany``; return all its rows."""
+        """The whole completion of jobs without a commit callback in one statement:
+        fenced finish (as JobFinishMany), effect ledger rows, events.
+
+        Run ``JobCompleteMany``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_COMPLETE_MANY, {
                 "owner": owner,
@@ -1161,7 +1275,12 @@ class Querier:
         owner: str,
         now: datetime | None,
     ) -> Job | None:
-        """Run ``JobFail``; return its first row, or None."""
+        """Fenced failure (owner, attempt, unexpired lease): back to queued at
+        retry_at while attempts remain, dead when they are spent, cancelled when a
+        cancel was requested.
+
+        Run ``JobFail``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_FAIL, {
                 "retry_at": retry_at,
@@ -1185,7 +1304,12 @@ class Querier:
         owner: str,
         now: datetime | None,
     ) -> Job | None:
-        """Run ``JobRelease``; return its first row, or None."""
+        """Fenced hand-back (owner, attempt, unexpired lease) of a job the worker stopped without running it to
+        the end (shutdown): queued again, due now, and the attempt is given back,
+        since the job did not fail. A cancel request still ends it cancelled.
+
+        Run ``JobRelease``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_RELEASE, {
                 "reason": reason,
@@ -1200,7 +1324,11 @@ class Querier:
         return row_to_job(_row)
 
     def job_lock_expired(self, *, now: datetime | None, max_jobs: int) -> list[Job]:
-        """Run ``JobLockExpired``; return all its rows."""
+        """Leases that ran out, locked for the reaper; SKIP LOCKED lets reapers on
+        several workers split the work instead of queueing behind each other.
+
+        Run ``JobLockExpired``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_LOCK_EXPIRED, {"now": now, "max_jobs": max_jobs})
             _rows = _cur.fetchall()
@@ -1213,7 +1341,11 @@ class Querier:
         states: list[JobState],
         run_ats: list[datetime],
     ) -> list[Job]:
-        """Run ``JobReapMany``; return all its rows."""
+        """Apply the reaper's per-job verdicts (queued at a retry time, or dead) in
+        one statement, with their events.
+
+        Run ``JobReapMany``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_REAP_MANY, {"ids": ids, "states": states, "run_ats": run_ats})
             _rows = _cur.fetchall()
@@ -1238,7 +1370,11 @@ class Querier:
         return row_to_job(_row)
 
     def job_request_cancel(self, *, id: UUID) -> Job | None:
-        """Run ``JobRequestCancel``; return its first row, or None."""
+        """A leased job can't be stopped from here: flag it, and the owner's next
+        heartbeat leaves it out so the worker cancels the handler.
+
+        Run ``JobRequestCancel``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_REQUEST_CANCEL, {"id": id})
             _row = _cur.fetchone()
@@ -1247,7 +1383,13 @@ class Querier:
         return row_to_job(_row)
 
     def job_retry(self, *, id: UUID, from_state: JobState) -> Job | None:
-        """Run ``JobRetry``; return its first row, or None."""
+        """Dead or cancelled back to queued, due now. A dead job has spent its
+        attempts, so one is given back (the events keep the full count). Its
+        max_attempts stays as enqueued: it is part of the body an idempotent
+        replay is compared with.
+
+        Run ``JobRetry``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_RETRY, {"id": id, "from_state": from_state})
             _row = _cur.fetchone()
@@ -1256,7 +1398,11 @@ class Querier:
         return row_to_job(_row)
 
     def job_purge(self, *, older_than: timedelta, batch_size: int) -> int:
-        """Run ``JobPurge``; return the number of rows it affected."""
+        """Delete up to batch_size finished jobs older than the given age, with their
+        events and ledger rows. Bounded batches keep every lock short.
+
+        Run ``JobPurge``; return the number of rows it affected.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_PURGE, {"older_than": older_than, "batch_size": batch_size})
             return _cur.rowcount
@@ -1272,7 +1418,11 @@ class Querier:
         cursor: UUID | None,
         max_jobs: int,
     ) -> list[Job]:
-        """Run ``JobList``; return all its rows."""
+        """A page of jobs, newest first (ids are UUIDv7, ordered by creation). The
+        cursor is the last id of the previous page.
+
+        Run ``JobList``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_LIST, {
                 "queue": queue,

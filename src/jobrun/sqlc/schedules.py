@@ -208,7 +208,11 @@ class AsyncQuerier:
         now: datetime | None,
         max_schedules: int,
     ) -> list[Schedule]:
-        """Run ``ScheduleLockDue``; return all its rows."""
+        """Due schedules, locked; SKIP LOCKED so an overlapping second leader takes
+        none of the same rows.
+
+        Run ``ScheduleLockDue``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(SCHEDULE_LOCK_DUE, {"now": now, "max_schedules": max_schedules})
             _rows = await _cur.fetchall()
@@ -361,7 +365,11 @@ class Querier:
         return [row_to_schedule(_row) for _row in _rows]
 
     def schedule_lock_due(self, *, now: datetime | None, max_schedules: int) -> list[Schedule]:
-        """Run ``ScheduleLockDue``; return all its rows."""
+        """Due schedules, locked; SKIP LOCKED so an overlapping second leader takes
+        none of the same rows.
+
+        Run ``ScheduleLockDue``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(SCHEDULE_LOCK_DUE, {"now": now, "max_schedules": max_schedules})
             _rows = _cur.fetchall()

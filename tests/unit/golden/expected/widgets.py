@@ -181,7 +181,12 @@ class AsyncQuerier:
         span: timedelta | None,
         price: Decimal,
     ) -> Widget | None:
-        """Run ``WidgetCreate``; return its first row, or None."""
+        """Insert one widget and return it whole.
+
+        A comment line may hold a backslash \\d or "quotes" and keep them.
+
+        Run ``WidgetCreate``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(WIDGET_CREATE, {
                 "uid": uid,
@@ -217,7 +222,10 @@ class AsyncQuerier:
         now: datetime | None,
         name: str,
     ) -> list[Widget]:
-        """Run ``WidgetList``; return all its rows."""
+        """Widgets in any of the moods, up to now, by name or label.
+
+        Run ``WidgetList``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(WIDGET_LIST, {"moods": moods, "now": now, "name": name})
             _rows = await _cur.fetchall()
@@ -348,7 +356,12 @@ class Querier:
         span: timedelta | None,
         price: Decimal,
     ) -> Widget | None:
-        """Run ``WidgetCreate``; return its first row, or None."""
+        """Insert one widget and return it whole.
+
+        A comment line may hold a backslash \\d or "quotes" and keep them.
+
+        Run ``WidgetCreate``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(WIDGET_CREATE, {
                 "uid": uid,
@@ -378,7 +391,10 @@ class Querier:
         return row_to_widget(_row)
 
     def widget_list(self, *, moods: list[Mood], now: datetime | None, name: str) -> list[Widget]:
-        """Run ``WidgetList``; return all its rows."""
+        """Widgets in any of the moods, up to now, by name or label.
+
+        Run ``WidgetList``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(WIDGET_LIST, {"moods": moods, "now": now, "name": name})
             _rows = _cur.fetchall()
