@@ -205,7 +205,8 @@ def test_leading_comment_becomes_the_docstring() -> None:
     widgets = (GOLDEN / "expected" / "widgets.py").read_text()
     create = method_block(widgets, "widget_create")
     assert (
-        '        """Insert one widget and return it whole.\n'
+        '        """Insert one widget and return it whole. More than four parameters, so the\n'
+        "        method takes a WidgetCreateParams.\n"
         "\n"
         '        A comment line may hold a backslash \\\\d or "quotes" and keep them.\n'
         "\n"
@@ -255,6 +256,51 @@ def test_doc_comment_must_match_what_sqlc_parsed() -> None:
     msg = fail_message(req)
     assert "query WidgetList: the comment after '-- name: WidgetList'" in msg
     assert "is not what sqlc parsed" in msg
+
+
+def test_params_model_above_the_threshold() -> None:
+    assert gen.PARAMS_MODEL_THRESHOLD == 4
+    widgets = (GOLDEN / "expected" / "widgets.py").read_text()
+    assert len(query(golden_request(), "WidgetCreate")["params"]) == 11
+    assert (
+        "@dataclass(slots=True, kw_only=True)\nclass WidgetCreateParams:\n"
+        '    """The parameters of ``WidgetCreate``."""\n\n    uid: UUID\n'
+    ) in widgets
+    assert "async def widget_create(self, *, params: WidgetCreateParams) -> Widget | None:" in (
+        widgets
+    )
+    assert '"doc": Jsonb(params.doc),' in widgets
+    assert '"raw": None if params.raw is None else Json(params.raw),' in widgets
+
+
+def test_keywords_at_the_threshold() -> None:
+    widgets = (GOLDEN / "expected" / "widgets.py").read_text()
+    assert len(query(golden_request(), "WidgetFind")["params"]) == gen.PARAMS_MODEL_THRESHOLD
+    assert "WidgetFindParams" not in widgets
+    assert "        prefix: str,\n        mood: Mood,\n        min_price: Decimal," in (
+        method_block(widgets, "widget_find")
+    )
+
+
+def test_one_parameter_over_the_threshold_makes_a_params_model() -> None:
+    req = golden_request()
+    q = query(req, "WidgetFind")
+    extra = copy.deepcopy(q["params"][-1])
+    extra["number"] = len(q["params"]) + 1
+    extra["column"]["name"] = "max_price_2"
+    q["params"].append(extra)
+    q["text"] = q["text"].replace("ORDER BY id", "AND price <> $5::numeric ORDER BY id")
+    widgets = decode(run_plugin(req).stdout)["widgets.py"]
+    assert "class WidgetFindParams:" in widgets
+    assert "def widget_find(self, *, params: WidgetFindParams) -> list[WidgetFindRow]:" in widgets
+    assert "price <> %(max_price_2)s::numeric" in widgets
+
+
+def test_bulk_commands_keep_their_row_tuples() -> None:
+    # WidgetCopy has 15 parameters, yet takes rows of a NamedTuple as before.
+    widgets = (GOLDEN / "expected" / "widgets.py").read_text()
+    assert "class WidgetCopyParams(NamedTuple):" in widgets
+    assert "@dataclass(slots=True, kw_only=True)\nclass WidgetCopyParams" not in widgets
 
 
 def test_repeated_param_and_percent_literals_in_golden_sql() -> None:

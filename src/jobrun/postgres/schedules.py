@@ -92,16 +92,18 @@ class ScheduleMethods:
             if await queries.schedule_get_by_name(name=schedule.name) is not None:
                 raise InvalidSchedule(f"a schedule named {schedule.name!r} already exists")
             row = await queries.schedule_insert(
-                name=schedule.name,
-                type=schedule.type,
-                queue=schedule.queue,
-                payload=payload,
-                priority=schedule.priority,
-                max_attempts=schedule.max_attempts,
-                cron=schedule.cron,
-                every=schedule.every,
-                timezone=schedule.timezone,
-                next_run_at=first,
+                params=schedule_queries.ScheduleInsertParams(
+                    name=schedule.name,
+                    type=schedule.type,
+                    queue=schedule.queue,
+                    payload=payload,
+                    priority=schedule.priority,
+                    max_attempts=schedule.max_attempts,
+                    cron=schedule.cron,
+                    every=schedule.every,
+                    timezone=schedule.timezone,
+                    next_run_at=first,
+                )
             )
         assert row is not None
         return schedule_from_row(row)
@@ -136,16 +138,18 @@ class ScheduleMethods:
                 now = await _db_now(tx)
                 next_run_at = _next_run(cron, every, timezone, now, now)
             row = await queries.schedule_update(
-                name=name,
-                type=job_type,
-                queue=patch.queue or current.queue,
-                payload=payload,
-                priority=current.priority if patch.priority is None else patch.priority,
-                max_attempts=patch.max_attempts or current.max_attempts,
-                cron=cron,
-                every=every,
-                timezone=timezone,
-                next_run_at=next_run_at,
+                params=schedule_queries.ScheduleUpdateParams(
+                    name=name,
+                    type=job_type,
+                    queue=patch.queue or current.queue,
+                    payload=payload,
+                    priority=current.priority if patch.priority is None else patch.priority,
+                    max_attempts=patch.max_attempts or current.max_attempts,
+                    cron=cron,
+                    every=every,
+                    timezone=timezone,
+                    next_run_at=next_run_at,
+                )
             )
         assert row is not None
         return schedule_from_row(row)
@@ -224,18 +228,20 @@ async def _db_now(conn: psycopg.AsyncConnection[Any]) -> datetime:
 async def _materialise(jobs: job_queries.AsyncQuerier, row: models.Schedule) -> list[Job]:
     backoff = DEFAULT_BACKOFF
     inserted = await jobs.job_insert(
-        id=new_job_id(),
-        queue=row.queue,
-        type=row.type,
-        payload=row.payload,
-        priority=row.priority,
-        max_attempts=row.max_attempts,
-        backoff_kind=models.BackoffKind(backoff.kind.value),
-        backoff_base=backoff.base,
-        backoff_max=backoff.max,
-        run_at=row.next_run_at,
-        delay=timedelta(0),
-        idempotency_key=schedule_job_key(row.id, row.next_run_at),
+        params=job_queries.JobInsertParams(
+            id=new_job_id(),
+            queue=row.queue,
+            type=row.type,
+            payload=row.payload,
+            priority=row.priority,
+            max_attempts=row.max_attempts,
+            backoff_kind=models.BackoffKind(backoff.kind.value),
+            backoff_base=backoff.base,
+            backoff_max=backoff.max,
+            run_at=row.next_run_at,
+            delay=timedelta(0),
+            idempotency_key=schedule_job_key(row.id, row.next_run_at),
+        )
     )
     if inserted is None:
         log.info("schedule %s run %s already materialised", row.name, row.next_run_at)

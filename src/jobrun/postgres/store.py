@@ -181,14 +181,14 @@ class Store(ScheduleMethods):
         (item,) = _base.prepare_jobs([job], self.payload_models, self.max_payload_bytes)
         async with self._with_tx(conn) as tx:
             queries = job_queries.AsyncQuerier(tx)
-            row = await queries.job_insert(**_base.insert_args(item))
+            row = await queries.job_insert(params=_base.insert_args(item))
             if row is None:
                 stored = await queries.job_get_by_idempotency_key(
                     queue=job.queue, idempotency_key=job.idempotency_key or ""
                 )
                 if stored is None:
                     # The conflicting row was purged between our insert and read: retry once.
-                    row = await queries.job_insert(**_base.insert_args(item))
+                    row = await queries.job_insert(params=_base.insert_args(item))
                     if row is None:
                         raise JobrunError(f"could not insert or read job key {job.idempotency_key}")
                 else:
@@ -254,7 +254,8 @@ class Store(ScheduleMethods):
         for start in range(0, len(keyed), _COPY_CHUNK):
             chunk = keyed[start : start + _COPY_CHUNK]
             items = [prepared[i] for i in chunk]
-            new_ids = set(await queries.job_insert_keyed_many(**_base.keyed_arrays(items, now)))
+            params = _base.keyed_arrays(items, now)
+            new_ids = set(await queries.job_insert_keyed_many(params=params))
             missing = [i for i in chunk if prepared[i].job.id not in new_ids]
             stored: list[models.Job] = []
             if missing:
@@ -279,12 +280,14 @@ class Store(ScheduleMethods):
             return []
         async with self._connection() as conn:
             rows = await job_queries.AsyncQuerier(conn).job_claim(
-                queues=list(queues),
-                owner=owner,
-                max_jobs=limit,
-                lease=lease,
-                now=None,
-                record_events=self.event_mode is EventMode.ALL,
+                params=job_queries.JobClaimParams(
+                    queues=list(queues),
+                    owner=owner,
+                    max_jobs=limit,
+                    lease=lease,
+                    now=None,
+                    record_events=self.event_mode is EventMode.ALL,
+                )
             )
         jobs = [job_from_row(r) for r in rows]
         jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
@@ -302,11 +305,13 @@ class Store(ScheduleMethods):
             return set()
         async with self._connection() as conn:
             kept = await job_queries.AsyncQuerier(conn).job_heartbeat(
-                ids=[j.id for j in jobs],
-                attempts=[j.attempts for j in jobs],
-                owner=owner,
-                until=until,
-                now=None,
+                params=job_queries.JobHeartbeatParams(
+                    ids=[j.id for j in jobs],
+                    attempts=[j.attempts for j in jobs],
+                    owner=owner,
+                    until=until,
+                    now=None,
+                )
             )
         return set(kept)
 
@@ -488,12 +493,14 @@ class Store(ScheduleMethods):
         """
         async with self._connection() as conn:
             row = await job_queries.AsyncQuerier(conn).job_fail(
-                id=job.id,
-                attempt=job.attempts,
-                owner=owner,
-                error=error,
-                retry_at=retry_at,
-                now=None,
+                params=job_queries.JobFailParams(
+                    id=job.id,
+                    attempt=job.attempts,
+                    owner=owner,
+                    error=error,
+                    retry_at=retry_at,
+                    now=None,
+                )
             )
         if row is None:
             raise LeaseLost(job.id, owner)
@@ -509,7 +516,9 @@ class Store(ScheduleMethods):
         """
         async with self._connection() as conn:
             row = await job_queries.AsyncQuerier(conn).job_release(
-                id=job.id, attempt=job.attempts, owner=owner, reason=reason, now=None
+                params=job_queries.JobReleaseParams(
+                    id=job.id, attempt=job.attempts, owner=owner, reason=reason, now=None
+                )
             )
         if row is None:
             raise LeaseLost(job.id, owner)
@@ -562,7 +571,7 @@ class Store(ScheduleMethods):
         """A page of jobs matching ``filter``, newest first; keyset-paginated by id."""
         args = _base.list_args(filter, limit, cursor)
         async with self._connection() as conn:
-            rows = await job_queries.AsyncQuerier(conn).job_list(**args)
+            rows = await job_queries.AsyncQuerier(conn).job_list(params=args)
         return _base.page_of(rows, limit)
 
     async def cancel(self, job_id: UUID) -> Job:

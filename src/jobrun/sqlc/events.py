@@ -3,6 +3,7 @@
 """Queries of ``db/query/events.sql``, typed for psycopg 3."""
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 from uuid import UUID
@@ -56,6 +57,19 @@ class EventInsertCopyParams(NamedTuple):
     detail: str | None
 
 
+@dataclass(slots=True, kw_only=True)
+class EventInsertManyParams:
+    """The parameters of ``EventInsertMany``."""
+
+    job_ids: list[UUID]
+    kinds: list[str]
+    from_states: list[JobState]
+    to_states: list[JobState]
+    attempts: list[int]
+    owners: list[str]
+    details: list[str]
+
+
 class AsyncQuerier:
     """The queries of ``db/query/events.sql`` on an async connection.
 
@@ -81,30 +95,20 @@ class AsyncQuerier:
                 _n += 1
         return _n
 
-    async def event_insert_many(
-        self,
-        *,
-        job_ids: list[UUID],
-        kinds: list[str],
-        from_states: list[JobState],
-        to_states: list[JobState],
-        attempts: list[int],
-        owners: list[str],
-        details: list[str],
-    ) -> None:
+    async def event_insert_many(self, *, params: EventInsertManyParams) -> None:
         """Parallel arrays: element i of each describes event i.
 
         Run ``EventInsertMany``.
         """
         async with self._conn.cursor() as _cur:
             await _cur.execute(EVENT_INSERT_MANY, {
-                "job_ids": job_ids,
-                "kinds": kinds,
-                "from_states": from_states,
-                "to_states": to_states,
-                "attempts": attempts,
-                "owners": owners,
-                "details": details,
+                "job_ids": params.job_ids,
+                "kinds": params.kinds,
+                "from_states": params.from_states,
+                "to_states": params.to_states,
+                "attempts": params.attempts,
+                "owners": params.owners,
+                "details": params.details,
             })
 
     async def event_list_by_job(self, *, job_id: UUID) -> list[JobEvent]:
@@ -156,30 +160,20 @@ class Querier:
                 _n += 1
         return _n
 
-    def event_insert_many(
-        self,
-        *,
-        job_ids: list[UUID],
-        kinds: list[str],
-        from_states: list[JobState],
-        to_states: list[JobState],
-        attempts: list[int],
-        owners: list[str],
-        details: list[str],
-    ) -> None:
+    def event_insert_many(self, *, params: EventInsertManyParams) -> None:
         """Parallel arrays: element i of each describes event i.
 
         Run ``EventInsertMany``.
         """
         with self._conn.cursor() as _cur:
             _cur.execute(EVENT_INSERT_MANY, {
-                "job_ids": job_ids,
-                "kinds": kinds,
-                "from_states": from_states,
-                "to_states": to_states,
-                "attempts": attempts,
-                "owners": owners,
-                "details": details,
+                "job_ids": params.job_ids,
+                "kinds": params.kinds,
+                "from_states": params.from_states,
+                "to_states": params.to_states,
+                "attempts": params.attempts,
+                "owners": params.owners,
+                "details": params.details,
             })
 
     def event_list_by_job(self, *, job_id: UUID) -> list[JobEvent]:

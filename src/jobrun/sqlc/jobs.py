@@ -3,6 +3,7 @@
 """Queries of ``db/query/jobs.sql``, typed for psycopg 3."""
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 from uuid import UUID
@@ -395,6 +396,24 @@ ORDER BY queue, state
 """
 
 
+@dataclass(slots=True, kw_only=True)
+class JobInsertParams:
+    """The parameters of ``JobInsert``."""
+
+    id: UUID
+    queue: str
+    type: str
+    payload: JsonValue
+    priority: int
+    max_attempts: int
+    backoff_kind: BackoffKind
+    backoff_base: timedelta
+    backoff_max: timedelta
+    run_at: datetime | None
+    delay: timedelta
+    idempotency_key: str | None
+
+
 class JobInsertCopyParams(NamedTuple):
     """One parameter set of ``JobInsertCopy``, in parameter order."""
 
@@ -411,6 +430,47 @@ class JobInsertCopyParams(NamedTuple):
     idempotency_key: str | None
     created_at: datetime
     updated_at: datetime
+
+
+@dataclass(slots=True, kw_only=True)
+class JobInsertKeyedManyParams:
+    """The parameters of ``JobInsertKeyedMany``."""
+
+    ids: list[UUID]
+    queues: list[str]
+    types: list[str]
+    payloads: list[JsonValue]
+    priorities: list[int]
+    max_attempts: list[int]
+    backoff_kinds: list[BackoffKind]
+    backoff_bases: list[timedelta]
+    backoff_maxes: list[timedelta]
+    run_ats: list[datetime]
+    idempotency_keys: list[str]
+    created_at: datetime
+
+
+@dataclass(slots=True, kw_only=True)
+class JobClaimParams:
+    """The parameters of ``JobClaim``."""
+
+    queues: list[str]
+    now: datetime | None
+    max_jobs: int
+    owner: str
+    lease: timedelta
+    record_events: bool
+
+
+@dataclass(slots=True, kw_only=True)
+class JobHeartbeatParams:
+    """The parameters of ``JobHeartbeat``."""
+
+    until: datetime
+    owner: str
+    now: datetime | None
+    ids: list[UUID]
+    attempts: list[int]
 
 
 class JobLockManyRow(pydantic.BaseModel):
@@ -498,6 +558,42 @@ def _row_to_job_complete_many_row(row: Sequence[Any]) -> JobCompleteManyRow:
     return obj
 
 
+@dataclass(slots=True, kw_only=True)
+class JobFailParams:
+    """The parameters of ``JobFail``."""
+
+    retry_at: datetime
+    error: str
+    id: UUID
+    attempt: int
+    owner: str
+    now: datetime | None
+
+
+@dataclass(slots=True, kw_only=True)
+class JobReleaseParams:
+    """The parameters of ``JobRelease``."""
+
+    reason: str
+    id: UUID
+    attempt: int
+    owner: str
+    now: datetime | None
+
+
+@dataclass(slots=True, kw_only=True)
+class JobListParams:
+    """The parameters of ``JobList``."""
+
+    queue: str | None
+    state: JobState | None
+    type: str | None
+    created_after: datetime | None
+    created_before: datetime | None
+    cursor: UUID | None
+    max_jobs: int
+
+
 class JobDepthRow(pydantic.BaseModel):
     """A row returned by ``JobDepth``."""
 
@@ -544,22 +640,7 @@ class AsyncQuerier:
         """The wrapped connection."""
         return self._conn
 
-    async def job_insert(
-        self,
-        *,
-        id: UUID,
-        queue: str,
-        type: str,
-        payload: JsonValue,
-        priority: int,
-        max_attempts: int,
-        backoff_kind: BackoffKind,
-        backoff_base: timedelta,
-        backoff_max: timedelta,
-        run_at: datetime | None,
-        delay: timedelta,
-        idempotency_key: str | None,
-    ) -> Job | None:
+    async def job_insert(self, *, params: JobInsertParams) -> Job | None:
         """Insert one job; on an idempotency-key conflict insert nothing and return no
         row (the caller then reads the stored job). The enqueued event is written in
         the same statement.
@@ -568,18 +649,18 @@ class AsyncQuerier:
         """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_INSERT, {
-                "id": id,
-                "queue": queue,
-                "type": type,
-                "payload": Jsonb(payload),
-                "priority": priority,
-                "max_attempts": max_attempts,
-                "backoff_kind": backoff_kind,
-                "backoff_base": backoff_base,
-                "backoff_max": backoff_max,
-                "run_at": run_at,
-                "delay": delay,
-                "idempotency_key": idempotency_key,
+                "id": params.id,
+                "queue": params.queue,
+                "type": params.type,
+                "payload": Jsonb(params.payload),
+                "priority": params.priority,
+                "max_attempts": params.max_attempts,
+                "backoff_kind": params.backoff_kind,
+                "backoff_base": params.backoff_base,
+                "backoff_max": params.backoff_max,
+                "run_at": params.run_at,
+                "delay": params.delay,
+                "idempotency_key": params.idempotency_key,
             })
             _row = await _cur.fetchone()
         if _row is None:
@@ -596,22 +677,7 @@ class AsyncQuerier:
                 _n += 1
         return _n
 
-    async def job_insert_keyed_many(
-        self,
-        *,
-        ids: list[UUID],
-        queues: list[str],
-        types: list[str],
-        payloads: list[JsonValue],
-        priorities: list[int],
-        max_attempts: list[int],
-        backoff_kinds: list[BackoffKind],
-        backoff_bases: list[timedelta],
-        backoff_maxes: list[timedelta],
-        run_ats: list[datetime],
-        idempotency_keys: list[str],
-        created_at: datetime,
-    ) -> list[UUID]:
+    async def job_insert_keyed_many(self, *, params: JobInsertKeyedManyParams) -> list[UUID]:
         """Insert keyed jobs of a batch in one statement; returns the ids actually
         inserted. Keys that already exist insert nothing (the caller compares
         bodies). The arrays are parallel: element i of each is job i.
@@ -620,18 +686,18 @@ class AsyncQuerier:
         """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_INSERT_KEYED_MANY, {
-                "ids": ids,
-                "queues": queues,
-                "types": types,
-                "payloads": [None if x is None else Jsonb(x) for x in payloads],
-                "priorities": priorities,
-                "max_attempts": max_attempts,
-                "backoff_kinds": backoff_kinds,
-                "backoff_bases": backoff_bases,
-                "backoff_maxes": backoff_maxes,
-                "run_ats": run_ats,
-                "idempotency_keys": idempotency_keys,
-                "created_at": created_at,
+                "ids": params.ids,
+                "queues": params.queues,
+                "types": params.types,
+                "payloads": [None if x is None else Jsonb(x) for x in params.payloads],
+                "priorities": params.priorities,
+                "max_attempts": params.max_attempts,
+                "backoff_kinds": params.backoff_kinds,
+                "backoff_bases": params.backoff_bases,
+                "backoff_maxes": params.backoff_maxes,
+                "run_ats": params.run_ats,
+                "idempotency_keys": params.idempotency_keys,
+                "created_at": params.created_at,
             })
             _rows = await _cur.fetchall()
         return [_row[0] for _row in _rows]
@@ -682,16 +748,7 @@ class AsyncQuerier:
             _rows = await _cur.fetchall()
         return [row_to_job(_row) for _row in _rows]
 
-    async def job_claim(
-        self,
-        *,
-        queues: list[str],
-        now: datetime | None,
-        max_jobs: int,
-        owner: str,
-        lease: timedelta,
-        record_events: bool,
-    ) -> list[Job]:
+    async def job_claim(self, *, params: JobClaimParams) -> list[Job]:
         """Lease up to max_jobs due jobs of the given queues, in priority, run_at, id
         order, and record one claimed event per job when record_events is set (the
         terminal event mode skips them). SKIP LOCKED lets concurrent claimers take
@@ -701,25 +758,17 @@ class AsyncQuerier:
         """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_CLAIM, {
-                "queues": queues,
-                "now": now,
-                "max_jobs": max_jobs,
-                "owner": owner,
-                "lease": lease,
-                "record_events": record_events,
+                "queues": params.queues,
+                "now": params.now,
+                "max_jobs": params.max_jobs,
+                "owner": params.owner,
+                "lease": params.lease,
+                "record_events": params.record_events,
             })
             _rows = await _cur.fetchall()
         return [row_to_job(_row) for _row in _rows]
 
-    async def job_heartbeat(
-        self,
-        *,
-        until: datetime,
-        owner: str,
-        now: datetime | None,
-        ids: list[UUID],
-        attempts: list[int],
-    ) -> list[UUID]:
+    async def job_heartbeat(self, *, params: JobHeartbeatParams) -> list[UUID]:
         """Extend the leases the owner still holds (the same attempt, not expired),
         except those whose cancel was requested: the owner must stop those jobs.
         ids and attempts are parallel arrays: job i was claimed as attempt i.
@@ -728,11 +777,11 @@ class AsyncQuerier:
         """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_HEARTBEAT, {
-                "until": until,
-                "owner": owner,
-                "now": now,
-                "ids": ids,
-                "attempts": attempts,
+                "until": params.until,
+                "owner": params.owner,
+                "now": params.now,
+                "ids": params.ids,
+                "attempts": params.attempts,
             })
             _rows = await _cur.fetchall()
         return [_row[0] for _row in _rows]
@@ -808,16 +857,7 @@ class AsyncQuerier:
             _rows = await _cur.fetchall()
         return [_row_to_job_complete_many_row(_row) for _row in _rows]
 
-    async def job_fail(
-        self,
-        *,
-        retry_at: datetime,
-        error: str,
-        id: UUID,
-        attempt: int,
-        owner: str,
-        now: datetime | None,
-    ) -> Job | None:
+    async def job_fail(self, *, params: JobFailParams) -> Job | None:
         """Fenced failure (owner, attempt, unexpired lease): back to queued at
         retry_at while attempts remain, dead when they are spent, cancelled when a
         cancel was requested.
@@ -826,27 +866,19 @@ class AsyncQuerier:
         """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_FAIL, {
-                "retry_at": retry_at,
-                "error": error,
-                "id": id,
-                "attempt": attempt,
-                "owner": owner,
-                "now": now,
+                "retry_at": params.retry_at,
+                "error": params.error,
+                "id": params.id,
+                "attempt": params.attempt,
+                "owner": params.owner,
+                "now": params.now,
             })
             _row = await _cur.fetchone()
         if _row is None:
             return None
         return row_to_job(_row)
 
-    async def job_release(
-        self,
-        *,
-        reason: str,
-        id: UUID,
-        attempt: int,
-        owner: str,
-        now: datetime | None,
-    ) -> Job | None:
+    async def job_release(self, *, params: JobReleaseParams) -> Job | None:
         """Fenced hand-back (owner, attempt, unexpired lease) of a job the worker stopped without running it to
         the end (shutdown): queued again, due now, and the attempt is given back,
         since the job did not fail. A cancel request still ends it cancelled.
@@ -855,11 +887,11 @@ class AsyncQuerier:
         """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_RELEASE, {
-                "reason": reason,
-                "id": id,
-                "attempt": attempt,
-                "owner": owner,
-                "now": now,
+                "reason": params.reason,
+                "id": params.id,
+                "attempt": params.attempt,
+                "owner": params.owner,
+                "now": params.now,
             })
             _row = await _cur.fetchone()
         if _row is None:
@@ -950,17 +982,7 @@ class AsyncQuerier:
             await _cur.execute(JOB_PURGE, {"older_than": older_than, "batch_size": batch_size})
             return _cur.rowcount
 
-    async def job_list(
-        self,
-        *,
-        queue: str | None,
-        state: JobState | None,
-        type: str | None,
-        created_after: datetime | None,
-        created_before: datetime | None,
-        cursor: UUID | None,
-        max_jobs: int,
-    ) -> list[Job]:
+    async def job_list(self, *, params: JobListParams) -> list[Job]:
         """A page of jobs, newest first (ids are UUIDv7, ordered by creation). The
         cursor is the last id of the previous page.
 
@@ -968,13 +990,13 @@ class AsyncQuerier:
         """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_LIST, {
-                "queue": queue,
-                "state": state,
-                "type": type,
-                "created_after": created_after,
-                "created_before": created_before,
-                "cursor": cursor,
-                "max_jobs": max_jobs,
+                "queue": params.queue,
+                "state": params.state,
+                "type": params.type,
+                "created_after": params.created_after,
+                "created_before": params.created_before,
+                "cursor": params.cursor,
+                "max_jobs": params.max_jobs,
             })
             _rows = await _cur.fetchall()
         return [row_to_job(_row) for _row in _rows]
@@ -1001,22 +1023,7 @@ class Querier:
         """The wrapped connection."""
         return self._conn
 
-    def job_insert(
-        self,
-        *,
-        id: UUID,
-        queue: str,
-        type: str,
-        payload: JsonValue,
-        priority: int,
-        max_attempts: int,
-        backoff_kind: BackoffKind,
-        backoff_base: timedelta,
-        backoff_max: timedelta,
-        run_at: datetime | None,
-        delay: timedelta,
-        idempotency_key: str | None,
-    ) -> Job | None:
+    def job_insert(self, *, params: JobInsertParams) -> Job | None:
         """Insert one job; on an idempotency-key conflict insert nothing and return no
         row (the caller then reads the stored job). The enqueued event is written in
         the same statement.
@@ -1025,18 +1032,18 @@ class Querier:
         """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_INSERT, {
-                "id": id,
-                "queue": queue,
-                "type": type,
-                "payload": Jsonb(payload),
-                "priority": priority,
-                "max_attempts": max_attempts,
-                "backoff_kind": backoff_kind,
-                "backoff_base": backoff_base,
-                "backoff_max": backoff_max,
-                "run_at": run_at,
-                "delay": delay,
-                "idempotency_key": idempotency_key,
+                "id": params.id,
+                "queue": params.queue,
+                "type": params.type,
+                "payload": Jsonb(params.payload),
+                "priority": params.priority,
+                "max_attempts": params.max_attempts,
+                "backoff_kind": params.backoff_kind,
+                "backoff_base": params.backoff_base,
+                "backoff_max": params.backoff_max,
+                "run_at": params.run_at,
+                "delay": params.delay,
+                "idempotency_key": params.idempotency_key,
             })
             _row = _cur.fetchone()
         if _row is None:
@@ -1053,22 +1060,7 @@ class Querier:
                 _n += 1
         return _n
 
-    def job_insert_keyed_many(
-        self,
-        *,
-        ids: list[UUID],
-        queues: list[str],
-        types: list[str],
-        payloads: list[JsonValue],
-        priorities: list[int],
-        max_attempts: list[int],
-        backoff_kinds: list[BackoffKind],
-        backoff_bases: list[timedelta],
-        backoff_maxes: list[timedelta],
-        run_ats: list[datetime],
-        idempotency_keys: list[str],
-        created_at: datetime,
-    ) -> list[UUID]:
+    def job_insert_keyed_many(self, *, params: JobInsertKeyedManyParams) -> list[UUID]:
         """Insert keyed jobs of a batch in one statement; returns the ids actually
         inserted. Keys that already exist insert nothing (the caller compares
         bodies). The arrays are parallel: element i of each is job i.
@@ -1077,18 +1069,18 @@ class Querier:
         """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_INSERT_KEYED_MANY, {
-                "ids": ids,
-                "queues": queues,
-                "types": types,
-                "payloads": [None if x is None else Jsonb(x) for x in payloads],
-                "priorities": priorities,
-                "max_attempts": max_attempts,
-                "backoff_kinds": backoff_kinds,
-                "backoff_bases": backoff_bases,
-                "backoff_maxes": backoff_maxes,
-                "run_ats": run_ats,
-                "idempotency_keys": idempotency_keys,
-                "created_at": created_at,
+                "ids": params.ids,
+                "queues": params.queues,
+                "types": params.types,
+                "payloads": [None if x is None else Jsonb(x) for x in params.payloads],
+                "priorities": params.priorities,
+                "max_attempts": params.max_attempts,
+                "backoff_kinds": params.backoff_kinds,
+                "backoff_bases": params.backoff_bases,
+                "backoff_maxes": params.backoff_maxes,
+                "run_ats": params.run_ats,
+                "idempotency_keys": params.idempotency_keys,
+                "created_at": params.created_at,
             })
             _rows = _cur.fetchall()
         return [_row[0] for _row in _rows]
@@ -1139,16 +1131,7 @@ class Querier:
             _rows = _cur.fetchall()
         return [row_to_job(_row) for _row in _rows]
 
-    def job_claim(
-        self,
-        *,
-        queues: list[str],
-        now: datetime | None,
-        max_jobs: int,
-        owner: str,
-        lease: timedelta,
-        record_events: bool,
-    ) -> list[Job]:
+    def job_claim(self, *, params: JobClaimParams) -> list[Job]:
         """Lease up to max_jobs due jobs of the given queues, in priority, run_at, id
         order, and record one claimed event per job when record_events is set (the
         terminal event mode skips them). SKIP LOCKED lets concurrent claimers take
@@ -1158,25 +1141,17 @@ class Querier:
         """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_CLAIM, {
-                "queues": queues,
-                "now": now,
-                "max_jobs": max_jobs,
-                "owner": owner,
-                "lease": lease,
-                "record_events": record_events,
+                "queues": params.queues,
+                "now": params.now,
+                "max_jobs": params.max_jobs,
+                "owner": params.owner,
+                "lease": params.lease,
+                "record_events": params.record_events,
             })
             _rows = _cur.fetchall()
         return [row_to_job(_row) for _row in _rows]
 
-    def job_heartbeat(
-        self,
-        *,
-        until: datetime,
-        owner: str,
-        now: datetime | None,
-        ids: list[UUID],
-        attempts: list[int],
-    ) -> list[UUID]:
+    def job_heartbeat(self, *, params: JobHeartbeatParams) -> list[UUID]:
         """Extend the leases the owner still holds (the same attempt, not expired),
         except those whose cancel was requested: the owner must stop those jobs.
         ids and attempts are parallel arrays: job i was claimed as attempt i.
@@ -1185,11 +1160,11 @@ class Querier:
         """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_HEARTBEAT, {
-                "until": until,
-                "owner": owner,
-                "now": now,
-                "ids": ids,
-                "attempts": attempts,
+                "until": params.until,
+                "owner": params.owner,
+                "now": params.now,
+                "ids": params.ids,
+                "attempts": params.attempts,
             })
             _rows = _cur.fetchall()
         return [_row[0] for _row in _rows]
@@ -1265,16 +1240,7 @@ class Querier:
             _rows = _cur.fetchall()
         return [_row_to_job_complete_many_row(_row) for _row in _rows]
 
-    def job_fail(
-        self,
-        *,
-        retry_at: datetime,
-        error: str,
-        id: UUID,
-        attempt: int,
-        owner: str,
-        now: datetime | None,
-    ) -> Job | None:
+    def job_fail(self, *, params: JobFailParams) -> Job | None:
         """Fenced failure (owner, attempt, unexpired lease): back to queued at
         retry_at while attempts remain, dead when they are spent, cancelled when a
         cancel was requested.
@@ -1283,27 +1249,19 @@ class Querier:
         """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_FAIL, {
-                "retry_at": retry_at,
-                "error": error,
-                "id": id,
-                "attempt": attempt,
-                "owner": owner,
-                "now": now,
+                "retry_at": params.retry_at,
+                "error": params.error,
+                "id": params.id,
+                "attempt": params.attempt,
+                "owner": params.owner,
+                "now": params.now,
             })
             _row = _cur.fetchone()
         if _row is None:
             return None
         return row_to_job(_row)
 
-    def job_release(
-        self,
-        *,
-        reason: str,
-        id: UUID,
-        attempt: int,
-        owner: str,
-        now: datetime | None,
-    ) -> Job | None:
+    def job_release(self, *, params: JobReleaseParams) -> Job | None:
         """Fenced hand-back (owner, attempt, unexpired lease) of a job the worker stopped without running it to
         the end (shutdown): queued again, due now, and the attempt is given back,
         since the job did not fail. A cancel request still ends it cancelled.
@@ -1312,11 +1270,11 @@ class Querier:
         """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_RELEASE, {
-                "reason": reason,
-                "id": id,
-                "attempt": attempt,
-                "owner": owner,
-                "now": now,
+                "reason": params.reason,
+                "id": params.id,
+                "attempt": params.attempt,
+                "owner": params.owner,
+                "now": params.now,
             })
             _row = _cur.fetchone()
         if _row is None:
@@ -1407,17 +1365,7 @@ class Querier:
             _cur.execute(JOB_PURGE, {"older_than": older_than, "batch_size": batch_size})
             return _cur.rowcount
 
-    def job_list(
-        self,
-        *,
-        queue: str | None,
-        state: JobState | None,
-        type: str | None,
-        created_after: datetime | None,
-        created_before: datetime | None,
-        cursor: UUID | None,
-        max_jobs: int,
-    ) -> list[Job]:
+    def job_list(self, *, params: JobListParams) -> list[Job]:
         """A page of jobs, newest first (ids are UUIDv7, ordered by creation). The
         cursor is the last id of the previous page.
 
@@ -1425,13 +1373,13 @@ class Querier:
         """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_LIST, {
-                "queue": queue,
-                "state": state,
-                "type": type,
-                "created_after": created_after,
-                "created_before": created_before,
-                "cursor": cursor,
-                "max_jobs": max_jobs,
+                "queue": params.queue,
+                "state": params.state,
+                "type": params.type,
+                "created_after": params.created_after,
+                "created_before": params.created_before,
+                "cursor": params.cursor,
+                "max_jobs": params.max_jobs,
             })
             _rows = _cur.fetchall()
         return [row_to_job(_row) for _row in _rows]

@@ -2,6 +2,7 @@
 # source: db/query/schedules.sql
 """Queries of ``db/query/schedules.sql``, typed for psycopg 3."""
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -71,6 +72,38 @@ WHERE id = %(id)s
 """
 
 
+@dataclass(slots=True, kw_only=True)
+class ScheduleInsertParams:
+    """The parameters of ``ScheduleInsert``."""
+
+    name: str
+    type: str
+    queue: str
+    payload: JsonValue
+    priority: int
+    max_attempts: int
+    cron: str | None
+    every: timedelta | None
+    timezone: str
+    next_run_at: datetime
+
+
+@dataclass(slots=True, kw_only=True)
+class ScheduleUpdateParams:
+    """The parameters of ``ScheduleUpdate``."""
+
+    type: str
+    queue: str
+    payload: JsonValue
+    priority: int
+    max_attempts: int
+    cron: str | None
+    every: timedelta | None
+    timezone: str
+    next_run_at: datetime
+    name: str
+
+
 class AsyncQuerier:
     """The queries of ``db/query/schedules.sql`` on an async connection.
 
@@ -86,33 +119,20 @@ class AsyncQuerier:
         """The wrapped connection."""
         return self._conn
 
-    async def schedule_insert(
-        self,
-        *,
-        name: str,
-        type: str,
-        queue: str,
-        payload: JsonValue,
-        priority: int,
-        max_attempts: int,
-        cron: str | None,
-        every: timedelta | None,
-        timezone: str,
-        next_run_at: datetime,
-    ) -> Schedule | None:
+    async def schedule_insert(self, *, params: ScheduleInsertParams) -> Schedule | None:
         """Run ``ScheduleInsert``; return its first row, or None."""
         async with self._conn.cursor() as _cur:
             await _cur.execute(SCHEDULE_INSERT, {
-                "name": name,
-                "type": type,
-                "queue": queue,
-                "payload": Jsonb(payload),
-                "priority": priority,
-                "max_attempts": max_attempts,
-                "cron": cron,
-                "every": every,
-                "timezone": timezone,
-                "next_run_at": next_run_at,
+                "name": params.name,
+                "type": params.type,
+                "queue": params.queue,
+                "payload": Jsonb(params.payload),
+                "priority": params.priority,
+                "max_attempts": params.max_attempts,
+                "cron": params.cron,
+                "every": params.every,
+                "timezone": params.timezone,
+                "next_run_at": params.next_run_at,
             })
             _row = await _cur.fetchone()
         if _row is None:
@@ -137,33 +157,20 @@ class AsyncQuerier:
             return None
         return row_to_schedule(_row)
 
-    async def schedule_update(
-        self,
-        *,
-        type: str,
-        queue: str,
-        payload: JsonValue,
-        priority: int,
-        max_attempts: int,
-        cron: str | None,
-        every: timedelta | None,
-        timezone: str,
-        next_run_at: datetime,
-        name: str,
-    ) -> Schedule | None:
+    async def schedule_update(self, *, params: ScheduleUpdateParams) -> Schedule | None:
         """Run ``ScheduleUpdate``; return its first row, or None."""
         async with self._conn.cursor() as _cur:
             await _cur.execute(SCHEDULE_UPDATE, {
-                "type": type,
-                "queue": queue,
-                "payload": Jsonb(payload),
-                "priority": priority,
-                "max_attempts": max_attempts,
-                "cron": cron,
-                "every": every,
-                "timezone": timezone,
-                "next_run_at": next_run_at,
-                "name": name,
+                "type": params.type,
+                "queue": params.queue,
+                "payload": Jsonb(params.payload),
+                "priority": params.priority,
+                "max_attempts": params.max_attempts,
+                "cron": params.cron,
+                "every": params.every,
+                "timezone": params.timezone,
+                "next_run_at": params.next_run_at,
+                "name": params.name,
             })
             _row = await _cur.fetchone()
         if _row is None:
@@ -248,33 +255,20 @@ class Querier:
         """The wrapped connection."""
         return self._conn
 
-    def schedule_insert(
-        self,
-        *,
-        name: str,
-        type: str,
-        queue: str,
-        payload: JsonValue,
-        priority: int,
-        max_attempts: int,
-        cron: str | None,
-        every: timedelta | None,
-        timezone: str,
-        next_run_at: datetime,
-    ) -> Schedule | None:
+    def schedule_insert(self, *, params: ScheduleInsertParams) -> Schedule | None:
         """Run ``ScheduleInsert``; return its first row, or None."""
         with self._conn.cursor() as _cur:
             _cur.execute(SCHEDULE_INSERT, {
-                "name": name,
-                "type": type,
-                "queue": queue,
-                "payload": Jsonb(payload),
-                "priority": priority,
-                "max_attempts": max_attempts,
-                "cron": cron,
-                "every": every,
-                "timezone": timezone,
-                "next_run_at": next_run_at,
+                "name": params.name,
+                "type": params.type,
+                "queue": params.queue,
+                "payload": Jsonb(params.payload),
+                "priority": params.priority,
+                "max_attempts": params.max_attempts,
+                "cron": params.cron,
+                "every": params.every,
+                "timezone": params.timezone,
+                "next_run_at": params.next_run_at,
             })
             _row = _cur.fetchone()
         if _row is None:
@@ -299,33 +293,20 @@ class Querier:
             return None
         return row_to_schedule(_row)
 
-    def schedule_update(
-        self,
-        *,
-        type: str,
-        queue: str,
-        payload: JsonValue,
-        priority: int,
-        max_attempts: int,
-        cron: str | None,
-        every: timedelta | None,
-        timezone: str,
-        next_run_at: datetime,
-        name: str,
-    ) -> Schedule | None:
+    def schedule_update(self, *, params: ScheduleUpdateParams) -> Schedule | None:
         """Run ``ScheduleUpdate``; return its first row, or None."""
         with self._conn.cursor() as _cur:
             _cur.execute(SCHEDULE_UPDATE, {
-                "type": type,
-                "queue": queue,
-                "payload": Jsonb(payload),
-                "priority": priority,
-                "max_attempts": max_attempts,
-                "cron": cron,
-                "every": every,
-                "timezone": timezone,
-                "next_run_at": next_run_at,
-                "name": name,
+                "type": params.type,
+                "queue": params.queue,
+                "payload": Jsonb(params.payload),
+                "priority": params.priority,
+                "max_attempts": params.max_attempts,
+                "cron": params.cron,
+                "every": params.every,
+                "timezone": params.timezone,
+                "next_run_at": params.next_run_at,
+                "name": params.name,
             })
             _row = _cur.fetchone()
         if _row is None:

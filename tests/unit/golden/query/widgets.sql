@@ -2,7 +2,8 @@
 -- sqlc hands it to the first query with that query's own comment lines.
 
 -- name: WidgetCreate :one
--- Insert one widget and return it whole.
+-- Insert one widget and return it whole. More than four parameters, so the
+-- method takes a WidgetCreateParams.
 --
 -- A comment line may hold a backslash \d or "quotes" and keep them.
 INSERT INTO widgets (uid, name, label, doc, raw, tags, scores, mood, maybe_mood, span, price)
@@ -26,6 +27,13 @@ ORDER BY id;
 SELECT id, name, maybe_mood, '50%' AS pct, tags
 FROM widgets
 WHERE name LIKE '%' || @pattern::text || '%'
+ORDER BY id;
+
+-- name: WidgetFind :many
+-- Exactly four parameters: still keyword arguments.
+SELECT id, name FROM widgets
+WHERE name LIKE @prefix::text || '%' AND mood = @mood
+  AND price BETWEEN @min_price::numeric AND @max_price::numeric
 ORDER BY id;
 
 -- name: WidgetNow :one
