@@ -552,8 +552,8 @@ def enqueue_command(
         options["max_attempts"] = max_attempts
     try:
         new = NewJob(**options)
-    except ValidationError as exc:
-        raise _validation("job", exc) from None
+    except JobrunError as exc:
+        raise fail(str(exc)) from None
 
     job = run_with_store(database_url, lambda store: store.enqueue(new))
     typer.echo(str(job.id))
@@ -809,8 +809,8 @@ def schedules_add_command(
         options["max_attempts"] = max_attempts
     try:
         new = NewSchedule(**options)
-    except ValidationError as exc:
-        raise _validation("schedule", exc) from None
+    except JobrunError as exc:
+        raise fail(str(exc)) from None
     created = run_with_store(database_url, lambda store: store.create_schedule(new))
     typer.echo(
         f"schedule {created.name!r} created ({_trigger(created)}); "

@@ -114,16 +114,20 @@ class SchemaMissing(JobrunError):
         super().__init__(f"jobrun's schema is {what}: run `jobrun migrate`")
 
 
-class InvalidJob(JobrunError):
-    """A job was refused at enqueue; nothing was written."""
+class InvalidJob(JobrunError, ValueError):
+    """A job was refused (built with bad fields, or refused at enqueue); nothing was written.
+
+    Also a ValueError, as pydantic's own validation errors are, so code that
+    caught those keeps working.
+    """
 
 
 class PayloadTooLarge(InvalidJob):
     """The JSON payload is larger than the configured limit."""
 
 
-class InvalidSchedule(JobrunError):
-    """A schedule's cron expression, interval or time zone is not valid."""
+class InvalidSchedule(JobrunError, ValueError):
+    """A schedule (or a change to one) is not valid: cron, interval, time zone, bounds."""
 
 
 class JobNotFound(JobrunError):

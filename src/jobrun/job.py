@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 from uuid import UUID
 
 from pydantic import (
@@ -278,6 +278,35 @@ class JobState(StrEnum):
         return self in (JobState.SUCCEEDED, JobState.CANCELLED, JobState.DEAD)
 
 
+def describe_invalid(what: str, exc: ValidationError) -> str:
+    """One line naming every field pydantic refused: ``invalid job: priority: ...``."""
+    parts = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"])
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {msg}" if where else msg)
+    return f"invalid {what}: {'; '.join(parts)}"
+
+
+class _Input(BaseModel):
+    """A model users build from their own input: bad fields raise jobrun's error, not pydantic's.
+
+    The one exception tree holds at construction too: ``NewJob(priority=99999)``
+    raises :class:`InvalidJob` (still a ``ValueError``), naming the field.
+    """
+
+    _invalid: ClassVar[type[JobrunError]] = InvalidJob
+    _what: ClassVar[str] = "job"
+
+    if not TYPE_CHECKING:  # mypy keeps the pydantic plugin's typed __init__
+
+        def __init__(self, /, **data: Any) -> None:
+            try:
+                super().__init__(**data)
+            except ValidationError as exc:
+                raise self._invalid(describe_invalid(self._what, exc)) from exc
+
+
 class BackoffKind(StrEnum):
     """How the wait before a retry grows with the attempt number."""
 
@@ -286,7 +315,7 @@ class BackoffKind(StrEnum):
     EXPONENTIAL = "exponential"
 
 
-class Backoff(BaseModel):
+class Backoff(_Input):
     """A job's own retry policy: wait ``base`` grown by ``kind``, never more than ``max``.
 
     After failed attempt ``n`` (1 for the first run) a job waits ``base``
@@ -295,6 +324,8 @@ class Backoff(BaseModel):
     arithmetic runs in the database (``job_backoff_delay``, migration 00003),
     the one place it is written, for failures and reaped leases alike.
     """
+
+    _what: ClassVar[str] = "backoff"
 
     model_config = ConfigDict(frozen=True)
 
@@ -334,7 +365,7 @@ def _bounded_nesting(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
         raise
 
 
-class NewJob(BaseModel):
+class NewJob(_Input):
     """A job to enqueue. ``delay`` and ``run_at`` are exclusive; both are optional."""
 
     model_config = ConfigDict(frozen=True)
@@ -497,8 +528,11 @@ class QueueDepth(BaseModel):
     oldest_created_at: datetime | None
 
 
-class NewSchedule(BaseModel):
+class NewSchedule(_Input):
     """A schedule to create: a job template fired on a cron expression or a fixed interval."""
+
+    _invalid: ClassVar[type[JobrunError]] = InvalidSchedule
+    _what: ClassVar[str] = "schedule"
 
     name: str = Field(min_length=1, max_length=255)
     type: str = Field(min_length=1, max_length=255)
@@ -525,8 +559,11 @@ class NewSchedule(BaseModel):
         return self
 
 
-class SchedulePatch(BaseModel):
+class SchedulePatch(_Input):
     """Fields of a schedule to change; ``None`` leaves a field as it is."""
+
+    _invalid: ClassVar[type[JobrunError]] = InvalidSchedule
+    _what: ClassVar[str] = "schedule change"
 
     type: str | None = Field(default=None, min_length=1, max_length=255)
     payload: JsonValue | None = None

@@ -83,17 +83,19 @@ async def test_every_command_async(empty_db_url: str, gen: tuple[ModuleType, ...
         # :one, RETURNING * → the table model, every type as declared
         uid = uuid4()
         w = await q.widget_create(
-            uid=uid,
-            name="alpha",
-            label=None,
-            doc={"k": ["v", 1, None], "pct": "100%"},
-            raw=None,
-            tags=["x", "y"],
-            scores=[1, 2**40],
-            mood=models.Mood.SAD,
-            maybe_mood=None,
-            span=timedelta(hours=1, seconds=3),
-            price=Decimal("12.50"),
+            params=widgets.WidgetCreateParams(
+                uid=uid,
+                name="alpha",
+                label=None,
+                doc={"k": ["v", 1, None], "pct": "100%"},
+                raw=None,
+                tags=["x", "y"],
+                scores=[1, 2**40],
+                mood=models.Mood.SAD,
+                maybe_mood=None,
+                span=timedelta(hours=1, seconds=3),
+                price=Decimal("12.50"),
+            )
         )
         assert isinstance(w, models.Widget)
         assert w.uid == uid and w.name == "alpha" and w.label is None
@@ -112,17 +114,19 @@ async def test_every_command_async(empty_db_url: str, gen: tuple[ModuleType, ...
 
         # :many with an enum array param, a narg, a repeated param
         w2 = await q.widget_create(
-            uid=uuid4(),
-            name="beta",
-            label="alpha",
-            doc=[],
-            raw={"raw": True},
-            tags=[],
-            scores=None,
-            mood=models.Mood.HAPPY,
-            maybe_mood=models.Mood.SO_SO,
-            span=None,
-            price=Decimal(0),
+            params=widgets.WidgetCreateParams(
+                uid=uuid4(),
+                name="beta",
+                label="alpha",
+                doc=[],
+                raw={"raw": True},
+                tags=[],
+                scores=None,
+                mood=models.Mood.HAPPY,
+                maybe_mood=models.Mood.SO_SO,
+                span=None,
+                price=Decimal(0),
+            )
         )
         assert w2 is not None and w2.raw == {"raw": True} and w2.maybe_mood is models.Mood.SO_SO
         listed = await q.widget_list(
@@ -131,6 +135,11 @@ async def test_every_command_async(empty_db_url: str, gen: tuple[ModuleType, ...
         assert [x.id for x in listed] == [w.id, w2.id]
         past = datetime(2000, 1, 1, tzinfo=UTC)
         assert await q.widget_list(moods=[models.Mood.SAD], now=past, name="alpha") == []
+        # four parameters: keyword arguments still
+        found = await q.widget_find(
+            prefix="al", mood=models.Mood.SAD, min_price=Decimal(10), max_price=Decimal(20)
+        )
+        assert [(f.id, f.name) for f in found] == [(w.id, "alpha")]
 
         # :many → per-query row model; '%' literals reach the server intact
         summary = await q.widget_summary(pattern="lph")
@@ -213,17 +222,19 @@ def test_every_command_sync(empty_db_url: str, gen: tuple[ModuleType, ...]) -> N
         assert times.ratio4 == 1.5 and times.medium == 7
 
         w = q.widget_create(
-            uid=uuid4(),
-            name="sync",
-            label="l",
-            doc={"a": 1},
-            raw=None,
-            tags=["t"],
-            scores=None,
-            mood=models.Mood.HAPPY,
-            maybe_mood=models.Mood.SAD,
-            span=None,
-            price=Decimal("1.5"),
+            params=widgets.WidgetCreateParams(
+                uid=uuid4(),
+                name="sync",
+                label="l",
+                doc={"a": 1},
+                raw=None,
+                tags=["t"],
+                scores=None,
+                mood=models.Mood.HAPPY,
+                maybe_mood=models.Mood.SAD,
+                span=None,
+                price=Decimal("1.5"),
+            )
         )
         assert w is not None and w.maybe_mood is models.Mood.SAD
         assert q.widget_get(id=w.id) == w

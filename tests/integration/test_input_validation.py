@@ -13,9 +13,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from pydantic import ValidationError
 
-from jobrun.errors import ConfigurationError, InvalidJob
+from jobrun.errors import ConfigurationError, InvalidJob, InvalidSchedule
 from jobrun.job import NewJob, NewSchedule, SchedulePatch
 from jobrun.postgres import Pool, SyncProducer
 from jobrun.postgres.store import Store
@@ -96,7 +95,7 @@ async def test_deeply_nested_payloads_are_invalid_job(store: Store, db_url: str)
         await store.enqueue_batch([NewJob(type="t", payload=nested(150))])
     with pytest.raises(InvalidJob, match="nested more than 100 levels"):
         await store.enqueue(unchecked(payload=nested(5000)))
-    with pytest.raises(ValidationError, match="100 levels"):
+    with pytest.raises(InvalidJob, match="100 levels"):
         NewJob(type="t", payload=nested(5000))
     assert count(db_url) == 0
 
@@ -106,7 +105,7 @@ async def test_deeply_nested_payloads_are_invalid_job(store: Store, db_url: str)
 async def test_nul_or_surrogate_in_text_fields_is_invalid_job(
     store: Store, producer: SyncProducer, db_url: str, field: str, bad: str
 ) -> None:
-    with pytest.raises(ValidationError, match=field):
+    with pytest.raises(InvalidJob, match=field):
         NewJob(**{"type": "t", field: bad})
     with pytest.raises(InvalidJob, match=field):
         await store.enqueue(unchecked(**{field: bad}))
@@ -125,10 +124,10 @@ async def test_nul_or_surrogate_in_text_fields_is_invalid_job(
 async def test_far_future_delay_and_run_at_are_invalid_job(
     store: Store, producer: SyncProducer, db_url: str
 ) -> None:
-    with pytest.raises(ValidationError, match="delay must be at most 100 years"):
+    with pytest.raises(InvalidJob, match="delay must be at most 100 years"):
         NewJob(type="t", delay=FAR_DELAY)
     late = datetime(9999, 12, 31, 23, 0, tzinfo=timezone(timedelta(hours=-5)))
-    with pytest.raises(ValidationError, match="run_at must be before 9999-01-01"):
+    with pytest.raises(InvalidJob, match="run_at must be before 9999-01-01"):
         NewJob(type="t", run_at=late)
     for bad in (unchecked(delay=FAR_DELAY), unchecked(run_at=late)):
         with pytest.raises(InvalidJob, match=r"delay|run_at"):
@@ -162,7 +161,7 @@ async def test_purge_older_than_is_bounded(store: Store) -> None:
 async def test_max_attempts_and_priority_out_of_range_are_refused(
     store: Store, db_url: str
 ) -> None:
-    with pytest.raises(ValidationError, match="10000"):
+    with pytest.raises(InvalidJob, match="10000"):
         NewJob(type="t", max_attempts=3_000_000_000)
     for bad in (unchecked(max_attempts=3_000_000_000), unchecked(priority=99_999)):
         with pytest.raises(InvalidJob, match=r"max_attempts|priority"):
@@ -174,9 +173,9 @@ async def test_max_attempts_and_priority_out_of_range_are_refused(
 
 async def test_schedule_patch_priority_is_bounded(store: Store) -> None:
     await store.create_schedule(NewSchedule(name="s", type="t", every=timedelta(minutes=1)))
-    with pytest.raises(ValidationError, match="32767"):
+    with pytest.raises(InvalidSchedule, match="32767"):
         SchedulePatch(priority=99_999)
-    with pytest.raises(ValidationError, match="10000"):
+    with pytest.raises(InvalidSchedule, match="10000"):
         SchedulePatch(max_attempts=3_000_000_000)
     schedule = await store.get_schedule("s")
     assert schedule.priority == 0

@@ -42,12 +42,14 @@ def producer(db_url: str) -> Iterator[SyncProducer]:
 def _claim(db_url: str, owner: str = "w1", queue: str = "default") -> list[Job]:
     with psycopg.connect(db_url, autocommit=True) as conn:
         rows = job_queries.Querier(conn).job_claim(
-            queues=[queue],
-            owner=owner,
-            max_jobs=100,
-            lease=timedelta(minutes=5),
-            now=None,
-            record_events=True,
+            params=job_queries.JobClaimParams(
+                queues=[queue],
+                owner=owner,
+                max_jobs=100,
+                lease=timedelta(minutes=5),
+                now=None,
+                record_events=True,
+            )
         )
     return [producer_job(r) for r in rows]
 
@@ -62,7 +64,11 @@ def _fail(db_url: str, job: Job, owner: str = "w1") -> None:
     with psycopg.connect(db_url, autocommit=True) as conn:
         now = system_queries.Querier(conn).database_now()
         assert now is not None
-        row = job_queries.Querier(conn).job_fail(id=job.id, owner=owner, error="boom", retry_at=now)
+        row = job_queries.Querier(conn).job_fail(
+            params=job_queries.JobFailParams(
+                id=job.id, attempt=job.attempts, owner=owner, error="boom", retry_at=now, now=None
+            )
+        )
         assert row is not None
 
 

@@ -61,12 +61,14 @@ def sqlc_binary() -> str:
     return found
 
 
-def run_plugin(request: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+def run_plugin(request: dict[str, Any], cwd: Path = GOLDEN) -> subprocess.CompletedProcess[str]:
+    """Run the plugin as sqlc does, in the configuration's directory (it reads query files)."""
     return subprocess.run(
         [sys.executable, str(PLUGIN), "/plugin.CodegenService/Generate"],
         input=json.dumps(request),
         capture_output=True,
         text=True,
+        cwd=cwd,
         check=False,
     )
 
@@ -190,6 +192,117 @@ def test_generated_signatures() -> None:
         assert f"    {field}\n" in models
 
 
+def method_block(text: str, method: str) -> str:
+    """The source of the first ``def method(`` in ``text``, up to the next method."""
+    start = text.index(f"def {method}(")
+    end = text.find("\n    async def ", start + 1)
+    end2 = text.find("\n    def ", start + 1)
+    ends = [e for e in (end, end2) if e >= 0]
+    return text[start : min(ends)] if ends else text[start:]
+
+
+def test_leading_comment_becomes_the_docstring() -> None:
+    widgets = (GOLDEN / "expected" / "widgets.py").read_text()
+    create = method_block(widgets, "widget_create")
+    assert (
+        '        """Insert one widget and return it whole. More than four parameters, so the\n'
+        "        method takes a WidgetCreateParams.\n"
+        "\n"
+        '        A comment line may hold a backslash \\\\d or "quotes" and keep them.\n'
+        "\n"
+        "        Run ``WidgetCreate``; return its first row, or None.\n"
+        '        """\n'
+    ) in create
+    listed = method_block(widgets, "widget_list")
+    assert '"""Widgets in any of the moods, up to now, by name or label.\n' in listed
+    # A comment inside the statement is not part of the doc.
+    assert "stays out of the docstring" not in widgets
+
+
+def test_file_header_is_no_query_doc() -> None:
+    # sqlc hands a file's header comment to the file's first query, together
+    # with that query's own comment lines and any comment inside it.
+    req = golden_request()
+    assert query(req, "WidgetCreate")["comments"][0].startswith(" Queries on widgets.")
+    assert "stays out of the docstring" in query(req, "WidgetList")["comments"][-1]
+    assert query(req, "NoteAdd")["comments"] == [
+        " Queries on widget_notes: the header of a file whose first query has no comment."
+    ]
+    widgets = (GOLDEN / "expected" / "widgets.py").read_text()
+    notes = (GOLDEN / "expected" / "widget_notes.py").read_text()
+    assert "Queries on widgets" not in widgets
+    assert "Queries on widget_notes" not in notes
+    # A query without a comment keeps the generated one-line docstring.
+    assert '"""Run ``NoteAdd``; return its first row, or None."""' in notes
+    assert '"""Run ``WidgetGet``; return its first row, or None."""' in widgets
+
+
+def test_docstring_escapes_quotes_and_backslashes() -> None:
+    lines = gen._docstring("Run ``X``.", ['say """hi""" \\ there', "", "two"], "")
+    text = "\n".join(lines)
+    assert compile(text, "<doc>", "eval") is not None
+    assert eval(text) == 'say """hi""" \\ there\n\ntwo\n\nRun ``X``.\n'
+
+
+def test_doc_comment_needs_the_query_file(tmp_path: Path) -> None:
+    msg = fail_message(golden_request(), cwd=tmp_path)
+    assert re.search(r"query \w+: cannot read query/\w+\.sql for its doc comments", msg), msg
+    assert "run sqlc in the directory of its configuration" in msg
+
+
+def test_doc_comment_must_match_what_sqlc_parsed() -> None:
+    req = golden_request()
+    query(req, "WidgetList")["comments"] = [" Something sqlc never saw."]
+    msg = fail_message(req)
+    assert "query WidgetList: the comment after '-- name: WidgetList'" in msg
+    assert "is not what sqlc parsed" in msg
+
+
+def test_params_model_above_the_threshold() -> None:
+    assert gen.PARAMS_MODEL_THRESHOLD == 4
+    widgets = (GOLDEN / "expected" / "widgets.py").read_text()
+    assert len(query(golden_request(), "WidgetCreate")["params"]) == 11
+    assert (
+        "@dataclass(slots=True, kw_only=True)\nclass WidgetCreateParams:\n"
+        '    """The parameters of ``WidgetCreate``."""\n\n    uid: UUID\n'
+    ) in widgets
+    assert "async def widget_create(self, *, params: WidgetCreateParams) -> Widget | None:" in (
+        widgets
+    )
+    assert '"doc": Jsonb(params.doc),' in widgets
+    assert '"raw": None if params.raw is None else Json(params.raw),' in widgets
+
+
+def test_keywords_at_the_threshold() -> None:
+    widgets = (GOLDEN / "expected" / "widgets.py").read_text()
+    assert len(query(golden_request(), "WidgetFind")["params"]) == gen.PARAMS_MODEL_THRESHOLD
+    assert "WidgetFindParams" not in widgets
+    assert "        prefix: str,\n        mood: Mood,\n        min_price: Decimal," in (
+        method_block(widgets, "widget_find")
+    )
+
+
+def test_one_parameter_over_the_threshold_makes_a_params_model() -> None:
+    req = golden_request()
+    q = query(req, "WidgetFind")
+    extra = copy.deepcopy(q["params"][-1])
+    extra["number"] = len(q["params"]) + 1
+    extra["column"]["name"] = "max_price_2"
+    q["params"].append(extra)
+    q["text"] = q["text"].replace("ORDER BY id", "AND price <> $5::numeric ORDER BY id")
+    widgets = decode(run_plugin(req).stdout)["widgets.py"]
+    assert "class WidgetFindParams:" in widgets
+    assert "def widget_find(self, *, params: WidgetFindParams) -> list[WidgetFindRow]:" in widgets
+    assert "price <> %(max_price_2)s::numeric" in widgets
+
+
+def test_bulk_commands_keep_their_row_tuples() -> None:
+    # WidgetCopy has 15 parameters, yet takes rows of a NamedTuple as before.
+    widgets = (GOLDEN / "expected" / "widgets.py").read_text()
+    assert "class WidgetCopyParams(NamedTuple):" in widgets
+    assert "@dataclass(slots=True, kw_only=True)\nclass WidgetCopyParams" not in widgets
+
+
 def test_repeated_param_and_percent_literals_in_golden_sql() -> None:
     widgets = (GOLDEN / "expected" / "widgets.py").read_text()
     assert "AND (name = %(name)s OR label = %(name)s)" in widgets
@@ -290,8 +403,8 @@ def query(request: dict[str, Any], name: str) -> dict[str, Any]:
     return next(q for q in request["queries"] if q["name"] == name)
 
 
-def fail_message(request: dict[str, Any]) -> str:
-    result = run_plugin(request)
+def fail_message(request: dict[str, Any], cwd: Path = GOLDEN) -> str:
+    result = run_plugin(request, cwd)
     assert result.returncode != 0
     assert result.stdout == ""
     return result.stderr
@@ -463,7 +576,10 @@ def test_editing_a_query_changes_the_typed_signature(tmp_path: Path) -> None:
     before = generate()
     assert "async def probe_get(self, *, queue: str) -> UUID | None:" in before
     probe.write_text(
+        "-- A file header.\n"
+        "\n"
         "-- name: ProbeGet :one\n"
+        "-- The first due job of a queue.\n"
         "SELECT id, priority FROM jobs\n"
         "WHERE queue = @queue AND priority >= @min_priority::int LIMIT 1;\n"
     )
@@ -475,6 +591,8 @@ def test_editing_a_query_changes_the_typed_signature(tmp_path: Path) -> None:
     assert re.search(
         r"class ProbeGetRow\(pydantic.BaseModel\):.*id: UUID.*priority: int", after, re.S
     )
+    assert '"""The first due job of a queue.\n\n        Run ``ProbeGet``;' in after
+    assert "A file header" not in after
 
 
 def test_generate_check_names_a_hand_edited_file(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from jobrun.errors import InvalidJob
+from jobrun.errors import InvalidJob, InvalidSchedule
 from jobrun.job import (
     MAX_ATTEMPTS_LIMIT,
     MAX_DELAY,
@@ -47,8 +47,11 @@ def nested(depth: int) -> Any:
     return value
 
 
-def message(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in exc.errors())
+def message(exc: BaseException) -> str:
+    # The models raise jobrun's errors with pydantic's ValidationError as the cause.
+    cause = exc if isinstance(exc, ValidationError) else exc.__cause__
+    assert isinstance(cause, ValidationError), exc
+    return "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in cause.errors())
 
 
 # -- item 6: text fields ----------------------------------------------------------------
@@ -60,7 +63,7 @@ def test_new_job_refuses_nul_and_surrogates_in_text_fields(
     field: str, bad: str, needle: str
 ) -> None:
     values: dict[str, Any] = {"type": "t", field: bad}
-    with pytest.raises(ValidationError) as info:
+    with pytest.raises(InvalidJob) as info:
         NewJob(**values)
     assert field in message(info.value) and needle in message(info.value).lower()
 
@@ -68,14 +71,14 @@ def test_new_job_refuses_nul_and_surrogates_in_text_fields(
 @pytest.mark.parametrize("field", ["name", "type", "queue", "timezone", "cron"])
 def test_new_schedule_refuses_nul_in_text_fields(field: str) -> None:
     values: dict[str, Any] = {"name": "s", "type": "t", "cron": "* * * * *", field: "a\x00"}
-    with pytest.raises(ValidationError) as info:
+    with pytest.raises(InvalidSchedule) as info:
         NewSchedule(**values)
     assert field in message(info.value) and "NUL" in message(info.value)
 
 
 @pytest.mark.parametrize("field", ["type", "queue", "timezone", "cron"])
 def test_schedule_patch_refuses_nul_in_text_fields(field: str) -> None:
-    with pytest.raises(ValidationError, match="NUL"):
+    with pytest.raises(InvalidSchedule, match="NUL"):
         SchedulePatch(**{field: "a\x00"})
 
 
@@ -131,7 +134,7 @@ def test_payload_nested_5000_levels_is_invalid_job_not_recursion_error() -> None
 
 
 def test_new_job_with_a_5000_level_payload_names_the_limit() -> None:
-    with pytest.raises(ValidationError) as info:
+    with pytest.raises(InvalidJob) as info:
         NewJob(type="t", payload=nested(5000))
     text = message(info.value)
     assert f"{MAX_PAYLOAD_DEPTH} levels" in text
@@ -176,9 +179,9 @@ def test_a_nul_anywhere_is_refused(before: str, after: str) -> None:
 
 def test_delay_beyond_the_limit_is_refused() -> None:
     NewJob(type="t", delay=MAX_DELAY)
-    with pytest.raises(ValidationError, match="delay must be at most 100 years"):
+    with pytest.raises(InvalidJob, match="delay must be at most 100 years"):
         NewJob(type="t", delay=timedelta(days=3_000_000))
-    with pytest.raises(ValidationError, match="delay must not be negative"):
+    with pytest.raises(InvalidJob, match="delay must not be negative"):
         NewJob(type="t", delay=timedelta(seconds=-1))
 
 
@@ -186,26 +189,26 @@ def test_run_at_must_be_before_the_year_9999() -> None:
     NewJob(type="t", run_at=RUN_AT_LIMIT - timedelta(seconds=1))
     minus5 = timezone(timedelta(hours=-5))
     for late in (RUN_AT_LIMIT, datetime(9999, 12, 31, 23, 0, tzinfo=minus5)):
-        with pytest.raises(ValidationError, match="run_at must be before 9999-01-01"):
+        with pytest.raises(InvalidJob, match="run_at must be before 9999-01-01"):
             NewJob(type="t", run_at=late)
-    with pytest.raises(ValidationError, match="run_at must not be before 1970"):
+    with pytest.raises(InvalidJob, match="run_at must not be before 1970"):
         NewJob(type="t", run_at=datetime(1, 1, 1, 1, tzinfo=timezone(timedelta(hours=5))))
 
 
 def test_backoff_max_is_bounded() -> None:
     # The delay arithmetic itself runs in the database (job_backoff_delay);
     # tests/integration/test_store.py drives it to these same extremes.
-    with pytest.raises(ValidationError, match="backoff max must be at most 100 years"):
+    with pytest.raises(InvalidJob, match="backoff max must be at most 100 years"):
         Backoff(base=timedelta(seconds=1), max=timedelta(days=999_999))
     Backoff(kind=BackoffKind.LINEAR, base=MAX_DELAY, max=MAX_DELAY)
 
 
 def test_schedule_interval_is_bounded() -> None:
-    with pytest.raises(ValidationError, match="every must be at most 100 years"):
+    with pytest.raises(InvalidSchedule, match="every must be at most 100 years"):
         NewSchedule(name="s", type="t", every=timedelta(days=3_000_000))
-    with pytest.raises(ValidationError, match="every must be at most 100 years"):
+    with pytest.raises(InvalidSchedule, match="every must be at most 100 years"):
         SchedulePatch(every=timedelta(days=3_000_000))
-    with pytest.raises(ValidationError, match="every must be positive"):
+    with pytest.raises(InvalidSchedule, match="every must be positive"):
         SchedulePatch(every=timedelta(0))
 
 
@@ -221,26 +224,26 @@ def test_duration_problem() -> None:
 
 def test_max_attempts_is_bounded_in_the_model() -> None:
     NewJob(type="t", max_attempts=MAX_ATTEMPTS_LIMIT)
-    with pytest.raises(ValidationError, match=str(MAX_ATTEMPTS_LIMIT)):
+    with pytest.raises(InvalidJob, match=str(MAX_ATTEMPTS_LIMIT)):
         NewJob(type="t", max_attempts=3_000_000_000)
-    with pytest.raises(ValidationError, match=str(MAX_ATTEMPTS_LIMIT)):
+    with pytest.raises(InvalidSchedule, match=str(MAX_ATTEMPTS_LIMIT)):
         NewSchedule(name="s", type="t", cron="* * * * *", max_attempts=3_000_000_000)
-    with pytest.raises(ValidationError, match=str(MAX_ATTEMPTS_LIMIT)):
+    with pytest.raises(InvalidSchedule, match=str(MAX_ATTEMPTS_LIMIT)):
         SchedulePatch(max_attempts=3_000_000_000)
-    with pytest.raises(ValidationError, match="1"):
+    with pytest.raises(InvalidSchedule, match="1"):
         SchedulePatch(max_attempts=0)
 
 
 def test_priority_is_bounded_in_every_model() -> None:
     NewJob(type="t", priority=MIN_PRIORITY)
     NewJob(type="t", priority=MAX_PRIORITY)
-    with pytest.raises(ValidationError, match=str(MAX_PRIORITY)):
+    with pytest.raises(InvalidJob, match=str(MAX_PRIORITY)):
         NewJob(type="t", priority=99_999)
-    with pytest.raises(ValidationError, match=str(MAX_PRIORITY)):
+    with pytest.raises(InvalidSchedule, match=str(MAX_PRIORITY)):
         NewSchedule(name="s", type="t", cron="* * * * *", priority=99_999)
-    with pytest.raises(ValidationError, match=str(MAX_PRIORITY)):
+    with pytest.raises(InvalidSchedule, match=str(MAX_PRIORITY)):
         SchedulePatch(priority=99_999)
-    with pytest.raises(ValidationError, match=str(MIN_PRIORITY)):
+    with pytest.raises(InvalidSchedule, match=str(MIN_PRIORITY)):
         SchedulePatch(priority=-99_999)
 
 

@@ -124,23 +124,23 @@ def prepare_jobs(
     return prepared
 
 
-def insert_args(item: PreparedJob) -> dict[str, Any]:
-    """Keyword arguments of the generated ``job_insert`` for one job."""
+def insert_args(item: PreparedJob) -> job_queries.JobInsertParams:
+    """The parameters of the generated ``job_insert`` for one job."""
     job = item.job
-    return {
-        "id": job.id,
-        "queue": job.queue,
-        "type": job.type,
-        "payload": item.payload,
-        "priority": job.priority,
-        "max_attempts": job.max_attempts,
-        "backoff_kind": BACKOFF_KINDS[job.backoff.kind],
-        "backoff_base": job.backoff.base,
-        "backoff_max": job.backoff.max,
-        "run_at": job.run_at,
-        "delay": job.delay or _ZERO,
-        "idempotency_key": job.idempotency_key,
-    }
+    return job_queries.JobInsertParams(
+        id=job.id,
+        queue=job.queue,
+        type=job.type,
+        payload=item.payload,
+        priority=job.priority,
+        max_attempts=job.max_attempts,
+        backoff_kind=BACKOFF_KINDS[job.backoff.kind],
+        backoff_base=job.backoff.base,
+        backoff_max=job.backoff.max,
+        run_at=job.run_at,
+        delay=job.delay or _ZERO,
+        idempotency_key=job.idempotency_key,
+    )
 
 
 def run_at_of(job: NewJob, now: datetime) -> datetime:
@@ -172,22 +172,25 @@ def job_copy_row(item: PreparedJob, now: datetime) -> tuple[job_queries.JobInser
     return row, job_from_new(job, item.payload, run_at, now)
 
 
-def keyed_arrays(items: Sequence[PreparedJob], now: datetime) -> dict[str, Any]:
+def keyed_arrays(
+    items: Sequence[PreparedJob], now: datetime
+) -> job_queries.JobInsertKeyedManyParams:
     """Parallel arrays for ``job_insert_keyed_many``."""
-    return {
-        "ids": [i.job.id for i in items],
-        "queues": [i.job.queue for i in items],
-        "types": [i.job.type for i in items],
-        "payloads": [i.payload for i in items],
-        "priorities": [i.job.priority for i in items],
-        "max_attempts": [i.job.max_attempts for i in items],
-        "backoff_kinds": [BACKOFF_KINDS[i.job.backoff.kind] for i in items],
-        "backoff_bases": [i.job.backoff.base for i in items],
-        "backoff_maxes": [i.job.backoff.max for i in items],
-        "run_ats": [run_at_of(i.job, now) for i in items],
-        "idempotency_keys": [i.job.idempotency_key for i in items],
-        "created_at": now,
-    }
+    return job_queries.JobInsertKeyedManyParams(
+        ids=[i.job.id for i in items],
+        queues=[i.job.queue for i in items],
+        types=[i.job.type for i in items],
+        payloads=[i.payload for i in items],
+        priorities=[i.job.priority for i in items],
+        max_attempts=[i.job.max_attempts for i in items],
+        backoff_kinds=[BACKOFF_KINDS[i.job.backoff.kind] for i in items],
+        backoff_bases=[i.job.backoff.base for i in items],
+        backoff_maxes=[i.job.backoff.max for i in items],
+        run_ats=[run_at_of(i.job, now) for i in items],
+        # Keyed items only: never None here (the same `or ""` as the read-back).
+        idempotency_keys=[i.job.idempotency_key or "" for i in items],
+        created_at=now,
+    )
 
 
 def check_replay(item: PreparedJob, stored: Job) -> Job:
@@ -287,20 +290,22 @@ def check_older_than(older_than: timedelta) -> None:
         raise ConfigurationError(problem)
 
 
-def list_args(filter: JobFilter | None, limit: int, cursor: UUID | None) -> dict[str, Any]:
-    """Keyword arguments of the generated ``job_list`` (one row more than a page)."""
+def list_args(
+    filter: JobFilter | None, limit: int, cursor: UUID | None
+) -> job_queries.JobListParams:
+    """The parameters of the generated ``job_list`` (one row more than a page)."""
     if limit < 1:
         raise ConfigurationError("limit must be at least 1")
     f = filter or JobFilter()
-    return {
-        "queue": f.queue,
-        "state": None if f.state is None else models.JobState(f.state.value),
-        "type": f.type,
-        "created_after": f.created_after,
-        "created_before": f.created_before,
-        "cursor": cursor,
-        "max_jobs": limit + 1,
-    }
+    return job_queries.JobListParams(
+        queue=f.queue,
+        state=None if f.state is None else models.JobState(f.state.value),
+        type=f.type,
+        created_after=f.created_after,
+        created_before=f.created_before,
+        cursor=cursor,
+        max_jobs=limit + 1,
+    )
 
 
 def page_of(rows: Sequence[models.Job], limit: int) -> JobPage:

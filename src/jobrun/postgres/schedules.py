@@ -93,16 +93,18 @@ class ScheduleMethods:
             # The insert itself refuses a taken name (ON CONFLICT DO NOTHING): a
             # lookup first would let concurrent creates both pass it.
             row = await queries.schedule_insert(
-                name=schedule.name,
-                type=schedule.type,
-                queue=schedule.queue,
-                payload=payload,
-                priority=schedule.priority,
-                max_attempts=schedule.max_attempts,
-                cron=schedule.cron,
-                every=schedule.every,
-                timezone=schedule.timezone,
-                next_run_at=first,
+                params=schedule_queries.ScheduleInsertParams(
+                    name=schedule.name,
+                    type=schedule.type,
+                    queue=schedule.queue,
+                    payload=payload,
+                    priority=schedule.priority,
+                    max_attempts=schedule.max_attempts,
+                    cron=schedule.cron,
+                    every=schedule.every,
+                    timezone=schedule.timezone,
+                    next_run_at=first,
+                )
             )
         if row is None:
             raise InvalidSchedule(f"a schedule named {schedule.name!r} already exists")
@@ -135,16 +137,18 @@ class ScheduleMethods:
                 now = await _db_now(tx)
                 next_run_at = _next_run(new.cron, new.every, new.timezone, now, now)
             row = await queries.schedule_update(
-                name=name,
-                type=new.type,
-                queue=new.queue,
-                payload=payload,
-                priority=new.priority,
-                max_attempts=new.max_attempts,
-                cron=new.cron,
-                every=new.every,
-                timezone=new.timezone,
-                next_run_at=next_run_at,
+                params=schedule_queries.ScheduleUpdateParams(
+                    name=name,
+                    type=new.type,
+                    queue=new.queue,
+                    payload=payload,
+                    priority=new.priority,
+                    max_attempts=new.max_attempts,
+                    cron=new.cron,
+                    every=new.every,
+                    timezone=new.timezone,
+                    next_run_at=next_run_at,
+                )
             )
         assert row is not None
         return schedule_from_row(row)
@@ -255,18 +259,20 @@ async def _db_now(conn: psycopg.AsyncConnection[Any]) -> datetime:
 async def _materialise(jobs: job_queries.AsyncQuerier, row: models.Schedule) -> list[Job]:
     backoff = DEFAULT_BACKOFF
     inserted = await jobs.job_insert(
-        id=new_job_id(),
-        queue=row.queue,
-        type=row.type,
-        payload=row.payload,
-        priority=row.priority,
-        max_attempts=row.max_attempts,
-        backoff_kind=models.BackoffKind(backoff.kind.value),
-        backoff_base=backoff.base,
-        backoff_max=backoff.max,
-        run_at=row.next_run_at,
-        delay=timedelta(0),
-        idempotency_key=schedule_job_key(row.id, row.next_run_at),
+        params=job_queries.JobInsertParams(
+            id=new_job_id(),
+            queue=row.queue,
+            type=row.type,
+            payload=row.payload,
+            priority=row.priority,
+            max_attempts=row.max_attempts,
+            backoff_kind=models.BackoffKind(backoff.kind.value),
+            backoff_base=backoff.base,
+            backoff_max=backoff.max,
+            run_at=row.next_run_at,
+            delay=timedelta(0),
+            idempotency_key=schedule_job_key(row.id, row.next_run_at),
+        )
     )
     if inserted is None:
         log.info("schedule %s run %s already materialised", row.name, row.next_run_at)

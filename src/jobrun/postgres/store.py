@@ -194,14 +194,14 @@ class Store(ScheduleMethods):
         (item,) = _base.prepare_jobs([job], self.payload_models, self.max_payload_bytes)
         async with self._with_tx(conn) as tx:
             queries = job_queries.AsyncQuerier(tx)
-            row = await queries.job_insert(**_base.insert_args(item))
+            row = await queries.job_insert(params=_base.insert_args(item))
             if row is None:
                 stored = await queries.job_get_by_idempotency_key(
                     queue=job.queue, idempotency_key=job.idempotency_key or ""
                 )
                 if stored is None:
                     # The conflicting row was purged between our insert and read: retry once.
-                    row = await queries.job_insert(**_base.insert_args(item))
+                    row = await queries.job_insert(params=_base.insert_args(item))
                     if row is None:
                         raise JobrunError(f"could not insert or read job key {job.idempotency_key}")
                 else:
@@ -267,7 +267,8 @@ class Store(ScheduleMethods):
         for start in range(0, len(keyed), _COPY_CHUNK):
             chunk = keyed[start : start + _COPY_CHUNK]
             items = [prepared[i] for i in chunk]
-            new_ids = set(await queries.job_insert_keyed_many(**_base.keyed_arrays(items, now)))
+            params = _base.keyed_arrays(items, now)
+            new_ids = set(await queries.job_insert_keyed_many(params=params))
             missing = [i for i in chunk if prepared[i].job.id not in new_ids]
             stored: list[models.Job] = []
             if missing:
@@ -292,12 +293,14 @@ class Store(ScheduleMethods):
             return []
         async with self._connection() as conn:
             rows = await job_queries.AsyncQuerier(conn).job_claim(
-                queues=list(queues),
-                owner=owner,
-                max_jobs=limit,
-                lease=lease,
-                now=None,
-                record_events=self.event_mode is EventMode.ALL,
+                params=job_queries.JobClaimParams(
+                    queues=list(queues),
+                    owner=owner,
+                    max_jobs=limit,
+                    lease=lease,
+                    now=None,
+                    record_events=self.event_mode is EventMode.ALL,
+                )
             )
         jobs = [job_from_row(r) for r in rows]
         jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
@@ -315,11 +318,13 @@ class Store(ScheduleMethods):
             return set()
         async with self._connection() as conn:
             kept = await job_queries.AsyncQuerier(conn).job_heartbeat(
-                ids=[j.id for j in jobs],
-                attempts=[j.attempts for j in jobs],
-                owner=owner,
-                lease=lease,
-                now=None,
+                params=job_queries.JobHeartbeatParams(
+                    ids=[j.id for j in jobs],
+                    attempts=[j.attempts for j in jobs],
+                    owner=owner,
+                    lease=lease,
+                    now=None,
+                )
             )
         return set(kept)
 
@@ -445,14 +450,16 @@ class Store(ScheduleMethods):
     ) -> None:
         """Record ``outcomes`` in one statement; LeaseLost for the jobs the fence refused."""
         rows = await queries.job_record_outcomes(
-            ids=[o.job.id for o in outcomes],
-            attempts=[o.job.attempts for o in outcomes],
-            outcomes=[_OUTCOMES[o.kind] for o in outcomes],
-            details=[o.detail for o in outcomes],
-            delays=[o.delay for o in outcomes],
-            owner=owner,
-            jitter=self.retry_jitter,
-            now=None,
+            params=job_queries.JobRecordOutcomesParams(
+                ids=[o.job.id for o in outcomes],
+                attempts=[o.job.attempts for o in outcomes],
+                outcomes=[_OUTCOMES[o.kind] for o in outcomes],
+                details=[o.detail for o in outcomes],
+                delays=[o.delay for o in outcomes],
+                owner=owner,
+                jitter=self.retry_jitter,
+                now=None,
+            )
         )
         by_id = {o.job.id: o.job for o in outcomes}
         for row in rows:
@@ -551,7 +558,7 @@ class Store(ScheduleMethods):
         """A page of jobs matching ``filter``, newest first; keyset-paginated by id."""
         args = _base.list_args(filter, limit, cursor)
         async with self._connection() as conn:
-            rows = await job_queries.AsyncQuerier(conn).job_list(**args)
+            rows = await job_queries.AsyncQuerier(conn).job_list(params=args)
         return _base.page_of(rows, limit)
 
     async def cancel(self, job_id: UUID) -> Job:

@@ -199,14 +199,14 @@ class SyncProducer:
         (item,) = _base.prepare_jobs([job], self.payload_models, self.max_payload_bytes)
         with self._with_tx(conn) as tx:
             queries = job_queries.Querier(tx)
-            row = queries.job_insert(**_base.insert_args(item))
+            row = queries.job_insert(params=_base.insert_args(item))
             if row is None:
                 stored = queries.job_get_by_idempotency_key(
                     queue=job.queue, idempotency_key=job.idempotency_key or ""
                 )
                 if stored is None:
                     # The conflicting row was purged between our insert and read: retry once.
-                    row = queries.job_insert(**_base.insert_args(item))
+                    row = queries.job_insert(params=_base.insert_args(item))
                     if row is None:
                         raise JobrunError(f"could not insert or read job key {job.idempotency_key}")
                 else:
@@ -249,7 +249,7 @@ class SyncProducer:
             for start in range(0, len(keyed), _COPY_CHUNK):
                 chunk = keyed[start : start + _COPY_CHUNK]
                 items = [prepared[i] for i in chunk]
-                new_ids = set(queries.job_insert_keyed_many(**_base.keyed_arrays(items, now)))
+                new_ids = set(queries.job_insert_keyed_many(params=_base.keyed_arrays(items, now)))
                 missing = [i for i in chunk if prepared[i].job.id not in new_ids]
                 stored: list[models.Job] = []
                 if missing:
@@ -281,7 +281,7 @@ class SyncProducer:
         """A page of jobs matching ``filter``, newest first; pass ``next_cursor`` for more."""
         args = _base.list_args(filter, limit, cursor)
         with self._connection() as conn:
-            rows = job_queries.Querier(conn).job_list(**args)
+            rows = job_queries.Querier(conn).job_list(params=args)
         return _base.page_of(rows, limit)
 
     def cancel(self, job_id: UUID) -> Job:

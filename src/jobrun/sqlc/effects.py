@@ -96,7 +96,12 @@ class AsyncQuerier:
         return self._conn
 
     async def effect_insert_many(self, *, job_ids: list[UUID]) -> list[UUID]:
-        """Run ``EffectInsertMany``; return all its rows."""
+        """Record the effects of jobs; returns the job ids whose row is new. A job
+        missing from the result already had its effect committed, so its callback
+        must not run again.
+
+        Run ``EffectInsertMany``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(EFFECT_INSERT_MANY, {"job_ids": job_ids})
             _rows = await _cur.fetchall()
@@ -110,7 +115,10 @@ class AsyncQuerier:
         idempotency_key: str | None,
         id: UUID,
     ) -> EffectKeyOfRow | None:
-        """Run ``EffectKeyOf``; return its first row, or None."""
+        """The (scope, key) of a job's effect in the ledger.
+
+        Run ``EffectKeyOf``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(EFFECT_KEY_OF, {
                 "type": type,
@@ -152,7 +160,12 @@ class AsyncQuerier:
         older_than: timedelta,
         batch_size: int,
     ) -> int:
-        """Run ``EffectPrune``; return the number of rows it affected."""
+        """Delete up to batch_size ledger rows older than the given age whose job is
+        gone. A row whose job still exists is never pruned, so the ledger always
+        lives at least as long as the jobs it guards.
+
+        Run ``EffectPrune``; return the number of rows it affected.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(EFFECT_PRUNE, {
                 "now": now,
@@ -162,7 +175,10 @@ class AsyncQuerier:
             return _cur.rowcount
 
     async def transaction_set_statement_timeout(self, *, timeout: str) -> None:
-        """Run ``TransactionSetStatementTimeout``."""
+        """Bound the rest of the current transaction only (is_local = true).
+
+        Run ``TransactionSetStatementTimeout``.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(TRANSACTION_SET_STATEMENT_TIMEOUT, {"timeout": timeout})
 
@@ -182,7 +198,12 @@ class Querier:
         return self._conn
 
     def effect_insert_many(self, *, job_ids: list[UUID]) -> list[UUID]:
-        """Run ``EffectInsertMany``; return all its rows."""
+        """Record the effects of jobs; returns the job ids whose row is new. A job
+        missing from the result already had its effect committed, so its callback
+        must not run again.
+
+        Run ``EffectInsertMany``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(EFFECT_INSERT_MANY, {"job_ids": job_ids})
             _rows = _cur.fetchall()
@@ -196,7 +217,10 @@ class Querier:
         idempotency_key: str | None,
         id: UUID,
     ) -> EffectKeyOfRow | None:
-        """Run ``EffectKeyOf``; return its first row, or None."""
+        """The (scope, key) of a job's effect in the ledger.
+
+        Run ``EffectKeyOf``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(EFFECT_KEY_OF, {
                 "type": type,
@@ -232,7 +256,12 @@ class Querier:
         return _value
 
     def effect_prune(self, *, now: datetime | None, older_than: timedelta, batch_size: int) -> int:
-        """Run ``EffectPrune``; return the number of rows it affected."""
+        """Delete up to batch_size ledger rows older than the given age whose job is
+        gone. A row whose job still exists is never pruned, so the ledger always
+        lives at least as long as the jobs it guards.
+
+        Run ``EffectPrune``; return the number of rows it affected.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(EFFECT_PRUNE, {
                 "now": now,
@@ -242,6 +271,9 @@ class Querier:
             return _cur.rowcount
 
     def transaction_set_statement_timeout(self, *, timeout: str) -> None:
-        """Run ``TransactionSetStatementTimeout``."""
+        """Bound the rest of the current transaction only (is_local = true).
+
+        Run ``TransactionSetStatementTimeout``.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(TRANSACTION_SET_STATEMENT_TIMEOUT, {"timeout": timeout})

@@ -59,7 +59,10 @@ class AsyncQuerier:
         older_than: timedelta,
         batch_size: int,
     ) -> int:
-        """Run ``EventPrune``; return the number of rows it affected."""
+        """Delete up to batch_size events older than the given age.
+
+        Run ``EventPrune``; return the number of rows it affected.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(EVENT_PRUNE, {
                 "now": now,
@@ -69,7 +72,10 @@ class AsyncQuerier:
             return _cur.rowcount
 
     async def event_insert_enqueued_many(self, *, job_ids: list[UUID], at: datetime) -> None:
-        """Run ``EventInsertEnqueuedMany``."""
+        """The enqueued events of a batch, built by the server from the ids alone.
+
+        Run ``EventInsertEnqueuedMany``.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(EVENT_INSERT_ENQUEUED_MANY, {"job_ids": job_ids, "at": at})
 
@@ -96,7 +102,10 @@ class Querier:
         return [row_to_job_event(_row) for _row in _rows]
 
     def event_prune(self, *, now: datetime | None, older_than: timedelta, batch_size: int) -> int:
-        """Run ``EventPrune``; return the number of rows it affected."""
+        """Delete up to batch_size events older than the given age.
+
+        Run ``EventPrune``; return the number of rows it affected.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(EVENT_PRUNE, {
                 "now": now,
@@ -106,6 +115,9 @@ class Querier:
             return _cur.rowcount
 
     def event_insert_enqueued_many(self, *, job_ids: list[UUID], at: datetime) -> None:
-        """Run ``EventInsertEnqueuedMany``."""
+        """The enqueued events of a batch, built by the server from the ids alone.
+
+        Run ``EventInsertEnqueuedMany``.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(EVENT_INSERT_ENQUEUED_MANY, {"job_ids": job_ids, "at": at})

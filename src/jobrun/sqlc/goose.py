@@ -50,7 +50,10 @@ class AsyncQuerier:
         return self._conn
 
     async def goose_version_list(self) -> list[GooseDbVersion]:
-        """Run ``GooseVersionList``; return all its rows."""
+        """Every row in insertion order; the last row of a version says whether it is applied.
+
+        Run ``GooseVersionList``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(GOOSE_VERSION_LIST)
             _rows = await _cur.fetchall()
@@ -62,7 +65,10 @@ class AsyncQuerier:
             await _cur.execute(GOOSE_VERSION_INSERT, {"version_id": version_id, "is_applied": is_applied})
 
     async def goose_lock_acquire(self, *, lock_key: int) -> None:
-        """Run ``GooseLockAcquire``."""
+        """Session-level: held across the per-file transactions until GooseLockRelease.
+
+        Run ``GooseLockAcquire``.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(GOOSE_LOCK_ACQUIRE, {"lock_key": lock_key})
 
@@ -77,7 +83,10 @@ class AsyncQuerier:
         return _value
 
     async def goose_table_exists(self) -> bool | None:
-        """Run ``GooseTableExists``; return its first row, or None."""
+        """Lets `migrate status` read a database without creating anything in it.
+
+        Run ``GooseTableExists``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(GOOSE_TABLE_EXISTS)
             _row = await _cur.fetchone()
@@ -102,7 +111,10 @@ class Querier:
         return self._conn
 
     def goose_version_list(self) -> list[GooseDbVersion]:
-        """Run ``GooseVersionList``; return all its rows."""
+        """Every row in insertion order; the last row of a version says whether it is applied.
+
+        Run ``GooseVersionList``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(GOOSE_VERSION_LIST)
             _rows = _cur.fetchall()
@@ -114,7 +126,10 @@ class Querier:
             _cur.execute(GOOSE_VERSION_INSERT, {"version_id": version_id, "is_applied": is_applied})
 
     def goose_lock_acquire(self, *, lock_key: int) -> None:
-        """Run ``GooseLockAcquire``."""
+        """Session-level: held across the per-file transactions until GooseLockRelease.
+
+        Run ``GooseLockAcquire``.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(GOOSE_LOCK_ACQUIRE, {"lock_key": lock_key})
 
@@ -129,7 +144,10 @@ class Querier:
         return _value
 
     def goose_table_exists(self) -> bool | None:
-        """Run ``GooseTableExists``; return its first row, or None."""
+        """Lets `migrate status` read a database without creating anything in it.
+
+        Run ``GooseTableExists``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(GOOSE_TABLE_EXISTS)
             _row = _cur.fetchone()

@@ -3,6 +3,7 @@
 """Queries of ``db/query/jobs.sql``, typed for psycopg 3."""
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 from uuid import UUID
@@ -333,6 +334,24 @@ ORDER BY queue, state
 """
 
 
+@dataclass(slots=True, kw_only=True)
+class JobInsertParams:
+    """The parameters of ``JobInsert``."""
+
+    id: UUID
+    queue: str
+    type: str
+    payload: JsonValue
+    priority: int
+    max_attempts: int
+    backoff_kind: BackoffKind
+    backoff_base: timedelta
+    backoff_max: timedelta
+    run_at: datetime | None
+    delay: timedelta
+    idempotency_key: str | None
+
+
 class JobInsertCopyParams(NamedTuple):
     """One parameter set of ``JobInsertCopy``, in parameter order."""
 
@@ -349,6 +368,47 @@ class JobInsertCopyParams(NamedTuple):
     idempotency_key: str | None
     created_at: datetime
     updated_at: datetime
+
+
+@dataclass(slots=True, kw_only=True)
+class JobInsertKeyedManyParams:
+    """The parameters of ``JobInsertKeyedMany``."""
+
+    ids: list[UUID]
+    queues: list[str]
+    types: list[str]
+    payloads: list[JsonValue]
+    priorities: list[int]
+    max_attempts: list[int]
+    backoff_kinds: list[BackoffKind]
+    backoff_bases: list[timedelta]
+    backoff_maxes: list[timedelta]
+    run_ats: list[datetime]
+    idempotency_keys: list[str]
+    created_at: datetime
+
+
+@dataclass(slots=True, kw_only=True)
+class JobClaimParams:
+    """The parameters of ``JobClaim``."""
+
+    queues: list[str]
+    now: datetime | None
+    max_jobs: int
+    owner: str
+    lease: timedelta
+    record_events: bool
+
+
+@dataclass(slots=True, kw_only=True)
+class JobHeartbeatParams:
+    """The parameters of ``JobHeartbeat``."""
+
+    now: datetime | None
+    lease: timedelta
+    owner: str
+    ids: list[UUID]
+    attempts: list[int]
 
 
 class JobLockManyRow(pydantic.BaseModel):
@@ -376,6 +436,20 @@ def _row_to_job_lock_many_row(row: Sequence[Any]) -> JobLockManyRow:
     _setattr(obj, "__pydantic_extra__", None)
     _setattr(obj, "__pydantic_private__", None)
     return obj
+
+
+@dataclass(slots=True, kw_only=True)
+class JobRecordOutcomesParams:
+    """The parameters of ``JobRecordOutcomes``."""
+
+    ids: list[UUID]
+    attempts: list[int]
+    outcomes: list[JobOutcome]
+    details: list[str]
+    delays: list[timedelta]
+    now: datetime | None
+    jitter: float
+    owner: str
 
 
 class JobRecordOutcomesRow(pydantic.BaseModel):
@@ -413,6 +487,19 @@ def _row_to_job_record_outcomes_row(row: Sequence[Any]) -> JobRecordOutcomesRow:
     _setattr(obj, "__pydantic_extra__", None)
     _setattr(obj, "__pydantic_private__", None)
     return obj
+
+
+@dataclass(slots=True, kw_only=True)
+class JobListParams:
+    """The parameters of ``JobList``."""
+
+    queue: str | None
+    state: JobState | None
+    type: str | None
+    created_after: datetime | None
+    created_before: datetime | None
+    cursor: UUID | None
+    max_jobs: int
 
 
 class JobDepthRow(pydantic.BaseModel):
@@ -461,37 +548,27 @@ class AsyncQuerier:
         """The wrapped connection."""
         return self._conn
 
-    async def job_insert(
-        self,
-        *,
-        id: UUID,
-        queue: str,
-        type: str,
-        payload: JsonValue,
-        priority: int,
-        max_attempts: int,
-        backoff_kind: BackoffKind,
-        backoff_base: timedelta,
-        backoff_max: timedelta,
-        run_at: datetime | None,
-        delay: timedelta,
-        idempotency_key: str | None,
-    ) -> Job | None:
-        """Run ``JobInsert``; return its first row, or None."""
+    async def job_insert(self, *, params: JobInsertParams) -> Job | None:
+        """Insert one job; on an idempotency-key conflict insert nothing and return no
+        row (the caller then reads the stored job). The enqueued event is written in
+        the same statement.
+
+        Run ``JobInsert``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_INSERT, {
-                "id": id,
-                "queue": queue,
-                "type": type,
-                "payload": Jsonb(payload),
-                "priority": priority,
-                "max_attempts": max_attempts,
-                "backoff_kind": backoff_kind,
-                "backoff_base": backoff_base,
-                "backoff_max": backoff_max,
-                "run_at": run_at,
-                "delay": delay,
-                "idempotency_key": idempotency_key,
+                "id": params.id,
+                "queue": params.queue,
+                "type": params.type,
+                "payload": Jsonb(params.payload),
+                "priority": params.priority,
+                "max_attempts": params.max_attempts,
+                "backoff_kind": params.backoff_kind,
+                "backoff_base": params.backoff_base,
+                "backoff_max": params.backoff_max,
+                "run_at": params.run_at,
+                "delay": params.delay,
+                "idempotency_key": params.idempotency_key,
             })
             _row = await _cur.fetchone()
         if _row is None:
@@ -508,37 +585,27 @@ class AsyncQuerier:
                 _n += 1
         return _n
 
-    async def job_insert_keyed_many(
-        self,
-        *,
-        ids: list[UUID],
-        queues: list[str],
-        types: list[str],
-        payloads: list[JsonValue],
-        priorities: list[int],
-        max_attempts: list[int],
-        backoff_kinds: list[BackoffKind],
-        backoff_bases: list[timedelta],
-        backoff_maxes: list[timedelta],
-        run_ats: list[datetime],
-        idempotency_keys: list[str],
-        created_at: datetime,
-    ) -> list[UUID]:
-        """Run ``JobInsertKeyedMany``; return all its rows."""
+    async def job_insert_keyed_many(self, *, params: JobInsertKeyedManyParams) -> list[UUID]:
+        """Insert keyed jobs of a batch in one statement; returns the ids actually
+        inserted. Keys that already exist insert nothing (the caller compares
+        bodies). The arrays are parallel: element i of each is job i.
+
+        Run ``JobInsertKeyedMany``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_INSERT_KEYED_MANY, {
-                "ids": ids,
-                "queues": queues,
-                "types": types,
-                "payloads": [None if x is None else Jsonb(x) for x in payloads],
-                "priorities": priorities,
-                "max_attempts": max_attempts,
-                "backoff_kinds": backoff_kinds,
-                "backoff_bases": backoff_bases,
-                "backoff_maxes": backoff_maxes,
-                "run_ats": run_ats,
-                "idempotency_keys": idempotency_keys,
-                "created_at": created_at,
+                "ids": params.ids,
+                "queues": params.queues,
+                "types": params.types,
+                "payloads": [None if x is None else Jsonb(x) for x in params.payloads],
+                "priorities": params.priorities,
+                "max_attempts": params.max_attempts,
+                "backoff_kinds": params.backoff_kinds,
+                "backoff_bases": params.backoff_bases,
+                "backoff_maxes": params.backoff_maxes,
+                "run_ats": params.run_ats,
+                "idempotency_keys": params.idempotency_keys,
+                "created_at": params.created_at,
             })
             _rows = await _cur.fetchall()
         return [_row[0] for _row in _rows]
@@ -565,7 +632,11 @@ class AsyncQuerier:
         return [row_to_job(_row) for _row in _rows]
 
     async def job_notify(self, *, channel: str, queue: str) -> None:
-        """Run ``JobNotify``."""
+        """Wake listeners of a queue. Sent inside the producing transaction, so
+        PostgreSQL delivers it only at commit, when the job is visible.
+
+        Run ``JobNotify``.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_NOTIFY, {"channel": channel, "queue": queue})
 
@@ -578,46 +649,41 @@ class AsyncQuerier:
             return None
         return row_to_job(_row)
 
-    async def job_claim(
-        self,
-        *,
-        queues: list[str],
-        now: datetime | None,
-        max_jobs: int,
-        owner: str,
-        lease: timedelta,
-        record_events: bool,
-    ) -> list[Job]:
-        """Run ``JobClaim``; return all its rows."""
+    async def job_claim(self, *, params: JobClaimParams) -> list[Job]:
+        """Lease up to max_jobs due jobs of the given queues, in priority, run_at, id
+        order, and record one claimed event per job when record_events is set (the
+        terminal event mode skips them). SKIP LOCKED lets concurrent claimers take
+        disjoint rows without waiting on each other.
+
+        Run ``JobClaim``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_CLAIM, {
-                "queues": queues,
-                "now": now,
-                "max_jobs": max_jobs,
-                "owner": owner,
-                "lease": lease,
-                "record_events": record_events,
+                "queues": params.queues,
+                "now": params.now,
+                "max_jobs": params.max_jobs,
+                "owner": params.owner,
+                "lease": params.lease,
+                "record_events": params.record_events,
             })
             _rows = await _cur.fetchall()
         return [row_to_job(_row) for _row in _rows]
 
-    async def job_heartbeat(
-        self,
-        *,
-        now: datetime | None,
-        lease: timedelta,
-        owner: str,
-        ids: list[UUID],
-        attempts: list[int],
-    ) -> list[UUID]:
-        """Run ``JobHeartbeat``; return all its rows."""
+    async def job_heartbeat(self, *, params: JobHeartbeatParams) -> list[UUID]:
+        """Extend the leases the owner still holds under the lease fence (same
+        attempt, not expired) to db now + lease, except those whose cancel was
+        requested: the owner must stop those jobs. ids and attempts are parallel
+        arrays: job i was claimed as attempt i.
+
+        Run ``JobHeartbeat``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_HEARTBEAT, {
-                "now": now,
-                "lease": lease,
-                "owner": owner,
-                "ids": ids,
-                "attempts": attempts,
+                "now": params.now,
+                "lease": params.lease,
+                "owner": params.owner,
+                "ids": params.ids,
+                "attempts": params.attempts,
             })
             _rows = await _cur.fetchall()
         return [_row[0] for _row in _rows]
@@ -630,7 +696,12 @@ class AsyncQuerier:
         ids: list[UUID],
         attempts: list[int],
     ) -> list[JobLockManyRow]:
-        """Run ``JobLockMany``; return all its rows."""
+        """Lock jobs for a completion with commit callbacks and say which of them the
+        owner still holds under the lease fence (owner, attempt, unexpired lease);
+        no effect may run for the others. ids and attempts are parallel arrays.
+
+        Run ``JobLockMany``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_LOCK_MANY, {
                 "owner": owner,
@@ -644,26 +715,28 @@ class AsyncQuerier:
     async def job_record_outcomes(
         self,
         *,
-        ids: list[UUID],
-        attempts: list[int],
-        outcomes: list[JobOutcome],
-        details: list[str],
-        delays: list[timedelta],
-        now: datetime | None,
-        jitter: float,
-        owner: str,
+        params: JobRecordOutcomesParams,
     ) -> list[JobRecordOutcomesRow]:
-        """Run ``JobRecordOutcomes``; return all its rows."""
+        """Record the outcomes of attempts, any mix of kinds, in one statement. The
+        arrays are parallel: job i, claimed as attempt i, ended with outcome i;
+        detail i is its error or reason ('' for none: the last error stays), delay
+        i how long a snooze waits. Only jobs the owner holds under the lease fence (owner,
+        attempt, unexpired lease) change; the others are left alone and not
+        returned. job_outcome_state decides the next state and job_backoff_delay a
+        failed job's wait; a hand-back or snooze gives the attempt back.
+
+        Run ``JobRecordOutcomes``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_RECORD_OUTCOMES, {
-                "ids": ids,
-                "attempts": attempts,
-                "outcomes": outcomes,
-                "details": details,
-                "delays": delays,
-                "now": now,
-                "jitter": jitter,
-                "owner": owner,
+                "ids": params.ids,
+                "attempts": params.attempts,
+                "outcomes": params.outcomes,
+                "details": params.details,
+                "delays": params.delays,
+                "now": params.now,
+                "jitter": params.jitter,
+                "owner": params.owner,
             })
             _rows = await _cur.fetchall()
         return [_row_to_job_record_outcomes_row(_row) for _row in _rows]
@@ -675,7 +748,14 @@ class AsyncQuerier:
         max_jobs: int,
         jitter: float,
     ) -> list[Job]:
-        """Run ``JobReapExpired``; return all its rows."""
+        """Leases that ran out by db now are failed attempts: each job goes where
+        job_outcome_state sends a failure (queued after its own backoff, dead, or
+        cancelled when a cancel was requested), with its event. SKIP LOCKED lets
+        reapers on several workers split the work instead of queueing behind each
+        other, and skips a row whose completion is committing right now.
+
+        Run ``JobReapExpired``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_REAP_EXPIRED, {"now": now, "max_jobs": max_jobs, "jitter": jitter})
             _rows = await _cur.fetchall()
@@ -700,7 +780,11 @@ class AsyncQuerier:
         return row_to_job(_row)
 
     async def job_request_cancel(self, *, id: UUID) -> Job | None:
-        """Run ``JobRequestCancel``; return its first row, or None."""
+        """A leased job can't be stopped from here: flag it, and the owner's next
+        heartbeat leaves it out so the worker cancels the handler.
+
+        Run ``JobRequestCancel``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_REQUEST_CANCEL, {"id": id})
             _row = await _cur.fetchone()
@@ -715,7 +799,13 @@ class AsyncQuerier:
         id: UUID,
         from_state: JobState,
     ) -> Job | None:
-        """Run ``JobRetry``; return its first row, or None."""
+        """Dead or cancelled back to queued, due now. A dead job has spent its
+        attempts, so one is given back (the events keep the full count). Its
+        max_attempts stays as enqueued: it is part of the body an idempotent
+        replay is compared with.
+
+        Run ``JobRetry``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_RETRY, {"now": now, "id": id, "from_state": from_state})
             _row = await _cur.fetchone()
@@ -730,7 +820,13 @@ class AsyncQuerier:
         older_than: timedelta,
         batch_size: int,
     ) -> int:
-        """Run ``JobPurge``; return the number of rows it affected."""
+        """Delete up to batch_size finished jobs older than the given age, with their
+        events. Ledger rows stay: they outlive their jobs (EffectPrune), so
+        replaying an old idempotency key after a purge cannot run its effect again.
+        Bounded batches keep every lock short.
+
+        Run ``JobPurge``; return the number of rows it affected.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_PURGE, {
                 "now": now,
@@ -739,27 +835,21 @@ class AsyncQuerier:
             })
             return _cur.rowcount
 
-    async def job_list(
-        self,
-        *,
-        queue: str | None,
-        state: JobState | None,
-        type: str | None,
-        created_after: datetime | None,
-        created_before: datetime | None,
-        cursor: UUID | None,
-        max_jobs: int,
-    ) -> list[Job]:
-        """Run ``JobList``; return all its rows."""
+    async def job_list(self, *, params: JobListParams) -> list[Job]:
+        """A page of jobs, newest first (ids are UUIDv7, ordered by creation). The
+        cursor is the last id of the previous page.
+
+        Run ``JobList``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_LIST, {
-                "queue": queue,
-                "state": state,
-                "type": type,
-                "created_after": created_after,
-                "created_before": created_before,
-                "cursor": cursor,
-                "max_jobs": max_jobs,
+                "queue": params.queue,
+                "state": params.state,
+                "type": params.type,
+                "created_after": params.created_after,
+                "created_before": params.created_before,
+                "cursor": params.cursor,
+                "max_jobs": params.max_jobs,
             })
             _rows = await _cur.fetchall()
         return [row_to_job(_row) for _row in _rows]
@@ -786,37 +876,27 @@ class Querier:
         """The wrapped connection."""
         return self._conn
 
-    def job_insert(
-        self,
-        *,
-        id: UUID,
-        queue: str,
-        type: str,
-        payload: JsonValue,
-        priority: int,
-        max_attempts: int,
-        backoff_kind: BackoffKind,
-        backoff_base: timedelta,
-        backoff_max: timedelta,
-        run_at: datetime | None,
-        delay: timedelta,
-        idempotency_key: str | None,
-    ) -> Job | None:
-        """Run ``JobInsert``; return its first row, or None."""
+    def job_insert(self, *, params: JobInsertParams) -> Job | None:
+        """Insert one job; on an idempotency-key conflict insert nothing and return no
+        row (the caller then reads the stored job). The enqueued event is written in
+        the same statement.
+
+        Run ``JobInsert``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_INSERT, {
-                "id": id,
-                "queue": queue,
-                "type": type,
-                "payload": Jsonb(payload),
-                "priority": priority,
-                "max_attempts": max_attempts,
-                "backoff_kind": backoff_kind,
-                "backoff_base": backoff_base,
-                "backoff_max": backoff_max,
-                "run_at": run_at,
-                "delay": delay,
-                "idempotency_key": idempotency_key,
+                "id": params.id,
+                "queue": params.queue,
+                "type": params.type,
+                "payload": Jsonb(params.payload),
+                "priority": params.priority,
+                "max_attempts": params.max_attempts,
+                "backoff_kind": params.backoff_kind,
+                "backoff_base": params.backoff_base,
+                "backoff_max": params.backoff_max,
+                "run_at": params.run_at,
+                "delay": params.delay,
+                "idempotency_key": params.idempotency_key,
             })
             _row = _cur.fetchone()
         if _row is None:
@@ -833,37 +913,27 @@ class Querier:
                 _n += 1
         return _n
 
-    def job_insert_keyed_many(
-        self,
-        *,
-        ids: list[UUID],
-        queues: list[str],
-        types: list[str],
-        payloads: list[JsonValue],
-        priorities: list[int],
-        max_attempts: list[int],
-        backoff_kinds: list[BackoffKind],
-        backoff_bases: list[timedelta],
-        backoff_maxes: list[timedelta],
-        run_ats: list[datetime],
-        idempotency_keys: list[str],
-        created_at: datetime,
-    ) -> list[UUID]:
-        """Run ``JobInsertKeyedMany``; return all its rows."""
+    def job_insert_keyed_many(self, *, params: JobInsertKeyedManyParams) -> list[UUID]:
+        """Insert keyed jobs of a batch in one statement; returns the ids actually
+        inserted. Keys that already exist insert nothing (the caller compares
+        bodies). The arrays are parallel: element i of each is job i.
+
+        Run ``JobInsertKeyedMany``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_INSERT_KEYED_MANY, {
-                "ids": ids,
-                "queues": queues,
-                "types": types,
-                "payloads": [None if x is None else Jsonb(x) for x in payloads],
-                "priorities": priorities,
-                "max_attempts": max_attempts,
-                "backoff_kinds": backoff_kinds,
-                "backoff_bases": backoff_bases,
-                "backoff_maxes": backoff_maxes,
-                "run_ats": run_ats,
-                "idempotency_keys": idempotency_keys,
-                "created_at": created_at,
+                "ids": params.ids,
+                "queues": params.queues,
+                "types": params.types,
+                "payloads": [None if x is None else Jsonb(x) for x in params.payloads],
+                "priorities": params.priorities,
+                "max_attempts": params.max_attempts,
+                "backoff_kinds": params.backoff_kinds,
+                "backoff_bases": params.backoff_bases,
+                "backoff_maxes": params.backoff_maxes,
+                "run_ats": params.run_ats,
+                "idempotency_keys": params.idempotency_keys,
+                "created_at": params.created_at,
             })
             _rows = _cur.fetchall()
         return [_row[0] for _row in _rows]
@@ -890,7 +960,11 @@ class Querier:
         return [row_to_job(_row) for _row in _rows]
 
     def job_notify(self, *, channel: str, queue: str) -> None:
-        """Run ``JobNotify``."""
+        """Wake listeners of a queue. Sent inside the producing transaction, so
+        PostgreSQL delivers it only at commit, when the job is visible.
+
+        Run ``JobNotify``.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_NOTIFY, {"channel": channel, "queue": queue})
 
@@ -903,46 +977,41 @@ class Querier:
             return None
         return row_to_job(_row)
 
-    def job_claim(
-        self,
-        *,
-        queues: list[str],
-        now: datetime | None,
-        max_jobs: int,
-        owner: str,
-        lease: timedelta,
-        record_events: bool,
-    ) -> list[Job]:
-        """Run ``JobClaim``; return all its rows."""
+    def job_claim(self, *, params: JobClaimParams) -> list[Job]:
+        """Lease up to max_jobs due jobs of the given queues, in priority, run_at, id
+        order, and record one claimed event per job when record_events is set (the
+        terminal event mode skips them). SKIP LOCKED lets concurrent claimers take
+        disjoint rows without waiting on each other.
+
+        Run ``JobClaim``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_CLAIM, {
-                "queues": queues,
-                "now": now,
-                "max_jobs": max_jobs,
-                "owner": owner,
-                "lease": lease,
-                "record_events": record_events,
+                "queues": params.queues,
+                "now": params.now,
+                "max_jobs": params.max_jobs,
+                "owner": params.owner,
+                "lease": params.lease,
+                "record_events": params.record_events,
             })
             _rows = _cur.fetchall()
         return [row_to_job(_row) for _row in _rows]
 
-    def job_heartbeat(
-        self,
-        *,
-        now: datetime | None,
-        lease: timedelta,
-        owner: str,
-        ids: list[UUID],
-        attempts: list[int],
-    ) -> list[UUID]:
-        """Run ``JobHeartbeat``; return all its rows."""
+    def job_heartbeat(self, *, params: JobHeartbeatParams) -> list[UUID]:
+        """Extend the leases the owner still holds under the lease fence (same
+        attempt, not expired) to db now + lease, except those whose cancel was
+        requested: the owner must stop those jobs. ids and attempts are parallel
+        arrays: job i was claimed as attempt i.
+
+        Run ``JobHeartbeat``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_HEARTBEAT, {
-                "now": now,
-                "lease": lease,
-                "owner": owner,
-                "ids": ids,
-                "attempts": attempts,
+                "now": params.now,
+                "lease": params.lease,
+                "owner": params.owner,
+                "ids": params.ids,
+                "attempts": params.attempts,
             })
             _rows = _cur.fetchall()
         return [_row[0] for _row in _rows]
@@ -955,7 +1024,12 @@ class Querier:
         ids: list[UUID],
         attempts: list[int],
     ) -> list[JobLockManyRow]:
-        """Run ``JobLockMany``; return all its rows."""
+        """Lock jobs for a completion with commit callbacks and say which of them the
+        owner still holds under the lease fence (owner, attempt, unexpired lease);
+        no effect may run for the others. ids and attempts are parallel arrays.
+
+        Run ``JobLockMany``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_LOCK_MANY, {
                 "owner": owner,
@@ -966,35 +1040,40 @@ class Querier:
             _rows = _cur.fetchall()
         return [_row_to_job_lock_many_row(_row) for _row in _rows]
 
-    def job_record_outcomes(
-        self,
-        *,
-        ids: list[UUID],
-        attempts: list[int],
-        outcomes: list[JobOutcome],
-        details: list[str],
-        delays: list[timedelta],
-        now: datetime | None,
-        jitter: float,
-        owner: str,
-    ) -> list[JobRecordOutcomesRow]:
-        """Run ``JobRecordOutcomes``; return all its rows."""
+    def job_record_outcomes(self, *, params: JobRecordOutcomesParams) -> list[JobRecordOutcomesRow]:
+        """Record the outcomes of attempts, any mix of kinds, in one statement. The
+        arrays are parallel: job i, claimed as attempt i, ended with outcome i;
+        detail i is its error or reason ('' for none: the last error stays), delay
+        i how long a snooze waits. Only jobs the owner holds under the lease fence (owner,
+        attempt, unexpired lease) change; the others are left alone and not
+        returned. job_outcome_state decides the next state and job_backoff_delay a
+        failed job's wait; a hand-back or snooze gives the attempt back.
+
+        Run ``JobRecordOutcomes``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_RECORD_OUTCOMES, {
-                "ids": ids,
-                "attempts": attempts,
-                "outcomes": outcomes,
-                "details": details,
-                "delays": delays,
-                "now": now,
-                "jitter": jitter,
-                "owner": owner,
+                "ids": params.ids,
+                "attempts": params.attempts,
+                "outcomes": params.outcomes,
+                "details": params.details,
+                "delays": params.delays,
+                "now": params.now,
+                "jitter": params.jitter,
+                "owner": params.owner,
             })
             _rows = _cur.fetchall()
         return [_row_to_job_record_outcomes_row(_row) for _row in _rows]
 
     def job_reap_expired(self, *, now: datetime | None, max_jobs: int, jitter: float) -> list[Job]:
-        """Run ``JobReapExpired``; return all its rows."""
+        """Leases that ran out by db now are failed attempts: each job goes where
+        job_outcome_state sends a failure (queued after its own backoff, dead, or
+        cancelled when a cancel was requested), with its event. SKIP LOCKED lets
+        reapers on several workers split the work instead of queueing behind each
+        other, and skips a row whose completion is committing right now.
+
+        Run ``JobReapExpired``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_REAP_EXPIRED, {"now": now, "max_jobs": max_jobs, "jitter": jitter})
             _rows = _cur.fetchall()
@@ -1019,7 +1098,11 @@ class Querier:
         return row_to_job(_row)
 
     def job_request_cancel(self, *, id: UUID) -> Job | None:
-        """Run ``JobRequestCancel``; return its first row, or None."""
+        """A leased job can't be stopped from here: flag it, and the owner's next
+        heartbeat leaves it out so the worker cancels the handler.
+
+        Run ``JobRequestCancel``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_REQUEST_CANCEL, {"id": id})
             _row = _cur.fetchone()
@@ -1028,7 +1111,13 @@ class Querier:
         return row_to_job(_row)
 
     def job_retry(self, *, now: datetime | None, id: UUID, from_state: JobState) -> Job | None:
-        """Run ``JobRetry``; return its first row, or None."""
+        """Dead or cancelled back to queued, due now. A dead job has spent its
+        attempts, so one is given back (the events keep the full count). Its
+        max_attempts stays as enqueued: it is part of the body an idempotent
+        replay is compared with.
+
+        Run ``JobRetry``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_RETRY, {"now": now, "id": id, "from_state": from_state})
             _row = _cur.fetchone()
@@ -1037,7 +1126,13 @@ class Querier:
         return row_to_job(_row)
 
     def job_purge(self, *, now: datetime | None, older_than: timedelta, batch_size: int) -> int:
-        """Run ``JobPurge``; return the number of rows it affected."""
+        """Delete up to batch_size finished jobs older than the given age, with their
+        events. Ledger rows stay: they outlive their jobs (EffectPrune), so
+        replaying an old idempotency key after a purge cannot run its effect again.
+        Bounded batches keep every lock short.
+
+        Run ``JobPurge``; return the number of rows it affected.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_PURGE, {
                 "now": now,
@@ -1046,27 +1141,21 @@ class Querier:
             })
             return _cur.rowcount
 
-    def job_list(
-        self,
-        *,
-        queue: str | None,
-        state: JobState | None,
-        type: str | None,
-        created_after: datetime | None,
-        created_before: datetime | None,
-        cursor: UUID | None,
-        max_jobs: int,
-    ) -> list[Job]:
-        """Run ``JobList``; return all its rows."""
+    def job_list(self, *, params: JobListParams) -> list[Job]:
+        """A page of jobs, newest first (ids are UUIDv7, ordered by creation). The
+        cursor is the last id of the previous page.
+
+        Run ``JobList``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_LIST, {
-                "queue": queue,
-                "state": state,
-                "type": type,
-                "created_after": created_after,
-                "created_before": created_before,
-                "cursor": cursor,
-                "max_jobs": max_jobs,
+                "queue": params.queue,
+                "state": params.state,
+                "type": params.type,
+                "created_after": params.created_after,
+                "created_before": params.created_before,
+                "cursor": params.cursor,
+                "max_jobs": params.max_jobs,
             })
             _rows = _cur.fetchall()
         return [row_to_job(_row) for _row in _rows]

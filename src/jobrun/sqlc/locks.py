@@ -45,7 +45,10 @@ class AsyncQuerier:
         return self._conn
 
     async def advisory_lock_try(self, *, key: int) -> bool | None:
-        """Run ``AdvisoryLockTry``; return its first row, or None."""
+        """Never blocks: false when another session holds the key.
+
+        Run ``AdvisoryLockTry``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(ADVISORY_LOCK_TRY, {"key": key})
             _row = await _cur.fetchone()
@@ -65,7 +68,13 @@ class AsyncQuerier:
         return _value
 
     async def advisory_lock_held(self, *, key: int) -> bool | None:
-        """Run ``AdvisoryLockHeld``; return its first row, or None."""
+        """The keep-alive probe: a round trip that also proves this session still holds
+        the lock. pg_locks splits a bigint key into classid (high 32 bits) and objid
+        (low 32 bits); objsubid 1 marks the single-bigint form. Schema-qualified because
+        sqlc's offline catalog only resolves pg_catalog relations by their full name.
+
+        Run ``AdvisoryLockHeld``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(ADVISORY_LOCK_HELD, {"key": key})
             _row = await _cur.fetchone()
@@ -90,7 +99,10 @@ class Querier:
         return self._conn
 
     def advisory_lock_try(self, *, key: int) -> bool | None:
-        """Run ``AdvisoryLockTry``; return its first row, or None."""
+        """Never blocks: false when another session holds the key.
+
+        Run ``AdvisoryLockTry``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(ADVISORY_LOCK_TRY, {"key": key})
             _row = _cur.fetchone()
@@ -110,7 +122,13 @@ class Querier:
         return _value
 
     def advisory_lock_held(self, *, key: int) -> bool | None:
-        """Run ``AdvisoryLockHeld``; return its first row, or None."""
+        """The keep-alive probe: a round trip that also proves this session still holds
+        the lock. pg_locks splits a bigint key into classid (high 32 bits) and objid
+        (low 32 bits); objsubid 1 marks the single-bigint form. Schema-qualified because
+        sqlc's offline catalog only resolves pg_catalog relations by their full name.
+
+        Run ``AdvisoryLockHeld``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(ADVISORY_LOCK_HELD, {"key": key})
             _row = _cur.fetchone()

@@ -2,6 +2,7 @@
 # source: db/query/schedules.sql
 """Queries of ``db/query/schedules.sql``, typed for psycopg 3."""
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -72,6 +73,38 @@ WHERE id = %(id)s
 """
 
 
+@dataclass(slots=True, kw_only=True)
+class ScheduleInsertParams:
+    """The parameters of ``ScheduleInsert``."""
+
+    name: str
+    type: str
+    queue: str
+    payload: JsonValue
+    priority: int
+    max_attempts: int
+    cron: str | None
+    every: timedelta | None
+    timezone: str
+    next_run_at: datetime
+
+
+@dataclass(slots=True, kw_only=True)
+class ScheduleUpdateParams:
+    """The parameters of ``ScheduleUpdate``."""
+
+    type: str
+    queue: str
+    payload: JsonValue
+    priority: int
+    max_attempts: int
+    cron: str | None
+    every: timedelta | None
+    timezone: str
+    next_run_at: datetime
+    name: str
+
+
 class AsyncQuerier:
     """The queries of ``db/query/schedules.sql`` on an async connection.
 
@@ -87,33 +120,24 @@ class AsyncQuerier:
         """The wrapped connection."""
         return self._conn
 
-    async def schedule_insert(
-        self,
-        *,
-        name: str,
-        type: str,
-        queue: str,
-        payload: JsonValue,
-        priority: int,
-        max_attempts: int,
-        cron: str | None,
-        every: timedelta | None,
-        timezone: str,
-        next_run_at: datetime,
-    ) -> Schedule | None:
-        """Run ``ScheduleInsert``; return its first row, or None."""
+    async def schedule_insert(self, *, params: ScheduleInsertParams) -> Schedule | None:
+        """No row back when the name is taken: the insert is the check, so concurrent
+        creates of one name cannot both pass a separate lookup and then collide.
+
+        Run ``ScheduleInsert``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(SCHEDULE_INSERT, {
-                "name": name,
-                "type": type,
-                "queue": queue,
-                "payload": Jsonb(payload),
-                "priority": priority,
-                "max_attempts": max_attempts,
-                "cron": cron,
-                "every": every,
-                "timezone": timezone,
-                "next_run_at": next_run_at,
+                "name": params.name,
+                "type": params.type,
+                "queue": params.queue,
+                "payload": Jsonb(params.payload),
+                "priority": params.priority,
+                "max_attempts": params.max_attempts,
+                "cron": params.cron,
+                "every": params.every,
+                "timezone": params.timezone,
+                "next_run_at": params.next_run_at,
             })
             _row = await _cur.fetchone()
         if _row is None:
@@ -138,33 +162,20 @@ class AsyncQuerier:
             return None
         return row_to_schedule(_row)
 
-    async def schedule_update(
-        self,
-        *,
-        type: str,
-        queue: str,
-        payload: JsonValue,
-        priority: int,
-        max_attempts: int,
-        cron: str | None,
-        every: timedelta | None,
-        timezone: str,
-        next_run_at: datetime,
-        name: str,
-    ) -> Schedule | None:
+    async def schedule_update(self, *, params: ScheduleUpdateParams) -> Schedule | None:
         """Run ``ScheduleUpdate``; return its first row, or None."""
         async with self._conn.cursor() as _cur:
             await _cur.execute(SCHEDULE_UPDATE, {
-                "type": type,
-                "queue": queue,
-                "payload": Jsonb(payload),
-                "priority": priority,
-                "max_attempts": max_attempts,
-                "cron": cron,
-                "every": every,
-                "timezone": timezone,
-                "next_run_at": next_run_at,
-                "name": name,
+                "type": params.type,
+                "queue": params.queue,
+                "payload": Jsonb(params.payload),
+                "priority": params.priority,
+                "max_attempts": params.max_attempts,
+                "cron": params.cron,
+                "every": params.every,
+                "timezone": params.timezone,
+                "next_run_at": params.next_run_at,
+                "name": params.name,
             })
             _row = await _cur.fetchone()
         if _row is None:
@@ -209,7 +220,11 @@ class AsyncQuerier:
         now: datetime | None,
         max_schedules: int,
     ) -> list[Schedule]:
-        """Run ``ScheduleLockDue``; return all its rows."""
+        """Due schedules, locked; SKIP LOCKED so an overlapping second leader takes
+        none of the same rows.
+
+        Run ``ScheduleLockDue``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(SCHEDULE_LOCK_DUE, {"now": now, "max_schedules": max_schedules})
             _rows = await _cur.fetchall()
@@ -245,33 +260,24 @@ class Querier:
         """The wrapped connection."""
         return self._conn
 
-    def schedule_insert(
-        self,
-        *,
-        name: str,
-        type: str,
-        queue: str,
-        payload: JsonValue,
-        priority: int,
-        max_attempts: int,
-        cron: str | None,
-        every: timedelta | None,
-        timezone: str,
-        next_run_at: datetime,
-    ) -> Schedule | None:
-        """Run ``ScheduleInsert``; return its first row, or None."""
+    def schedule_insert(self, *, params: ScheduleInsertParams) -> Schedule | None:
+        """No row back when the name is taken: the insert is the check, so concurrent
+        creates of one name cannot both pass a separate lookup and then collide.
+
+        Run ``ScheduleInsert``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(SCHEDULE_INSERT, {
-                "name": name,
-                "type": type,
-                "queue": queue,
-                "payload": Jsonb(payload),
-                "priority": priority,
-                "max_attempts": max_attempts,
-                "cron": cron,
-                "every": every,
-                "timezone": timezone,
-                "next_run_at": next_run_at,
+                "name": params.name,
+                "type": params.type,
+                "queue": params.queue,
+                "payload": Jsonb(params.payload),
+                "priority": params.priority,
+                "max_attempts": params.max_attempts,
+                "cron": params.cron,
+                "every": params.every,
+                "timezone": params.timezone,
+                "next_run_at": params.next_run_at,
             })
             _row = _cur.fetchone()
         if _row is None:
@@ -296,33 +302,20 @@ class Querier:
             return None
         return row_to_schedule(_row)
 
-    def schedule_update(
-        self,
-        *,
-        type: str,
-        queue: str,
-        payload: JsonValue,
-        priority: int,
-        max_attempts: int,
-        cron: str | None,
-        every: timedelta | None,
-        timezone: str,
-        next_run_at: datetime,
-        name: str,
-    ) -> Schedule | None:
+    def schedule_update(self, *, params: ScheduleUpdateParams) -> Schedule | None:
         """Run ``ScheduleUpdate``; return its first row, or None."""
         with self._conn.cursor() as _cur:
             _cur.execute(SCHEDULE_UPDATE, {
-                "type": type,
-                "queue": queue,
-                "payload": Jsonb(payload),
-                "priority": priority,
-                "max_attempts": max_attempts,
-                "cron": cron,
-                "every": every,
-                "timezone": timezone,
-                "next_run_at": next_run_at,
-                "name": name,
+                "type": params.type,
+                "queue": params.queue,
+                "payload": Jsonb(params.payload),
+                "priority": params.priority,
+                "max_attempts": params.max_attempts,
+                "cron": params.cron,
+                "every": params.every,
+                "timezone": params.timezone,
+                "next_run_at": params.next_run_at,
+                "name": params.name,
             })
             _row = _cur.fetchone()
         if _row is None:
@@ -362,7 +355,11 @@ class Querier:
         return [row_to_schedule(_row) for _row in _rows]
 
     def schedule_lock_due(self, *, now: datetime | None, max_schedules: int) -> list[Schedule]:
-        """Run ``ScheduleLockDue``; return all its rows."""
+        """Due schedules, locked; SKIP LOCKED so an overlapping second leader takes
+        none of the same rows.
+
+        Run ``ScheduleLockDue``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(SCHEDULE_LOCK_DUE, {"now": now, "max_schedules": max_schedules})
             _rows = _cur.fetchall()

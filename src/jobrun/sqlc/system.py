@@ -29,7 +29,10 @@ class AsyncQuerier:
         return self._conn
 
     async def database_now(self) -> datetime | None:
-        """Run ``DatabaseNow``; return its first row, or None."""
+        """The database clock; also the ping run when a pool opens.
+
+        Run ``DatabaseNow``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(DATABASE_NOW)
             _row = await _cur.fetchone()
@@ -54,7 +57,10 @@ class Querier:
         return self._conn
 
     def database_now(self) -> datetime | None:
-        """Run ``DatabaseNow``; return its first row, or None."""
+        """The database clock; also the ping run when a pool opens.
+
+        Run ``DatabaseNow``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(DATABASE_NOW)
             _row = _cur.fetchone()

@@ -3,6 +3,7 @@
 """Queries of ``query/widgets.sql``, typed for psycopg 3."""
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any, NamedTuple
@@ -43,6 +44,13 @@ WHERE name LIKE '%%' || %(pattern)s::text || '%%'
 ORDER BY id
 """
 
+WIDGET_FIND = """
+SELECT id, name FROM widgets
+WHERE name LIKE %(prefix)s::text || '%%' AND mood = %(mood)s
+  AND price BETWEEN %(min_price)s::numeric AND %(max_price)s::numeric
+ORDER BY id
+"""
+
 WIDGET_NOW = """
 SELECT now()::timestamptz AS now
 """
@@ -78,6 +86,23 @@ SELECT mood FROM widgets WHERE id = %(id)s
 """
 
 
+@dataclass(slots=True, kw_only=True)
+class WidgetCreateParams:
+    """The parameters of ``WidgetCreate``."""
+
+    uid: UUID
+    name: str
+    label: str | None
+    doc: JsonValue
+    raw: JsonValue | None
+    tags: list[str]
+    scores: list[int] | None
+    mood: Mood
+    maybe_mood: Mood | None
+    span: timedelta | None
+    price: Decimal
+
+
 class WidgetSummaryRow(pydantic.BaseModel):
     """A row returned by ``WidgetSummary``."""
 
@@ -106,6 +131,33 @@ def _row_to_widget_summary_row(row: Sequence[Any]) -> WidgetSummaryRow:
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_WIDGET_SUMMARY_ROW_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
+class WidgetFindRow(pydantic.BaseModel):
+    """A row returned by ``WidgetFind``."""
+
+    id: int
+    name: str
+
+
+_WIDGET_FIND_ROW_FIELDS = frozenset({'id', 'name'})
+
+
+def _row_to_widget_find_row(row: Sequence[Any]) -> WidgetFindRow:
+    """Build a :class:`WidgetFindRow` from a driver row, without re-validating it."""
+    obj = WidgetFindRow.__new__(WidgetFindRow)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "id": row[0],
+            "name": row[1],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_WIDGET_FIND_ROW_FIELDS))
     _setattr(obj, "__pydantic_extra__", None)
     _setattr(obj, "__pydantic_private__", None)
     return obj
@@ -166,35 +218,27 @@ class AsyncQuerier:
         """The wrapped connection."""
         return self._conn
 
-    async def widget_create(
-        self,
-        *,
-        uid: UUID,
-        name: str,
-        label: str | None,
-        doc: JsonValue,
-        raw: JsonValue | None,
-        tags: list[str],
-        scores: list[int] | None,
-        mood: Mood,
-        maybe_mood: Mood | None,
-        span: timedelta | None,
-        price: Decimal,
-    ) -> Widget | None:
-        """Run ``WidgetCreate``; return its first row, or None."""
+    async def widget_create(self, *, params: WidgetCreateParams) -> Widget | None:
+        """Insert one widget and return it whole. More than four parameters, so the
+        method takes a WidgetCreateParams.
+
+        A comment line may hold a backslash \\d or "quotes" and keep them.
+
+        Run ``WidgetCreate``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(WIDGET_CREATE, {
-                "uid": uid,
-                "name": name,
-                "label": label,
-                "doc": Jsonb(doc),
-                "raw": None if raw is None else Json(raw),
-                "tags": tags,
-                "scores": scores,
-                "mood": mood,
-                "maybe_mood": maybe_mood,
-                "span": span,
-                "price": price,
+                "uid": params.uid,
+                "name": params.name,
+                "label": params.label,
+                "doc": Jsonb(params.doc),
+                "raw": None if params.raw is None else Json(params.raw),
+                "tags": params.tags,
+                "scores": params.scores,
+                "mood": params.mood,
+                "maybe_mood": params.maybe_mood,
+                "span": params.span,
+                "price": params.price,
             })
             _row = await _cur.fetchone()
         if _row is None:
@@ -217,7 +261,10 @@ class AsyncQuerier:
         now: datetime | None,
         name: str,
     ) -> list[Widget]:
-        """Run ``WidgetList``; return all its rows."""
+        """Widgets in any of the moods, up to now, by name or label.
+
+        Run ``WidgetList``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(WIDGET_LIST, {"moods": moods, "now": now, "name": name})
             _rows = await _cur.fetchall()
@@ -229,6 +276,28 @@ class AsyncQuerier:
             await _cur.execute(WIDGET_SUMMARY, {"pattern": pattern})
             _rows = await _cur.fetchall()
         return [_row_to_widget_summary_row(_row) for _row in _rows]
+
+    async def widget_find(
+        self,
+        *,
+        prefix: str,
+        mood: Mood,
+        min_price: Decimal,
+        max_price: Decimal,
+    ) -> list[WidgetFindRow]:
+        """Exactly four parameters: still keyword arguments.
+
+        Run ``WidgetFind``; return all its rows.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(WIDGET_FIND, {
+                "prefix": prefix,
+                "mood": mood,
+                "min_price": min_price,
+                "max_price": max_price,
+            })
+            _rows = await _cur.fetchall()
+        return [_row_to_widget_find_row(_row) for _row in _rows]
 
     async def widget_now(self) -> datetime | None:
         """Run ``WidgetNow``; return its first row, or None."""
@@ -333,35 +402,27 @@ class Querier:
         """The wrapped connection."""
         return self._conn
 
-    def widget_create(
-        self,
-        *,
-        uid: UUID,
-        name: str,
-        label: str | None,
-        doc: JsonValue,
-        raw: JsonValue | None,
-        tags: list[str],
-        scores: list[int] | None,
-        mood: Mood,
-        maybe_mood: Mood | None,
-        span: timedelta | None,
-        price: Decimal,
-    ) -> Widget | None:
-        """Run ``WidgetCreate``; return its first row, or None."""
+    def widget_create(self, *, params: WidgetCreateParams) -> Widget | None:
+        """Insert one widget and return it whole. More than four parameters, so the
+        method takes a WidgetCreateParams.
+
+        A comment line may hold a backslash \\d or "quotes" and keep them.
+
+        Run ``WidgetCreate``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(WIDGET_CREATE, {
-                "uid": uid,
-                "name": name,
-                "label": label,
-                "doc": Jsonb(doc),
-                "raw": None if raw is None else Json(raw),
-                "tags": tags,
-                "scores": scores,
-                "mood": mood,
-                "maybe_mood": maybe_mood,
-                "span": span,
-                "price": price,
+                "uid": params.uid,
+                "name": params.name,
+                "label": params.label,
+                "doc": Jsonb(params.doc),
+                "raw": None if params.raw is None else Json(params.raw),
+                "tags": params.tags,
+                "scores": params.scores,
+                "mood": params.mood,
+                "maybe_mood": params.maybe_mood,
+                "span": params.span,
+                "price": params.price,
             })
             _row = _cur.fetchone()
         if _row is None:
@@ -378,7 +439,10 @@ class Querier:
         return row_to_widget(_row)
 
     def widget_list(self, *, moods: list[Mood], now: datetime | None, name: str) -> list[Widget]:
-        """Run ``WidgetList``; return all its rows."""
+        """Widgets in any of the moods, up to now, by name or label.
+
+        Run ``WidgetList``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(WIDGET_LIST, {"moods": moods, "now": now, "name": name})
             _rows = _cur.fetchall()
@@ -390,6 +454,28 @@ class Querier:
             _cur.execute(WIDGET_SUMMARY, {"pattern": pattern})
             _rows = _cur.fetchall()
         return [_row_to_widget_summary_row(_row) for _row in _rows]
+
+    def widget_find(
+        self,
+        *,
+        prefix: str,
+        mood: Mood,
+        min_price: Decimal,
+        max_price: Decimal,
+    ) -> list[WidgetFindRow]:
+        """Exactly four parameters: still keyword arguments.
+
+        Run ``WidgetFind``; return all its rows.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(WIDGET_FIND, {
+                "prefix": prefix,
+                "mood": mood,
+                "min_price": min_price,
+                "max_price": max_price,
+            })
+            _rows = _cur.fetchall()
+        return [_row_to_widget_find_row(_row) for _row in _rows]
 
     def widget_now(self) -> datetime | None:
         """Run ``WidgetNow``; return its first row, or None."""

@@ -1,3 +1,5 @@
+-- Queries on widget_notes: the header of a file whose first query has no comment.
+
 -- name: NoteAdd :one
 INSERT INTO widget_notes (widget_id, body) VALUES (@widget_id, @body) RETURNING id;
 

@@ -1,4 +1,11 @@
+-- Queries on widgets. This file header is no query's doc comment, although
+-- sqlc hands it to the first query with that query's own comment lines.
+
 -- name: WidgetCreate :one
+-- Insert one widget and return it whole. More than four parameters, so the
+-- method takes a WidgetCreateParams.
+--
+-- A comment line may hold a backslash \d or "quotes" and keep them.
 INSERT INTO widgets (uid, name, label, doc, raw, tags, scores, mood, maybe_mood, span, price)
 VALUES (@uid, @name, sqlc.narg(label), @doc, sqlc.narg(raw), @tags, sqlc.narg(scores), @mood,
         sqlc.narg(maybe_mood), sqlc.narg(span), @price)
@@ -8,7 +15,9 @@ RETURNING *;
 SELECT * FROM widgets WHERE id = @id;
 
 -- name: WidgetList :many
+-- Widgets in any of the moods, up to now, by name or label.
 SELECT * FROM widgets
+-- A comment inside the statement stays out of the docstring.
 WHERE mood = ANY(@moods::mood[])
   AND at <= coalesce(sqlc.narg('now')::timestamptz, now())
   AND (name = @name OR label = @name)
@@ -18,6 +27,13 @@ ORDER BY id;
 SELECT id, name, maybe_mood, '50%' AS pct, tags
 FROM widgets
 WHERE name LIKE '%' || @pattern::text || '%'
+ORDER BY id;
+
+-- name: WidgetFind :many
+-- Exactly four parameters: still keyword arguments.
+SELECT id, name FROM widgets
+WHERE name LIKE @prefix::text || '%' AND mood = @mood
+  AND price BETWEEN @min_price::numeric AND @max_price::numeric
 ORDER BY id;
 
 -- name: WidgetNow :one
