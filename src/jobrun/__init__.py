@@ -37,6 +37,8 @@ from jobrun.job import (
     QueueDepth,
     Schedule,
     SchedulePatch,
+    SyncCommitCallback,
+    SyncCompletion,
 )
 
 __all__ = [
@@ -68,5 +70,7 @@ __all__ = [
     "Schedule",
     "ScheduleNotFound",
     "SchedulePatch",
+    "SyncCommitCallback",
+    "SyncCompletion",
     "UnknownJobType",
 ]

@@ -83,6 +83,8 @@ __all__ = [
     "SchedulePatch",
     "Schedules",
     "Store",
+    "SyncCommitCallback",
+    "SyncCompletion",
     "UnknownJobType",
     "new_job_id",
 ]
@@ -366,6 +368,23 @@ class Completion:
 
     job: Job
     commit: CommitCallback | None = None
+    invocations: int = 0
+
+
+SyncCommitCallback = Callable[[Any], None]
+"""A commit callback for the synchronous store (:class:`jobrun.postgres.SyncStore`).
+
+The same contract as :data:`CommitCallback`, called with a sync
+``psycopg.Connection`` and returning nothing.
+"""
+
+
+@dataclass(slots=True)
+class SyncCompletion:
+    """One job to complete in a group on the synchronous store; see :class:`Completion`."""
+
+    job: Job
+    commit: SyncCommitCallback | None = None
     invocations: int = 0
 
 
