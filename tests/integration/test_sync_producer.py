@@ -23,7 +23,7 @@ from jobrun.errors import (
     JobNotFound,
 )
 from jobrun.job import Job, JobState, NewJob
-from jobrun.postgres import SyncProducer, open_pool
+from jobrun.postgres import SyncProducer, open_pool, open_sync_pool
 from jobrun.postgres.store import Store
 from jobrun.sqlc import jobs as job_queries
 
@@ -204,3 +204,22 @@ def test_bad_arguments() -> None:
         SyncProducer(42)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError):
         SyncProducer("postgresql://x", notify_channel="")
+    with pytest.raises(ConfigurationError):
+        SyncProducer("postgresql://x", max_payload_bytes=0)
+
+
+def test_open_sync_pool_connections_match_the_async_pool(db_url: str) -> None:
+    # Autocommit and a UTC session, as open_pool's: the generated store relies on both.
+    with open_sync_pool(db_url, max_size=2) as pool:
+        assert pool.max_size == 2
+        with pool.connection() as conn:
+            assert conn.autocommit
+            assert conn.execute("SHOW timezone").fetchone() == ("UTC",)
+
+
+def test_open_sync_pool_refuses_bad_arguments_without_the_password() -> None:
+    with pytest.raises(ConfigurationError, match="max_size"):
+        open_sync_pool("postgresql://x", max_size=0)
+    with pytest.raises(ConfigurationError) as caught:
+        open_sync_pool("postgresql://u:pa55word@host:notaport/db?bogus_option=1")
+    assert "pa55word" not in str(caught.value)
