@@ -1,7 +1,8 @@
 """jobrun: a durable job queue for Python services, on PostgreSQL.
 
-The names exported here are the domain and the errors; the PostgreSQL store
-lives in :mod:`jobrun.postgres` and the runtime in :mod:`jobrun.worker` and
+The names exported here are the domain, what a handler uses (Registry,
+JobContext, Cancel, Snooze) and the errors; the PostgreSQL store lives in
+:mod:`jobrun.postgres` and the runtime in :mod:`jobrun.worker` and
 :mod:`jobrun.scheduler`.
 """
 
@@ -36,14 +37,21 @@ from jobrun.job import (
     JobState,
     NewJob,
     NewSchedule,
+    Outcome,
+    OutcomeKind,
     QueueDepth,
     Schedule,
     SchedulePatch,
+    SyncCommitCallback,
+    SyncCompletion,
+    SyncOutcome,
 )
+from jobrun.registry import Cancel, JobContext, Registry, Snooze
 
 __all__ = [
     "Backoff",
     "BackoffKind",
+    "Cancel",
     "CommitCallback",
     "CommitTimeout",
     "Completion",
@@ -56,6 +64,7 @@ __all__ = [
     "InvalidSchedule",
     "InvalidTransition",
     "Job",
+    "JobContext",
     "JobFilter",
     "JobNotFound",
     "JobPage",
@@ -65,12 +74,19 @@ __all__ = [
     "MigrationError",
     "NewJob",
     "NewSchedule",
+    "Outcome",
+    "OutcomeKind",
     "PayloadTooLarge",
     "PoolExhausted",
     "QueueDepth",
+    "Registry",
     "Schedule",
     "ScheduleNotFound",
     "SchedulePatch",
     "SchemaMissing",
+    "Snooze",
+    "SyncCommitCallback",
+    "SyncCompletion",
+    "SyncOutcome",
     "UnknownJobType",
 ]

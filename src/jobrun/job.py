@@ -107,6 +107,9 @@ __all__ = [
     "Schedules",
     "SchemaMissing",
     "Store",
+    "SyncCommitCallback",
+    "SyncCompletion",
+    "SyncOutcome",
     "UnknownJobType",
     "duration_problem",
     "new_job_id",
@@ -666,6 +669,30 @@ class Outcome:
 
 Completion = Outcome
 """An :class:`Outcome` of kind complete (the default kind): ``Completion(job, commit)``."""
+
+
+SyncCommitCallback = Callable[[Any], None]
+"""A commit callback for the synchronous store (:class:`jobrun.postgres.SyncStore`).
+
+The same contract as :data:`CommitCallback`, called with a sync
+``psycopg.Connection`` and returning nothing.
+"""
+
+
+@dataclass(slots=True)
+class SyncOutcome:
+    """One attempt's outcome for the synchronous store; see :class:`Outcome`."""
+
+    job: Job
+    kind: OutcomeKind = OutcomeKind.COMPLETE
+    commit: SyncCommitCallback | None = None
+    detail: str = ""
+    delay: timedelta = timedelta(0)
+    invocations: int = 0
+
+
+SyncCompletion = SyncOutcome
+"""A :class:`SyncOutcome` of kind complete: ``SyncCompletion(job, commit)``."""
 
 
 @runtime_checkable

@@ -1,18 +1,32 @@
-"""The Store contract, one named test per guarantee, on a real PostgreSQL database."""
+"""The Store contract, one named test per guarantee, on a real PostgreSQL database.
+
+Every test that takes ``store`` (or ``stores``) runs twice: against the async
+:class:`~jobrun.postgres.store.Store` and against the generated
+:class:`~jobrun.postgres.store_sync.SyncStore`, which :class:`SyncAsAsync`
+drives from these async test bodies, each call in a worker thread. Commit
+callbacks are :class:`Effect` objects, which run the same statements on
+either kind of connection. The few tests that need an async caller
+connection use ``async_store``; their sync counterparts are in
+``test_sync_producer.py``.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
+from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import psycopg
 import pytest
 from psycopg import sql
+from pydantic import BaseModel, Field
 
 from jobrun.errors import (
+    ConfigurationError,
     IdempotencyConflict,
     InvalidJob,
     InvalidSchedule,
@@ -36,16 +50,122 @@ from jobrun.job import (
     Outcome,
     OutcomeKind,
     SchedulePatch,
+    SyncOutcome,
 )
-from jobrun.postgres import Pool
+from jobrun.postgres import Pool, SyncPool, SyncStore, open_pool, open_sync_pool
 from jobrun.postgres.store import Store
 
 LEASE = timedelta(seconds=30)
 
 
+class SyncAsAsync:
+    """The generated SyncStore behind the async Store's methods, each call in a thread.
+
+    Arguments and results pass through unchanged, except that ``record_outcomes``
+    hands the sync store SyncOutcomes and copies their ``invocations`` back.
+    """
+
+    def __init__(self, store: SyncStore) -> None:
+        self.sync = store
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.sync, name)
+        if not inspect.ismethod(value):
+            return value
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await asyncio.to_thread(value, *args, **kwargs)
+
+        return call
+
+    async def record_outcomes(self, owner: str, outcomes: list[Outcome]) -> list[Any]:
+        twins = [
+            SyncOutcome(job=o.job, kind=o.kind, commit=o.commit, detail=o.detail, delay=o.delay)
+            for o in outcomes
+        ]
+        try:
+            return await asyncio.to_thread(self.sync.record_outcomes, owner, twins)
+        finally:
+            for outcome, twin in zip(outcomes, twins, strict=True):
+                outcome.invocations = twin.invocations
+
+
+class Stores:
+    """Makes the store under test, async or sync, on pools closed after the test."""
+
+    def __init__(self, flavour: str, db_url: str) -> None:
+        self.flavour = flavour
+        self.db_url = db_url
+        self._shared: Pool | SyncPool | None = None
+        self._pools: list[Pool | SyncPool] = []
+
+    async def _pool(self, own: bool) -> Pool | SyncPool:
+        if not own and self._shared is not None:
+            return self._shared
+        pool: Pool | SyncPool
+        if self.flavour == "async":
+            pool = await open_pool(self.db_url, worker_concurrency=1 if own else 2)
+        else:
+            pool = await asyncio.to_thread(open_sync_pool, self.db_url, max_size=3 if own else 10)
+        self._pools.append(pool)
+        if not own:
+            self._shared = pool
+        return pool
+
+    async def make(self, *, own_pool: bool = False, **options: Any) -> Any:
+        """A store with ``options``, on the test's shared pool or (``own_pool``) a new one."""
+        pool = await self._pool(own_pool)
+        if self.flavour == "async":
+            return Store(pool, **options)  # type: ignore[arg-type]
+        return SyncAsAsync(SyncStore(pool, **options))  # type: ignore[arg-type]
+
+    async def close(self) -> None:
+        for pool in self._pools:
+            if self.flavour == "async":
+                await pool.close()  # type: ignore[misc]
+            else:
+                await asyncio.to_thread(pool.close)
+
+
+@pytest.fixture(params=["async", "sync"])
+async def stores(request: pytest.FixtureRequest, db_url: str) -> AsyncIterator[Stores]:
+    made = Stores(request.param, db_url)
+    try:
+        yield made
+    finally:
+        await made.close()
+
+
 @pytest.fixture
-async def store(pool: Pool) -> Store:
+async def store(stores: Stores) -> Any:
+    return await stores.make()
+
+
+@pytest.fixture
+async def async_store(pool: Pool) -> Store:
     return Store(pool)
+
+
+@pytest.fixture
+def listener(db_url: str) -> Iterator[psycopg.Connection[Any]]:
+    conn = psycopg.connect(db_url, autocommit=True)
+    conn.execute("LISTEN jobrun")
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def notified(conn: psycopg.Connection[Any], timeout: float = 0.5) -> list[str]:
+    """The payloads of the notifications that arrive within ``timeout`` seconds."""
+    return [n.payload for n in conn.notifies(timeout=timeout)]
+
+
+def count_rows(db_url: str, table: str = "jobs") -> int:
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table)))
+        (count,) = row.fetchone() or (0,)
+    return int(count)
 
 
 @pytest.fixture
@@ -60,11 +180,41 @@ def effect_rows(db_url: str) -> list[UUID]:
         return [r[0] for r in conn.execute("SELECT job_id FROM effect_rows ORDER BY job_id")]
 
 
-def write_effect(job: Job, note: str = "done") -> Any:
-    async def commit(conn: psycopg.AsyncConnection[Any]) -> None:
-        await conn.execute("INSERT INTO effect_rows (job_id, note) VALUES (%s, %s)", (job.id, note))
+class Effect:
+    """A commit callback for either store: run ``statements``, then raise ``raises``.
 
-    return commit
+    Called with an AsyncConnection it returns the coroutine the async store
+    awaits; with a sync Connection it runs at once, as the sync store expects.
+    """
+
+    def __init__(
+        self, *statements: tuple[str, tuple[Any, ...] | None], raises: Exception | None = None
+    ) -> None:
+        self.statements = statements
+        self.raises = raises
+
+    def __call__(self, conn: psycopg.AsyncConnection[Any] | psycopg.Connection[Any]) -> Any:
+        if isinstance(conn, psycopg.AsyncConnection):
+            return self._run_async(conn)
+        for query, params in self.statements:
+            conn.execute(query, params)  # type: ignore[arg-type]
+        if self.raises is not None:
+            raise self.raises
+        return None
+
+    async def _run_async(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        for query, params in self.statements:
+            await conn.execute(query, params)  # type: ignore[arg-type]
+        if self.raises is not None:
+            raise self.raises
+
+
+def effect_insert(job: Job, note: str = "done") -> tuple[str, tuple[Any, ...]]:
+    return "INSERT INTO effect_rows (job_id, note) VALUES (%s, %s)", (job.id, note)
+
+
+def write_effect(job: Job, note: str = "done") -> Effect:
+    return Effect(effect_insert(job, note))
 
 
 async def claim_one(store: Store, owner: str = "w1", queue: str = "default") -> Job:
@@ -76,11 +226,15 @@ async def claim_one(store: Store, owner: str = "w1", queue: str = "default") -> 
 
 
 async def test_enqueue_stores_a_queued_job_with_its_event(store: Store) -> None:
-    job = await store.enqueue(NewJob(type="email", payload={"to": "a@example.com"}, priority=3))
+    new = NewJob(type="email", payload={"to": "a@example.com"}, queue="mail", priority=3)
+    job = await store.enqueue(new)
+    assert job.id == new.id
     assert job.state is JobState.QUEUED
     assert job.attempts == 0
     assert job.priority == 3
+    assert (job.queue, job.payload) == ("mail", {"to": "a@example.com"})
     assert job.created_at.utcoffset() == timedelta(0)
+    assert job.run_at.utcoffset() == timedelta(0)
     assert await store.get(job.id) == job
     (event,) = await store.events(job.id)
     assert (event.kind, event.from_state, event.to_state) == ("enqueued", None, JobState.QUEUED)
@@ -90,10 +244,14 @@ async def test_enqueue_run_at_defaults_to_database_now_plus_delay(store: Store) 
     before = await store.now()
     job = await store.enqueue(NewJob(type="t", delay=timedelta(hours=1)))
     assert before + timedelta(hours=1) <= job.run_at <= before + timedelta(hours=1, seconds=5)
+    assert job.run_at - job.created_at == timedelta(hours=1)
     assert await store.claim(["default"], "w1", 10, LEASE) == []
 
 
-async def test_listener_is_not_woken_before_the_job_is_visible(store: Store, db_url: str) -> None:
+async def test_listener_is_not_woken_before_the_job_is_visible(
+    async_store: Store, db_url: str
+) -> None:
+    store = async_store
     listener = await psycopg.AsyncConnection.connect(db_url, autocommit=True)
     await listener.execute("LISTEN jobrun")
     async with await psycopg.AsyncConnection.connect(db_url) as producer:
@@ -114,8 +272,9 @@ async def test_listener_is_not_woken_before_the_job_is_visible(store: Store, db_
 
 
 async def test_transactional_enqueue_rolled_back_leaves_no_job_and_no_notification(
-    store: Store, db_url: str
+    async_store: Store, db_url: str
 ) -> None:
+    store = async_store
     listener = await psycopg.AsyncConnection.connect(db_url, autocommit=True)
     await listener.execute("LISTEN jobrun")
     async with await psycopg.AsyncConnection.connect(db_url) as producer:
@@ -131,8 +290,9 @@ async def test_transactional_enqueue_rolled_back_leaves_no_job_and_no_notificati
 
 
 async def test_transactional_enqueue_commits_with_the_callers_row(
-    store: Store, db_url: str
+    async_store: Store, db_url: str
 ) -> None:
+    store = async_store
     async with await psycopg.AsyncConnection.connect(db_url) as producer:
         await producer.execute("CREATE TABLE orders (id int)")
         await producer.commit()
@@ -150,7 +310,8 @@ async def test_idempotent_replay_returns_stored_job(store: Store) -> None:
     again = await store.enqueue(replay)
     assert again.id == first.id
     assert again.id != replay.id
-    assert len((await store.list_jobs()).jobs) == 1
+    assert again == await store.get(first.id)
+    assert (await store.list_jobs()).jobs == [first]
 
 
 async def test_idempotency_conflict_on_different_body(store: Store) -> None:
@@ -160,6 +321,7 @@ async def test_idempotency_conflict_on_different_body(store: Store) -> None:
     assert caught.value.existing_id == first.id
     with pytest.raises(IdempotencyConflict):
         await store.enqueue(NewJob(type="t", payload={"a": 1}, idempotency_key="k", priority=5))
+    assert (await store.list_jobs()).jobs == [first]
     # The same key in another queue is another job.
     other = await store.enqueue(
         NewJob(type="t", payload={"a": 2}, idempotency_key="k", queue="other")
@@ -167,13 +329,11 @@ async def test_idempotency_conflict_on_different_body(store: Store) -> None:
     assert other.id != first.id
 
 
-async def test_invalid_payloads_are_refused_and_nothing_is_written(pool: Pool) -> None:
-    from pydantic import BaseModel
-
+async def test_invalid_payloads_are_refused_and_nothing_is_written(stores: Stores) -> None:
     class Email(BaseModel):
         to: str
 
-    store = Store(pool, payload_models={"email": Email}, max_payload_bytes=64)
+    store = await stores.make(payload_models={"email": Email}, max_payload_bytes=64)
     with pytest.raises(InvalidJob, match=r"nan|JSON"):
         await store.enqueue(NewJob(type="t", payload={"x": float("nan")}))
     with pytest.raises(PayloadTooLarge, match=r"64-byte"):
@@ -185,6 +345,103 @@ async def test_invalid_payloads_are_refused_and_nothing_is_written(pool: Pool) -
     assert (await store.list_jobs()).jobs == []
     job = await store.enqueue(NewJob(type="email", payload={"to": "x"}))
     assert job.payload == {"to": "x"}
+
+
+async def test_enqueue_notifies_its_queue_on_commit(
+    store: Store, listener: psycopg.Connection[Any]
+) -> None:
+    await store.enqueue(NewJob(type="t", queue="q1"))
+    assert notified(listener) == ["q1"]
+
+
+async def test_notify_channel_is_configurable(
+    stores: Stores, listener: psycopg.Connection[Any]
+) -> None:
+    listener.execute("LISTEN other")
+    store = await stores.make(notify_channel="other")
+    await store.enqueue(NewJob(type="t", queue="q2"))
+    got = list(listener.notifies(timeout=0.5))
+    assert [(n.channel, n.payload) for n in got] == [("other", "q2")]
+
+
+async def test_replay_does_not_notify(store: Store, listener: psycopg.Connection[Any]) -> None:
+    await store.enqueue(NewJob(type="t", idempotency_key="k"))
+    assert notified(listener) == ["default"]
+    await store.enqueue(NewJob(type="t", idempotency_key="k"))
+    assert notified(listener) == []
+
+
+class Invoice(BaseModel):
+    customer: str
+    amount: int = Field(ge=0)
+    currency: str = "EUR"
+
+
+async def test_typed_payload_is_stored_normalised(stores: Stores) -> None:
+    store = await stores.make(payload_models={"invoice": Invoice})
+    job = await store.enqueue(NewJob(type="invoice", payload={"customer": "c1", "amount": "12"}))
+    assert job.payload == {"customer": "c1", "amount": 12, "currency": "EUR"}
+    assert (await store.get(job.id)).payload == job.payload
+    # Other types are not checked.
+    await store.enqueue(NewJob(type="other", payload={"amount": "x"}))
+    # A replay compares the normalised payloads.
+    keyed = NewJob(type="invoice", payload={"customer": "c", "amount": 1}, idempotency_key="i")
+    first = await store.enqueue(keyed)
+    again = await store.enqueue(
+        NewJob(
+            type="invoice",
+            payload={"customer": "c", "amount": "1", "currency": "EUR"},
+            idempotency_key="i",
+        )
+    )
+    assert again == first
+
+
+async def test_invalid_typed_payload_names_the_field_and_writes_nothing(
+    stores: Stores, db_url: str
+) -> None:
+    store = await stores.make(payload_models={"invoice": Invoice})
+    with pytest.raises(InvalidJob, match="amount") as caught:
+        await store.enqueue(NewJob(type="invoice", payload={"customer": "c1", "amount": -3}))
+    assert "Invoice" in str(caught.value)
+    with pytest.raises(InvalidJob, match="customer"):
+        await store.enqueue_batch(
+            [NewJob(type="other"), NewJob(type="invoice", payload={"amount": 1})]
+        )
+    assert count_rows(db_url) == 0
+
+
+async def test_non_json_payload_is_refused(store: Store, db_url: str) -> None:
+    with pytest.raises(InvalidJob, match="not valid JSON"):
+        await store.enqueue(NewJob(type="t", payload={"x": float("inf")}))
+    # A payload that bypassed NewJob's own validation is still caught.
+    sneaky = NewJob.model_construct(
+        type="t",
+        payload={"s": {1, 2}},
+        queue="default",
+        priority=0,
+        max_attempts=3,
+        backoff=NewJob(type="t").backoff,
+        run_at=None,
+        delay=None,
+        idempotency_key=None,
+        id=uuid4(),
+    )
+    with pytest.raises(InvalidJob, match="'t' is not valid JSON"):
+        await store.enqueue(sneaky)
+    with pytest.raises(InvalidJob, match="NUL"):
+        await store.enqueue(NewJob(type="t", payload="a\x00b"))
+    assert count_rows(db_url) == 0
+
+
+async def test_oversize_payload_is_refused(stores: Stores, db_url: str) -> None:
+    store = await stores.make(max_payload_bytes=1000)
+    await store.enqueue(NewJob(type="t", payload="x" * 900))
+    with pytest.raises(PayloadTooLarge, match="over the 1000-byte limit"):
+        await store.enqueue(NewJob(type="big", payload="x" * 1000))
+    with pytest.raises(PayloadTooLarge, match="'big'"):
+        await store.enqueue_batch([NewJob(type="t"), NewJob(type="big", payload=["é" * 600])])
+    assert count_rows(db_url) == 1
 
 
 # -- batch -----------------------------------------------------------------------------
@@ -223,6 +480,47 @@ async def test_enqueue_batch_keyed_replays_conflicts_and_inserts(store: Store) -
     assert len((await store.list_jobs(limit=10)).jobs) == 4
 
 
+async def test_enqueue_batch_reports_what_it_stored_and_notifies_each_queue(
+    store: Store, db_url: str, listener: psycopg.Connection[Any]
+) -> None:
+    existing = await store.enqueue(NewJob(type="t", payload={"v": 1}, idempotency_key="old"))
+    notified(listener)
+    batch = [
+        NewJob(type="t", payload={"n": 0}, queue="a"),
+        NewJob(type="t", payload={"v": 1}, idempotency_key="old"),  # replay
+        NewJob(type="t", payload={"v": 2}, idempotency_key="old"),  # conflict
+        NewJob(type="t", payload={"n": 3}, queue="b", idempotency_key="new"),
+        NewJob(type="t", payload={"n": 4}, queue="a"),
+    ]
+    results = await store.enqueue_batch(batch)
+    assert len(results) == 5
+    first, replay, conflict, keyed, last = results
+    assert isinstance(first, Job) and first.id == batch[0].id
+    assert replay == existing
+    assert isinstance(conflict, IdempotencyConflict) and conflict.existing_id == existing.id
+    assert isinstance(keyed, Job) and keyed.id == batch[3].id
+    assert isinstance(last, Job) and last.id == batch[4].id
+    # What the batch reports is what was stored.
+    for made in (first, keyed, last):
+        assert await store.get(made.id) == made
+    assert count_rows(db_url) == 4
+    assert sorted(notified(listener)) == ["a", "b"]
+    for made in (first, keyed, last):
+        assert [e.kind for e in await store.events(made.id)] == ["enqueued"]
+
+
+async def test_enqueue_batch_of_nothing(store: Store) -> None:
+    assert await store.enqueue_batch([]) == []
+
+
+async def test_batch_with_one_bad_payload_writes_nothing(store: Store, db_url: str) -> None:
+    with pytest.raises(InvalidJob, match="bad"):
+        await store.enqueue_batch(
+            [NewJob(type="ok"), NewJob(type="bad", payload={"x": float("nan")})]
+        )
+    assert count_rows(db_url) == 0
+
+
 async def test_enqueue_batch_of_100000_jobs(store: Store) -> None:
     jobs = [NewJob(type="bulk", payload={"i": i}) for i in range(100_000)]
     results = await store.enqueue_batch(jobs)
@@ -257,33 +555,26 @@ async def test_claim_takes_only_due_jobs_of_the_given_queues(store: Store) -> No
 
 
 async def test_eight_concurrent_claimers_claim_each_job_exactly_once(
-    store: Store, db_url: str
+    store: Store, stores: Stores
 ) -> None:
     await store.enqueue_batch([NewJob(type="t", payload={"i": i}) for i in range(5000)])
-    from jobrun.postgres import open_pool
+    claimers = [await stores.make(own_pool=True) for _ in range(8)]
 
-    pools = [await open_pool(db_url, worker_concurrency=1) for _ in range(8)]
-    try:
+    async def drain(n: int) -> list[UUID]:
+        got: list[UUID] = []
+        while batch := await claimers[n].claim(["default"], f"w{n}", 37, LEASE):
+            got.extend(j.id for j in batch)
+        return got
 
-        async def drain(n: int) -> list[UUID]:
-            mine = Store(pools[n])
-            got: list[UUID] = []
-            while batch := await mine.claim(["default"], f"w{n}", 37, LEASE):
-                got.extend(j.id for j in batch)
-            return got
-
-        claimed = await asyncio.gather(*(drain(n) for n in range(8)))
-    finally:
-        for p in pools:
-            await p.close()
+    claimed = await asyncio.gather(*(drain(n) for n in range(8)))
     every = [i for ids in claimed for i in ids]
     assert len(every) == 5000
     assert len(set(every)) == 5000
     assert sum(1 for ids in claimed if ids) > 1
 
 
-async def test_terminal_event_mode_writes_no_claim_events(pool: Pool) -> None:
-    store = Store(pool, event_mode=EventMode.TERMINAL)
+async def test_terminal_event_mode_writes_no_claim_events(stores: Stores) -> None:
+    store = await stores.make(event_mode=EventMode.TERMINAL)
     job = await store.enqueue(NewJob(type="t"))
     claimed = await claim_one(store)
     await store.complete(claimed, "w1")
@@ -431,10 +722,7 @@ async def test_callback_that_raises_rolls_back_everything_and_leaves_job_leased(
     job = await store.enqueue(NewJob(type="t"))
     claimed = await claim_one(store)
 
-    async def broken(conn: psycopg.AsyncConnection[Any]) -> None:
-        await write_effect(job)(conn)
-        raise RuntimeError("effect failed")
-
+    broken = Effect(effect_insert(job), raises=RuntimeError("effect failed"))
     with pytest.raises(RuntimeError, match="effect failed"):
         await store.complete(claimed, "w1", broken)
     assert effect_rows(effects_table) == []
@@ -564,9 +852,7 @@ async def test_group_commit_falls_back_when_one_callback_fails(
         await store.enqueue(NewJob(type="t", payload={"i": i}))
     claimed = await store.claim(["default"], "w1", 4, LEASE)
 
-    async def broken(conn: psycopg.AsyncConnection[Any]) -> None:
-        raise ValueError("bad effect")
-
+    broken = Effect(raises=ValueError("bad effect"))
     completions = [Completion(job=j, commit=write_effect(j)) for j in claimed]
     completions[1] = Completion(job=claimed[1], commit=broken)
     results = await store.record_outcomes("w1", completions)
@@ -588,9 +874,7 @@ async def test_group_fallback_after_a_failing_statement_is_quiet_and_counted(
         await store.enqueue(NewJob(type="t", payload={"i": i}))
     claimed = await store.claim(["default"], "w1", 4, LEASE)
 
-    async def bad_sql(conn: psycopg.AsyncConnection[Any]) -> None:
-        await conn.execute("INSERT INTO effect_rows (job_id) VALUES (NULL)")  # NOT NULL
-
+    bad_sql = Effect(("INSERT INTO effect_rows (job_id) VALUES (NULL)", None))  # NOT NULL
     completions = [Completion(job=j, commit=write_effect(j)) for j in claimed]
     completions[2] = Completion(job=claimed[2], commit=bad_sql)
     with caplog.at_level(logging.WARNING):
@@ -604,15 +888,11 @@ async def test_group_fallback_after_a_failing_statement_is_quiet_and_counted(
     assert sum(c.invocations - 1 for c in completions) >= 1
 
 
-async def test_commit_timeout_rolls_back_the_completion(pool: Pool, effects_table: str) -> None:
-    store = Store(pool, commit_timeout=timedelta(milliseconds=50))
+async def test_commit_timeout_rolls_back_the_completion(stores: Stores, effects_table: str) -> None:
+    store = await stores.make(commit_timeout=timedelta(milliseconds=50))
     job = await store.enqueue(NewJob(type="t"))
     claimed = await claim_one(store)
-
-    async def slow(conn: psycopg.AsyncConnection[Any]) -> None:
-        await write_effect(job)(conn)
-        await conn.execute("SELECT pg_sleep(1)")
-
+    slow = Effect(effect_insert(job), ("SELECT pg_sleep(1)", None))
     from jobrun.errors import CommitTimeout
 
     with pytest.raises(CommitTimeout):
@@ -624,8 +904,8 @@ async def test_commit_timeout_rolls_back_the_completion(pool: Pool, effects_tabl
 # -- fail, reap ------------------------------------------------------------------------
 
 
-async def test_fail_requeues_after_backoff_then_dead_at_max_attempts(pool: Pool) -> None:
-    store = Store(pool, retry_jitter=0)
+async def test_fail_requeues_after_backoff_then_dead_at_max_attempts(stores: Stores) -> None:
+    store = await stores.make(retry_jitter=0)
     backoff = Backoff(kind=BackoffKind.CONSTANT, base=timedelta(milliseconds=50))
     job = await store.enqueue(NewJob(type="t", max_attempts=2, backoff=backoff))
     claimed = await claim_one(store)
@@ -645,8 +925,8 @@ async def test_fail_requeues_after_backoff_then_dead_at_max_attempts(pool: Pool)
     assert (await store.events(job.id))[-1].detail == "second error"
 
 
-async def test_outcomes_of_every_kind_are_recorded_in_one_batch(pool: Pool) -> None:
-    store = Store(pool, retry_jitter=0)
+async def test_outcomes_of_every_kind_are_recorded_in_one_batch(stores: Stores) -> None:
+    store = await stores.make(retry_jitter=0)
     backoff = Backoff(kind=BackoffKind.CONSTANT, base=timedelta(seconds=30))
     jobs = [
         await store.enqueue(NewJob(type="t", backoff=backoff, payload={"i": i})) for i in range(5)
@@ -702,8 +982,8 @@ async def test_a_requested_cancel_wins_over_every_outcome(store: Store) -> None:
     assert [r.state for r in results if isinstance(r, Job)] == [JobState.CANCELLED] * 4
 
 
-async def test_failure_backoff_is_jittered_within_its_bounds(pool: Pool) -> None:
-    store = Store(pool, retry_jitter=0.1)
+async def test_failure_backoff_is_jittered_within_its_bounds(stores: Stores) -> None:
+    store = await stores.make(retry_jitter=0.1)
     backoff = Backoff(kind=BackoffKind.CONSTANT, base=timedelta(seconds=100))
     await store.enqueue_batch([NewJob(type="t", backoff=backoff) for _ in range(40)])
     claimed = await store.claim(["default"], "w1", 40, LEASE)
@@ -718,8 +998,10 @@ async def test_failure_backoff_is_jittered_within_its_bounds(pool: Pool) -> None
     assert len(set(waits)) > 1  # spread, not one instant
 
 
-async def test_backoff_of_a_late_attempt_is_capped_not_overflowed(pool: Pool, db_url: str) -> None:
-    store = Store(pool, retry_jitter=0)
+async def test_backoff_of_a_late_attempt_is_capped_not_overflowed(
+    stores: Stores, db_url: str
+) -> None:
+    store = await stores.make(retry_jitter=0)
     backoff = Backoff(base=timedelta(hours=1), max=timedelta(days=30))
     job = await store.enqueue(NewJob(type="t", backoff=backoff, max_attempts=1000))
     with psycopg.connect(db_url, autocommit=True) as conn:
@@ -742,9 +1024,9 @@ async def test_backoff_of_a_late_attempt_is_capped_not_overflowed(pool: Pool, db
     ],
 )
 async def test_backoff_at_the_largest_bounds_stays_within_its_max(
-    pool: Pool, db_url: str, kind: BackoffKind, base: timedelta, attempt: int
+    stores: Stores, db_url: str, kind: BackoffKind, base: timedelta, attempt: int
 ) -> None:
-    store = Store(pool, retry_jitter=0)
+    store = await stores.make(retry_jitter=0)
     backoff = Backoff(kind=kind, base=base, max=MAX_DELAY)
     job = await store.enqueue(NewJob(type="t", backoff=backoff, max_attempts=MAX_ATTEMPTS_LIMIT))
     with psycopg.connect(db_url, autocommit=True) as conn:
@@ -770,8 +1052,8 @@ async def test_fail_after_lease_lost_changes_nothing(store: Store) -> None:
     assert (await store.get(claimed.id)).state is JobState.LEASED
 
 
-async def test_reap_requeues_with_backoff_and_crash_costs_one_attempt(pool: Pool) -> None:
-    store = Store(pool, retry_jitter=0)
+async def test_reap_requeues_with_backoff_and_crash_costs_one_attempt(stores: Stores) -> None:
+    store = await stores.make(retry_jitter=0)
     backoff = Backoff(kind=BackoffKind.CONSTANT, base=timedelta(seconds=7))
     job = await store.enqueue(NewJob(type="t", backoff=backoff, max_attempts=2))
     await store.claim(["default"], "w1", 1, timedelta(milliseconds=1))
@@ -801,19 +1083,13 @@ async def test_reap_leaves_live_leases_alone(store: Store) -> None:
     assert await store.reap_expired() == []
 
 
-async def test_concurrent_reapers_reap_each_job_once(store: Store, db_url: str) -> None:
+async def test_concurrent_reapers_reap_each_job_once(store: Store, stores: Stores) -> None:
     await store.enqueue_batch([NewJob(type="t") for _ in range(200)])
     await store.claim(["default"], "w1", 200, timedelta(milliseconds=1))
     await asyncio.sleep(0.01)
-    from jobrun.postgres import open_pool
-
-    pools = [await open_pool(db_url, worker_concurrency=1) for _ in range(3)]
-    try:
-        results = await asyncio.gather(*(Store(p).reap_expired(limit=50) for p in pools))
-        results += [await store.reap_expired()]
-    finally:
-        for p in pools:
-            await p.close()
+    reapers = [await stores.make(own_pool=True) for _ in range(3)]
+    results = await asyncio.gather(*(r.reap_expired(limit=50) for r in reapers))
+    results += [await store.reap_expired()]
     ids = [j.id for batch in results for j in batch]
     assert len(ids) == len(set(ids)) == 200
 
@@ -840,6 +1116,74 @@ async def test_list_filters_and_paginates_newest_first(store: Store) -> None:
     assert (await store.list_jobs(JobFilter(state=JobState.DEAD))).jobs == []
     now = await store.now()
     assert (await store.list_jobs(JobFilter(created_after=now + timedelta(1)))).jobs == []
+
+
+async def test_list_filters_by_queue_type_and_state_and_pages(store: Store) -> None:
+    made = [await store.enqueue(NewJob(type="a" if i % 2 else "b", queue="q")) for i in range(5)]
+    await store.enqueue(NewJob(type="a", queue="elsewhere"))
+    page = await store.list_jobs(JobFilter(queue="q"), limit=2)
+    assert [j.id for j in page.jobs] == [made[4].id, made[3].id]
+    assert page.next_cursor == made[3].id
+    page2 = await store.list_jobs(JobFilter(queue="q"), limit=2, cursor=page.next_cursor)
+    page3 = await store.list_jobs(JobFilter(queue="q"), limit=2, cursor=page2.next_cursor)
+    assert [j.id for j in page2.jobs + page3.jobs] == [made[2].id, made[1].id, made[0].id]
+    assert page3.next_cursor is None
+    assert {j.id for j in (await store.list_jobs(JobFilter(queue="q", type="a"))).jobs} == {
+        made[1].id,
+        made[3].id,
+    }
+    await store.claim(["elsewhere"], "w1", 100, LEASE)
+    leased = (await store.list_jobs(JobFilter(state=JobState.LEASED))).jobs
+    assert [j.queue for j in leased] == ["elsewhere"]
+    with pytest.raises(ConfigurationError):
+        await store.list_jobs(limit=0)
+
+
+async def test_cancel_queued_leased_and_finished(store: Store) -> None:
+    queued = await store.enqueue(NewJob(type="t", queue="q"))
+    cancelled = await store.cancel(queued.id)
+    assert cancelled.state is JobState.CANCELLED and cancelled.finished_at is not None
+
+    leased = await store.enqueue(NewJob(type="t"))
+    await store.claim(["default"], "w1", 100, LEASE)
+    flagged = await store.cancel(leased.id)
+    assert flagged.state is JobState.LEASED and flagged.cancel_requested
+    assert await store.cancel(leased.id) == flagged  # asking twice changes nothing
+
+    with pytest.raises(InvalidTransition) as caught:
+        await store.cancel(queued.id)
+    assert caught.value.state == "cancelled"
+    with pytest.raises(JobNotFound):
+        await store.cancel(uuid4())
+
+
+async def test_retry_dead_and_cancelled_only(
+    store: Store, listener: psycopg.Connection[Any]
+) -> None:
+    job = await store.enqueue(NewJob(type="t", max_attempts=1))
+    (claimed,) = await store.claim(["default"], "w1", 100, LEASE)
+    await store.fail(claimed, "w1", "boom")
+    assert (await store.get(job.id)).state is JobState.DEAD
+    notified(listener)
+    retried = await store.retry(job.id)
+    assert retried.state is JobState.QUEUED
+    assert retried.max_attempts == 1 and retried.attempts == 0
+    assert notified(listener) == ["default"]
+    with pytest.raises(InvalidTransition, match="retry"):
+        await store.retry(job.id)
+    await store.cancel(job.id)
+    assert (await store.retry(job.id)).state is JobState.QUEUED
+    with pytest.raises(JobNotFound):
+        await store.retry(uuid4())
+
+
+async def test_depth_counts_per_queue_and_state(store: Store) -> None:
+    assert await store.depth() == []
+    for queue in ("a", "a", "b"):
+        await store.enqueue(NewJob(type="t", queue=queue))
+    await store.claim(["b"], "w1", 100, LEASE)
+    depth = {(d.queue, d.state): d.count for d in await store.depth()}
+    assert depth == {("a", JobState.QUEUED): 2, ("b", JobState.LEASED): 1}
 
 
 async def test_cancel_queued_ends_cancelled_now(store: Store) -> None:
@@ -1019,24 +1363,18 @@ async def test_due_schedules_materialise_once_and_advance(store: Store, db_url: 
 
 
 async def test_two_concurrent_due_schedules_never_materialise_a_run_twice(
-    store: Store, db_url: str
+    store: Store, stores: Stores, db_url: str
 ) -> None:
     for i in range(20):
         await store.create_schedule(
             NewSchedule(name=f"s{i}", type="tick", every=timedelta(seconds=1))
         )
-    from jobrun.postgres import open_pool
-
-    other_pool = await open_pool(db_url, worker_concurrency=1)
-    try:
-        other = Store(other_pool)
-        for _ in range(5):
-            with psycopg.connect(db_url, autocommit=True) as conn:
-                conn.execute("UPDATE schedules SET next_run_at = now() - interval '1 second'")
-            now = await store.now()
-            await asyncio.gather(store.due_schedules(now), other.due_schedules(now))
-    finally:
-        await other_pool.close()
+    other = await stores.make(own_pool=True)
+    for _ in range(5):
+        with psycopg.connect(db_url, autocommit=True) as conn:
+            conn.execute("UPDATE schedules SET next_run_at = now() - interval '1 second'")
+        now = await store.now()
+        await asyncio.gather(store.due_schedules(now), other.due_schedules(now))
     with psycopg.connect(db_url) as conn:
         rows = conn.execute(
             sql.SQL("SELECT idempotency_key, count(*) FROM jobs GROUP BY 1 HAVING count(*) > 1")

@@ -35,8 +35,10 @@ MODULES = [
     "jobrun.postgres.notify",
     "jobrun.postgres.pool",
     "jobrun.postgres.schedules",
+    "jobrun.postgres.schedules_sync",
     "jobrun.postgres.store",
-    "jobrun.postgres.sync",
+    "jobrun.postgres.store_sync",
+    "jobrun.postgres.sync_producer",
 ]
 
 

@@ -20,12 +20,15 @@ from jobrun.postgres.migrate import (
 from jobrun.postgres.notify import Notifier
 from jobrun.postgres.pool import (
     Pool,
+    SyncPool,
     database_location,
     open_pool,
+    open_sync_pool,
     resolve_database_url,
 )
 from jobrun.postgres.store import DEFAULT_NOTIFY_CHANNEL, Store
-from jobrun.postgres.sync import SyncProducer
+from jobrun.postgres.store_sync import SyncStore
+from jobrun.postgres.sync_producer import SyncProducer
 
 __all__ = [
     "DEFAULT_NOTIFY_CHANNEL",
@@ -36,7 +39,9 @@ __all__ = [
     "Notifier",
     "Pool",
     "Store",
+    "SyncPool",
     "SyncProducer",
+    "SyncStore",
     "database_location",
     "default_embedded_dir",
     "embedded_database_url",
@@ -44,6 +49,7 @@ __all__ = [
     "migrate",
     "migration_status",
     "open_pool",
+    "open_sync_pool",
     "parse_migration",
     "resolve_database_url",
 ]

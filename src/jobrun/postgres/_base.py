@@ -1,9 +1,9 @@
-"""The parts of the store that do no I/O, shared by the async store and the sync producer.
+"""The parts of the store that do no I/O, shared by the async store and its sync twin.
 
 Validation, parameter building, the replay-versus-conflict decision, the
 batch's result assembly and the operators' state checks are written once
-here; :mod:`jobrun.postgres.store` and :mod:`jobrun.postgres.sync` only move
-the results through a connection.
+here; :mod:`jobrun.postgres.store` (and :mod:`jobrun.postgres.store_sync`,
+generated from it) only move the results through a connection.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from enum import Enum
 from typing import Any
 from uuid import UUID
 
-from psycopg import BaseConnection
+from psycopg import AsyncConnection, BaseConnection
 from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ValidationError
@@ -56,6 +56,7 @@ __all__ = [
     "page_of",
     "prepare_jobs",
     "split_batch",
+    "wrong_connection",
 ]
 
 DEFAULT_MAX_PAYLOAD_BYTES = 1 << 20
@@ -326,3 +327,20 @@ def needs_transaction_block(conn: BaseConnection[Any]) -> bool:
     caller's transaction and the caller's commit or rollback decides.
     """
     return conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE
+
+
+def wrong_connection(expected: type[BaseConnection[Any]]) -> ConfigurationError:
+    """The error for a ``conn=`` argument that is not the ``expected`` kind of connection.
+
+    The async store takes a ``psycopg.AsyncConnection`` and the sync store a
+    ``psycopg.Connection``; the message points at the other store.
+    """
+    if issubclass(expected, AsyncConnection):
+        return ConfigurationError(
+            "conn must be a psycopg.AsyncConnection; "
+            "use jobrun.postgres.SyncStore (or SyncProducer) with a sync connection"
+        )
+    return ConfigurationError(
+        "conn must be a sync psycopg.Connection; "
+        "use jobrun.postgres.Store with a psycopg.AsyncConnection"
+    )

@@ -113,6 +113,8 @@ class Store(ScheduleMethods):
             )
         if not notify_channel:
             raise ConfigurationError("notify_channel must not be empty")
+        if max_payload_bytes < 1:
+            raise ConfigurationError("max_payload_bytes must be positive")
         self._pool = pool
         self.event_mode = EventMode(event_mode)
         self.commit_timeout = commit_timeout
@@ -142,10 +144,7 @@ class Store(ScheduleMethods):
         try:
             if conn is not None:
                 if not isinstance(conn, psycopg.AsyncConnection):
-                    raise ConfigurationError(
-                        "conn must be a psycopg.AsyncConnection; "
-                        "use jobrun.postgres.SyncProducer with a sync connection"
-                    )
+                    raise _base.wrong_connection(psycopg.AsyncConnection)
                 if _base.needs_transaction_block(conn):
                     # Autocommit: our own atomic transaction. Inside the
                     # caller's transaction: a savepoint, so a failure here

@@ -1,0 +1,92 @@
+"""SyncProducer: the generated sync store, opened from a connection string.
+
+Sync services (Django, Flask, scripts) enqueue and inspect jobs through
+:class:`~jobrun.postgres.store_sync.SyncStore`, which is generated from the
+async store and so runs the same SQL and the same I/O-free logic. What a sync
+caller also wants is a one-liner that opens a small pool of its own and closes
+it at the end; that lifecycle, and nothing of the store's behaviour, is all
+this module adds.
+
+``enqueue(job, conn=connection)`` joins the caller's open transaction on a
+sync ``psycopg.Connection`` (as a savepoint, or as its first statement), so
+the job and its notification commit with the caller's own rows or not at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import TracebackType
+
+from psycopg_pool import ConnectionPool
+from pydantic import BaseModel
+
+from jobrun.errors import ConfigurationError
+from jobrun.postgres import _base
+from jobrun.postgres.pool import SyncPool, open_sync_pool
+from jobrun.postgres.store_sync import DEFAULT_NOTIFY_CHANNEL, SyncStore
+
+__all__ = ["SyncProducer"]
+
+
+class SyncProducer(SyncStore):
+    """A :class:`~jobrun.postgres.store_sync.SyncStore` that can own its pool.
+
+    Give it a connection string (it opens and later closes a small pool of
+    its own, ``max_pool_size`` connections) or an open
+    ``psycopg_pool.ConnectionPool`` (which the caller keeps and closes).
+    ``notify_channel``, ``payload_models`` and ``max_payload_bytes`` mean what
+    they mean on the async Store, and must match the workers' settings for
+    notifications to wake them.
+
+    Use it as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        conninfo_or_pool: str | SyncPool,
+        *,
+        notify_channel: str = DEFAULT_NOTIFY_CHANNEL,
+        payload_models: Mapping[str, type[BaseModel]] | None = None,
+        max_payload_bytes: int = _base.DEFAULT_MAX_PAYLOAD_BYTES,
+        max_pool_size: int = 4,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        # Refuse bad settings before a pool is opened (and would need closing).
+        if not notify_channel:
+            raise ConfigurationError("notify_channel must not be empty")
+        if max_payload_bytes < 1:
+            raise ConfigurationError("max_payload_bytes must be positive")
+        if isinstance(conninfo_or_pool, str):
+            pool = open_sync_pool(
+                conninfo_or_pool, max_size=max_pool_size, connect_timeout=connect_timeout
+            )
+            self._owns_pool = True
+        elif isinstance(conninfo_or_pool, ConnectionPool):
+            pool = conninfo_or_pool
+            self._owns_pool = False
+        else:
+            raise ConfigurationError(
+                "SyncProducer needs a connection string or a psycopg_pool.ConnectionPool"
+            )
+        super().__init__(
+            pool,
+            notify_channel=notify_channel,
+            payload_models=payload_models,
+            max_payload_bytes=max_payload_bytes,
+        )
+
+    def close(self) -> None:
+        """Close the pool if this producer opened it; a pool passed in stays open."""
+        if self._owns_pool:
+            self._pool.close()
+
+    def __enter__(self) -> SyncProducer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,118 @@
+"""scripts/async-to-sync: the sync store is the async source, converted, and CI notices drift."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+STORE = "src/jobrun/postgres/store.py"
+STORE_SYNC = "src/jobrun/postgres/store_sync.py"
+SCHEDULES_SYNC = "src/jobrun/postgres/schedules_sync.py"
+
+
+def repo_copy(tmp_path: Path) -> Path:
+    """The package and the ruff settings the script formats with (isort needs the package)."""
+    dest = tmp_path / "repo"
+    for name in ("pyproject.toml", "scripts/async-to-sync"):
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, dest / name)
+    shutil.copytree(
+        ROOT / "src" / "jobrun",
+        dest / "src" / "jobrun",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    return dest
+
+
+def run(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    # The copy has no .venv: the script finds ruff on PATH, next to this interpreter.
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return subprocess.run(
+        [sys.executable, str(repo / "scripts" / "async-to-sync"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def digest(path: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(path.rglob("*")):
+        if p.is_file():
+            h.update(p.relative_to(path).as_posix().encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def test_checked_in_twins_are_up_to_date(tmp_path: Path) -> None:
+    repo = repo_copy(tmp_path)
+    result = run(repo, "--check")
+    assert result.returncode == 0, result.stderr
+
+
+def test_check_names_a_hand_edited_twin_and_leaves_the_tree_alone(tmp_path: Path) -> None:
+    repo = repo_copy(tmp_path)
+    twin = repo / STORE_SYNC
+    twin.write_text(twin.read_text().replace("def enqueue(", "def enqueue_edited(", 1))
+    before = digest(repo)
+    stale = run(repo, "--check")
+    assert stale.returncode == 1
+    assert f"stale: {STORE_SYNC} differs" in stale.stderr
+    assert SCHEDULES_SYNC not in stale.stderr
+    assert "+    def enqueue(" in stale.stderr  # the diff shows what regenerating restores
+    assert digest(repo) == before
+
+    (repo / SCHEDULES_SYNC).unlink()
+    stale = run(repo, "--check")
+    assert stale.returncode == 1
+    assert f"stale: {SCHEDULES_SYNC} is missing" in stale.stderr
+
+
+def test_an_edit_of_the_async_source_reaches_the_twin(tmp_path: Path) -> None:
+    repo = repo_copy(tmp_path)
+    source = repo / STORE
+    source.write_text(
+        source.read_text().replace(
+            "    async def get(self, job_id: UUID) -> Job:",
+            "    async def probe(self) -> datetime:\n"
+            '        """A probe."""\n'
+            "        async with self._connection() as conn:\n"
+            "            return await system_queries.AsyncQuerier(conn).database_now()\n\n"
+            "    async def unwanted(self) -> None:  # sync: skip\n"
+            '        """Only for the async store."""\n\n'
+            "    async def get(self, job_id: UUID) -> Job:",
+            1,
+        )
+    )
+    assert run(repo, "--check").returncode == 1
+    result = run(repo)
+    assert result.returncode == 0, result.stderr
+    assert STORE_SYNC in result.stdout
+    twin = (repo / STORE_SYNC).read_text()
+    assert "    def probe(self) -> datetime:" in twin
+    assert "with self._connection() as conn:" in twin
+    assert "return system_queries.Querier(conn).database_now()" in twin
+    assert "unwanted" not in twin
+    assert run(repo, "--check").returncode == 0
+
+
+def test_a_construct_it_cannot_convert_fails_naming_file_and_line(tmp_path: Path) -> None:
+    repo = repo_copy(tmp_path)
+    source = repo / STORE
+    text = source.read_text().replace(
+        "import contextlib\n", "import asyncio\nimport contextlib\n", 1
+    )
+    source.write_text(text)
+    line = text.splitlines().index("import asyncio") + 1
+    before = digest(repo)
+    result = run(repo)
+    assert result.returncode == 2
+    assert f"{STORE}:{line}: cannot convert 'asyncio'" in result.stderr
+    assert digest(repo) == before  # nothing written
