@@ -1,22 +1,22 @@
-"""The domain of jobrun and the ports the runtime consumes.
+"""The domain of jobrun: jobs, schedules, outcomes and their rules as plain data.
 
-Everything here is plain data and Protocols: no I/O, no SQL, no psycopg. The
-worker, reaper, scheduler and CLI depend only on this module; the PostgreSQL
-package (:mod:`jobrun.postgres`) implements the ports. Keeping that line
-sharp is what lets the contract be tested in one place.
+Everything here is plain data: no I/O, no SQL, no psycopg. The ports the
+runtime consumes are in :mod:`jobrun.ports`; the PostgreSQL package
+(:mod:`jobrun.postgres`) implements them. Keeping that line sharp is what lets
+the contract be tested in one place.
 
 States and transitions (every arrow is recorded in ``job_events``)::
 
     queued ──claim──▶ leased ──complete──▶ succeeded
-      ▲                 │ │ └──complete/fail with cancel requested──▶ cancelled
-      └──fail (retry)───┘ └──fail, no attempts left──▶ dead
-    queued ──cancel──▶ cancelled
+      ▲                 │ │ └──any outcome with cancel requested──▶ cancelled
+      ├──fail (retry)───┘ └──fail, no attempts left──▶ dead
+      ├──release (shutdown) / snooze: attempt given back
+    queued ──cancel──▶ cancelled;  leased ──cancel (handler)──▶ cancelled
     dead, cancelled ──retry──▶ queued
-    leased ──release (worker shutdown)──▶ queued, attempt given back
-    leased ──lease expires (reaper)──▶ queued or dead
+    leased ──lease expires (reaper)──▶ queued, dead or cancelled
 
-Time arguments on the ports are *database* time as read by the caller
-(``await store.now()``), never the application's clock.
+Times are the database's: the store computes run_at, leases and retry times
+from database now, and tests may pin it.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
 from pydantic import (
@@ -77,7 +77,6 @@ __all__ = [
     "Completion",
     "ConfigurationError",
     "DatabaseUnavailable",
-    "Dispatcher",
     "Event",
     "EventMode",
     "IdempotencyConflict",
@@ -91,8 +90,6 @@ __all__ = [
     "JobState",
     "JobrunError",
     "LeaseLost",
-    "LockHandle",
-    "Locker",
     "MigrationError",
     "NewJob",
     "NewSchedule",
@@ -104,9 +101,7 @@ __all__ = [
     "Schedule",
     "ScheduleNotFound",
     "SchedulePatch",
-    "Schedules",
     "SchemaMissing",
-    "Store",
     "SyncCommitCallback",
     "SyncCompletion",
     "SyncOutcome",
@@ -693,195 +688,3 @@ class SyncOutcome:
 
 SyncCompletion = SyncOutcome
 """A :class:`SyncOutcome` of kind complete: ``SyncCompletion(job, commit)``."""
-
-
-@runtime_checkable
-class Schedules(Protocol):
-    """The schedules half of the store."""
-
-    async def create_schedule(self, schedule: NewSchedule) -> Schedule:
-        """Store a new schedule; its first run is computed from database now."""
-        ...
-
-    async def update_schedule(self, name: str, patch: SchedulePatch) -> Schedule:
-        """Change a schedule; a new trigger recomputes the next run."""
-        ...
-
-    async def pause_schedule(self, name: str) -> Schedule:
-        """Stop a schedule from firing until resumed."""
-        ...
-
-    async def resume_schedule(self, name: str) -> Schedule:
-        """Let a paused schedule fire again, from now on (no catch-up)."""
-        ...
-
-    async def delete_schedule(self, name: str) -> None:
-        """Remove a schedule; jobs it already made are untouched."""
-        ...
-
-    async def list_schedules(self) -> list[Schedule]:
-        """All schedules, by name."""
-        ...
-
-    async def get_schedule(self, name: str) -> Schedule:
-        """One schedule by name."""
-        ...
-
-    async def due_schedules(self, now: datetime) -> list[Job]:
-        """Materialise every due run as a job and advance the schedules; return the jobs."""
-        ...
-
-
-@runtime_checkable
-class Store(Schedules, Protocol):
-    """Durable job storage: every state transition of the contract.
-
-    Each mutating method is one transaction. ``owner`` identifies a worker's
-    lease. The lease fence is the owner, the attempt the job was claimed as,
-    and the lease's expiry, all three: ``heartbeat``, ``complete``, ``fail``
-    and ``release`` act only while the lease is held under the fence, and
-    otherwise raise :class:`LeaseLost` (or leave the job out of ``heartbeat``'s
-    result) and change nothing. An expired lease is lost even before the
-    reaper has seen it, so nothing can finish a job the reaper may be about to
-    give to someone else.
-    """
-
-    async def now(self) -> datetime:
-        """The database clock, in UTC."""
-        ...
-
-    async def enqueue(self, job: NewJob, *, conn: Any | None = None) -> Job:
-        """Insert a job, or return the stored one on an idempotent replay."""
-        ...
-
-    async def enqueue_batch(
-        self, jobs: Sequence[NewJob], *, conn: Any | None = None
-    ) -> list[Job | IdempotencyConflict]:
-        """Insert many jobs in one transaction; one result per input, in order.
-
-        A keyed job whose key exists with the same body yields the stored job;
-        with a different body, an IdempotencyConflict in its slot.
-        """
-        ...
-
-    async def claim(
-        self, queues: Sequence[str], owner: str, limit: int, lease: timedelta
-    ) -> list[Job]:
-        """Lease up to ``limit`` due jobs of ``queues`` for ``owner``."""
-        ...
-
-    async def heartbeat(self, owner: str, jobs: Sequence[Job], lease: timedelta) -> set[UUID]:
-        """Extend live leases on ``jobs`` to database now + ``lease``; return the ids kept."""
-        ...
-
-    async def complete(self, job: Job, owner: str, commit: CommitCallback | None = None) -> Job:
-        """Mark a leased job done, running ``commit`` in the same transaction."""
-        ...
-
-    async def record_outcomes(
-        self, owner: str, outcomes: Sequence[Outcome]
-    ) -> list[Job | Exception]:
-        """Record many attempts' outcomes in as few statements as they allow.
-
-        One result per input, in order: the job as it was left, LeaseLost, or
-        the error of a commit callback.
-        """
-        ...
-
-    async def fail(self, job: Job, owner: str, error: str) -> Job:
-        """Record a failed attempt: queued after the job's backoff, dead, or cancelled."""
-        ...
-
-    async def release(self, job: Job, owner: str, reason: str) -> Job:
-        """Hand an unfinished job back: queued, due now, the attempt not counted."""
-        ...
-
-    async def reap_expired(self, limit: int = 1000, *, now: datetime | None = None) -> list[Job]:
-        """Requeue, kill or cancel jobs whose lease expired by database now (or ``now``)."""
-        ...
-
-    async def get(self, job_id: UUID) -> Job:
-        """One job by id."""
-        ...
-
-    async def list_jobs(
-        self, filter: JobFilter | None = None, *, limit: int = 50, cursor: UUID | None = None
-    ) -> JobPage:
-        """A page of jobs, newest first."""
-        ...
-
-    async def cancel(self, job_id: UUID) -> Job:
-        """Cancel a queued job now, or ask a leased one to stop."""
-        ...
-
-    async def retry(self, job_id: UUID) -> Job:
-        """Put a dead or cancelled job back in its queue, due now."""
-        ...
-
-    async def purge(self, older_than: timedelta, batch_size: int = 1000) -> int:
-        """Delete finished jobs older than ``older_than`` (database clock); return how many."""
-        ...
-
-    async def prune_effects(self, older_than: timedelta) -> int:
-        """Delete effect-ledger rows older than ``older_than`` whose job is gone."""
-        ...
-
-    async def depth(self) -> list[QueueDepth]:
-        """Job counts per queue and state."""
-        ...
-
-    async def events(self, job_id: UUID) -> list[Event]:
-        """A job's recorded transitions, oldest first."""
-        ...
-
-    async def prune_events(self, older_than: timedelta) -> int:
-        """Delete events older than ``older_than``; return how many."""
-        ...
-
-    async def effect_key(self, job: Job) -> tuple[str, str]:
-        """The (scope, key) under which ``job``'s effect is recorded."""
-        ...
-
-    async def effect_done(self, job: Job) -> bool:
-        """Whether ``job``'s effect has committed."""
-        ...
-
-
-@runtime_checkable
-class Dispatcher(Protocol):
-    """Wakes waiting workers when jobs are enqueued; a latency optimisation only."""
-
-    async def wait(self, queues: Sequence[str], timeout: float) -> bool:  # noqa: ASYNC109
-        """Wait until one of ``queues`` is notified or ``timeout`` seconds pass.
-
-        Returns True when woken by a notification. Notifications that arrive
-        while nobody waits are coalesced into one pending wake-up.
-        """
-        ...
-
-
-@runtime_checkable
-class LockHandle(Protocol):
-    """A held advisory lock."""
-
-    @property
-    def lost(self) -> bool:
-        """True once the lock's connection is gone, so the lock may be held elsewhere."""
-        ...
-
-    async def wait_lost(self) -> None:
-        """Return when the lock is lost."""
-        ...
-
-    async def release(self) -> None:
-        """Give the lock up."""
-        ...
-
-
-@runtime_checkable
-class Locker(Protocol):
-    """Leader election: at most one holder per key across every process."""
-
-    async def try_acquire(self, key: int) -> LockHandle | None:
-        """Take the lock if free; ``None`` when another session holds it."""
-        ...

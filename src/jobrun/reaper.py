@@ -18,7 +18,8 @@ import logging
 from datetime import timedelta
 
 from jobrun.errors import ConfigurationError, JobrunError
-from jobrun.job import Job, Store
+from jobrun.job import Job
+from jobrun.ports import Reaping
 
 __all__ = ["Reaper"]
 
@@ -30,7 +31,7 @@ class Reaper:
 
     def __init__(
         self,
-        store: Store,
+        store: Reaping,
         every: timedelta = timedelta(seconds=5),
         *,
         limit: int = 1000,

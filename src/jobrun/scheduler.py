@@ -1,7 +1,7 @@
 """Fire schedules from exactly one process: an elected leader that ticks.
 
 Every process may run a :class:`Scheduler`; one of them leads. Leadership is
-an advisory lock taken through the :class:`~jobrun.job.Locker` port. The
+an advisory lock taken through the :class:`~jobrun.ports.Locker` port. The
 leader calls :meth:`~jobrun.job.Schedules.due_schedules` once per tick with
 the database clock; the store materialises each due run as a job keyed
 ``sched:<id>:<next_run>`` and advances the schedule (and applies the misfire
@@ -29,7 +29,7 @@ import contextlib
 import logging
 
 from jobrun.errors import JobrunError
-from jobrun.job import Locker, LockHandle, Store
+from jobrun.ports import Locker, LockHandle, ScheduleStore
 
 __all__ = ["DEFAULT_RETRY_LEADERSHIP_EVERY", "DEFAULT_TICK", "SCHEDULER_LOCK_KEY", "Scheduler"]
 
@@ -55,7 +55,7 @@ class Scheduler:
 
     def __init__(
         self,
-        store: Store,
+        store: ScheduleStore,
         locker: Locker,
         *,
         key: int = SCHEDULER_LOCK_KEY,

@@ -66,7 +66,8 @@ from uuid import UUID
 
 from jobrun._threads import DaemonThreadPool
 from jobrun.errors import ConfigurationError, JobrunError, LeaseLost, UnknownJobType
-from jobrun.job import CommitCallback, Dispatcher, Job, Outcome, OutcomeKind, Store
+from jobrun.job import CommitCallback, Job, Outcome, OutcomeKind
+from jobrun.ports import Dispatcher, Executor, WorkerStore
 from jobrun.reaper import Reaper
 from jobrun.registry import Cancel, Handler, JobContext, Registry, Snooze
 
@@ -144,7 +145,7 @@ class Completer:
 
     def __init__(
         self,
-        store: Store,
+        store: Executor,
         owner: str,
         *,
         max_batch: int = 1000,
@@ -260,8 +261,8 @@ def _positive(name: str, value: timedelta | None) -> None:
 class Worker:
     """Runs the handlers of ``registry`` for jobs of ``queues``, ``concurrency`` at a time.
 
-    ``store`` and ``dispatcher`` are ports (:class:`jobrun.job.Store`,
-    :class:`jobrun.job.Dispatcher`); without a dispatcher the worker polls
+    ``store`` and ``dispatcher`` are ports (:class:`jobrun.ports.WorkerStore`,
+    :class:`jobrun.ports.Dispatcher`); without a dispatcher the worker polls
     every ``poll_every``. ``lease`` is how long a claim holds a job without a
     heartbeat; ``heartbeat_every`` must sit well inside it (at most a third)
     so one slow heartbeat does not lose a lease. ``job_timeout`` limits each
@@ -272,7 +273,7 @@ class Worker:
 
     def __init__(
         self,
-        store: Store,
+        store: WorkerStore,
         registry: Registry,
         *,
         queues: Sequence[str] = ("default",),

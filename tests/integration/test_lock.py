@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from jobrun.errors import DatabaseUnavailable
-from jobrun.job import Locker, LockHandle
+from jobrun.ports import Locker, LockHandle
 from jobrun.postgres.lock import AdvisoryLock, AdvisoryLocker
 
 KEY = 424242

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import psycopg
 import pytest
 
-from jobrun.job import Dispatcher
+from jobrun.ports import Dispatcher
 from jobrun.postgres.notify import Notifier
 
 # Tests send notifications with plain pg_notify, as a producer's transaction would.

@@ -1,6 +1,6 @@
 """Leader election on PostgreSQL session advisory locks.
 
-:class:`AdvisoryLocker` implements the :class:`~jobrun.job.Locker` port: a
+:class:`AdvisoryLocker` implements the :class:`~jobrun.ports.Locker` port: a
 lock is ``pg_try_advisory_lock(key)`` taken on a connection opened for that
 lock alone, outside the pool. The server releases a session lock the moment
 its session ends, so whatever kills the holder (a crash, ``kill -9``, a
@@ -107,7 +107,7 @@ class AdvisoryLock:
 
 
 class AdvisoryLocker:
-    """The :class:`~jobrun.job.Locker` port on ``pg_try_advisory_lock``.
+    """The :class:`~jobrun.ports.Locker` port on ``pg_try_advisory_lock``.
 
     Every acquired lock gets its own connection, named ``application_name``
     in ``pg_stat_activity`` so operators can see who leads.
@@ -171,7 +171,7 @@ class AdvisoryLocker:
 
 
 if TYPE_CHECKING:
-    from jobrun.job import Locker, LockHandle
+    from jobrun.ports import Locker, LockHandle
 
     def _implements_ports(
         locker: AdvisoryLocker, handle: AdvisoryLock

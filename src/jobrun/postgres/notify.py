@@ -4,7 +4,7 @@ Producers call ``pg_notify(channel, queue)`` inside the transaction that writes
 the job, so PostgreSQL delivers the notification only at commit: a worker can
 never wake before the row is visible, and a rolled-back enqueue wakes nobody.
 This module is the receiving end: the :class:`Notifier` implements the
-:class:`~jobrun.job.Dispatcher` port.
+:class:`~jobrun.ports.Dispatcher` port.
 
 Invariants:
 
@@ -84,7 +84,7 @@ class Subscription:
 
 
 class Notifier:
-    """The :class:`~jobrun.job.Dispatcher` over LISTEN/NOTIFY on one dedicated connection.
+    """The :class:`~jobrun.ports.Dispatcher` over LISTEN/NOTIFY on one dedicated connection.
 
     Open it with ``await Notifier.start(url)`` or ``async with Notifier(url)``;
     :meth:`close` stops the reader and closes the connection. The first
@@ -291,7 +291,7 @@ class Notifier:
 
 
 if TYPE_CHECKING:
-    from jobrun.job import Dispatcher
+    from jobrun.ports import Dispatcher
 
     def _implements_port(notifier: Notifier) -> Dispatcher:
         return notifier

@@ -1,0 +1,278 @@
+"""The ports: what the runtime needs from storage, one small Protocol per consumer.
+
+The worker, the reaper, the scheduler, the CLI and a producing service each
+depend on the few operations they use, never on PostgreSQL:
+
+* :class:`Producer`: enqueue jobs (a web request, an import, a schedule).
+* :class:`Executor`: claim jobs, keep their leases, record how each attempt
+  ended (the worker and its completer).
+* :class:`Reaping`: requeue jobs whose lease ran out (the reaper).
+* :class:`Admin`: inspect and steer jobs (operators, the CLI).
+* :class:`ScheduleStore`: create and fire schedules (the scheduler, operators).
+* :class:`Dispatcher`: wake idle workers early (LISTEN/NOTIFY; polling is the
+  guarantee).
+* :class:`Locker` / :class:`LockHandle`: elect one leader (the scheduler).
+
+:class:`Store` is all of the storage ports together, which is what
+:class:`jobrun.postgres.Store` implements. The lease fence: the owner, the
+attempt the job was claimed as, and the lease's expiry, all three; heartbeat
+and every recorded outcome act only while it holds, and otherwise raise
+:class:`~jobrun.errors.LeaseLost` (or leave the job out of heartbeat's
+result) and change nothing. An expired lease is lost even before the reaper
+has seen it, so nothing can finish a job the reaper may hand to someone else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any, Protocol, runtime_checkable
+from uuid import UUID
+
+from jobrun.errors import IdempotencyConflict
+from jobrun.job import (
+    CommitCallback,
+    Event,
+    Job,
+    JobFilter,
+    JobPage,
+    NewJob,
+    NewSchedule,
+    Outcome,
+    QueueDepth,
+    Schedule,
+    SchedulePatch,
+)
+
+__all__ = [
+    "Admin",
+    "Dispatcher",
+    "Executor",
+    "LockHandle",
+    "Locker",
+    "Producer",
+    "Reaping",
+    "ScheduleStore",
+    "Schedules",
+    "Store",
+    "WorkerStore",
+]
+
+
+@runtime_checkable
+class Producer(Protocol):
+    """Enqueueing: what a producing service needs."""
+
+    async def now(self) -> datetime:
+        """The database clock, in UTC."""
+        ...
+
+    async def enqueue(self, job: NewJob, *, conn: Any | None = None) -> Job:
+        """Insert a job, or return the stored one on an idempotent replay."""
+        ...
+
+    async def enqueue_batch(
+        self, jobs: Sequence[NewJob], *, conn: Any | None = None
+    ) -> list[Job | IdempotencyConflict]:
+        """Insert many jobs in one transaction; one result per input, in order.
+
+        A keyed job whose key exists with the same body yields the stored job;
+        with a different body, an IdempotencyConflict in its slot.
+        """
+        ...
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Claiming, leasing and recording outcomes: what a worker needs."""
+
+    async def claim(
+        self, queues: Sequence[str], owner: str, limit: int, lease: timedelta
+    ) -> list[Job]:
+        """Lease up to ``limit`` due jobs of ``queues`` for ``owner``."""
+        ...
+
+    async def heartbeat(self, owner: str, jobs: Sequence[Job], lease: timedelta) -> set[UUID]:
+        """Extend live leases on ``jobs`` to database now + ``lease``; return the ids kept."""
+        ...
+
+    async def record_outcomes(
+        self, owner: str, outcomes: Sequence[Outcome]
+    ) -> list[Job | Exception]:
+        """Record many attempts' outcomes in as few statements as they allow.
+
+        One result per input, in order: the job as it was left, LeaseLost, or
+        the error of a commit callback.
+        """
+        ...
+
+
+@runtime_checkable
+class Reaping(Protocol):
+    """Requeueing expired leases: what the reaper needs."""
+
+    async def reap_expired(self, limit: int = 1000, *, now: datetime | None = None) -> list[Job]:
+        """Requeue, kill or cancel jobs whose lease expired by database now (or ``now``)."""
+        ...
+
+
+@runtime_checkable
+class Admin(Protocol):
+    """Inspecting and steering jobs: what operators and the CLI need."""
+
+    async def get(self, job_id: UUID) -> Job:
+        """One job by id."""
+        ...
+
+    async def list_jobs(
+        self, filter: JobFilter | None = None, *, limit: int = 50, cursor: UUID | None = None
+    ) -> JobPage:
+        """A page of jobs, newest first."""
+        ...
+
+    async def cancel(self, job_id: UUID) -> Job:
+        """Cancel a queued job now, or ask a leased one to stop."""
+        ...
+
+    async def retry(self, job_id: UUID) -> Job:
+        """Put a dead or cancelled job back in its queue, due now."""
+        ...
+
+    async def purge(self, older_than: timedelta, batch_size: int = 1000) -> int:
+        """Delete finished jobs older than ``older_than`` (database clock); return how many."""
+        ...
+
+    async def prune_effects(self, older_than: timedelta) -> int:
+        """Delete effect-ledger rows older than ``older_than`` whose job is gone."""
+        ...
+
+    async def depth(self) -> list[QueueDepth]:
+        """Job counts per queue and state."""
+        ...
+
+    async def events(self, job_id: UUID) -> list[Event]:
+        """A job's recorded transitions, oldest first."""
+        ...
+
+    async def prune_events(self, older_than: timedelta) -> int:
+        """Delete events older than ``older_than``; return how many."""
+        ...
+
+    async def effect_key(self, job: Job) -> tuple[str, str]:
+        """The (scope, key) under which ``job``'s effect is recorded."""
+        ...
+
+    async def effect_done(self, job: Job) -> bool:
+        """Whether ``job``'s effect has committed."""
+        ...
+
+
+@runtime_checkable
+class ScheduleStore(Protocol):
+    """What the scheduler and operators do with schedules: the schedules half of the store."""
+
+    async def now(self) -> datetime:
+        """The database clock, in UTC: schedules' next runs are computed from it."""
+        ...
+
+    async def create_schedule(self, schedule: NewSchedule) -> Schedule:
+        """Store a new schedule; its first run is computed from database now."""
+        ...
+
+    async def update_schedule(self, name: str, patch: SchedulePatch) -> Schedule:
+        """Change a schedule; a new trigger recomputes the next run."""
+        ...
+
+    async def pause_schedule(self, name: str) -> Schedule:
+        """Stop a schedule from firing until resumed."""
+        ...
+
+    async def resume_schedule(self, name: str) -> Schedule:
+        """Let a paused schedule fire again, from now on (no catch-up)."""
+        ...
+
+    async def delete_schedule(self, name: str) -> None:
+        """Remove a schedule; jobs it already made are untouched."""
+        ...
+
+    async def list_schedules(self) -> list[Schedule]:
+        """All schedules, by name."""
+        ...
+
+    async def get_schedule(self, name: str) -> Schedule:
+        """One schedule by name."""
+        ...
+
+    async def due_schedules(self, now: datetime) -> list[Job]:
+        """Materialise every due run as a job and advance the schedules; return the jobs."""
+        ...
+
+
+@runtime_checkable
+class WorkerStore(Executor, Reaping, Protocol):
+    """What a :class:`~jobrun.worker.Worker` needs: executing jobs, and reaping on the side."""
+
+
+Schedules = ScheduleStore
+"""The former name of :class:`ScheduleStore`."""
+
+
+@runtime_checkable
+class Store(Producer, Executor, Reaping, Admin, ScheduleStore, Protocol):
+    """Every storage port together, with the one-outcome conveniences.
+
+    Each mutating method is one transaction (see the module docstring for the
+    lease fence). :class:`jobrun.postgres.Store` implements it.
+    """
+
+    async def complete(self, job: Job, owner: str, commit: CommitCallback | None = None) -> Job:
+        """Mark a leased job done, running ``commit`` in the same transaction."""
+        ...
+
+    async def fail(self, job: Job, owner: str, error: str) -> Job:
+        """Record a failed attempt: queued after the job's backoff, dead, or cancelled."""
+        ...
+
+    async def release(self, job: Job, owner: str, reason: str) -> Job:
+        """Hand an unfinished job back: queued, due now, the attempt not counted."""
+        ...
+
+
+@runtime_checkable
+class Dispatcher(Protocol):
+    """Wakes waiting workers when jobs are enqueued; a latency optimisation only."""
+
+    async def wait(self, queues: Sequence[str], timeout: float) -> bool:  # noqa: ASYNC109
+        """Wait until one of ``queues`` is notified or ``timeout`` seconds pass.
+
+        Returns True when woken by a notification. Notifications that arrive
+        while nobody waits are coalesced into one pending wake-up.
+        """
+        ...
+
+
+@runtime_checkable
+class LockHandle(Protocol):
+    """A held advisory lock."""
+
+    @property
+    def lost(self) -> bool:
+        """True once the lock's connection is gone, so the lock may be held elsewhere."""
+        ...
+
+    async def wait_lost(self) -> None:
+        """Return when the lock is lost."""
+        ...
+
+    async def release(self) -> None:
+        """Give the lock up."""
+        ...
+
+
+@runtime_checkable
+class Locker(Protocol):
+    """Leader election: at most one holder per key across every process."""
+
+    async def try_acquire(self, key: int) -> LockHandle | None:
+        """Take the lock if free; ``None`` when another session holds it."""
+        ...
