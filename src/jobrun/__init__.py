@@ -1,11 +1,15 @@
 """jobrun: a durable job queue for Python services, on PostgreSQL.
 
-The names exported here are the domain, what a handler uses (Registry,
-JobContext, Cancel, Snooze) and the errors; the PostgreSQL store lives in
-:mod:`jobrun.postgres` and the runtime in :mod:`jobrun.worker` and
+Start with :class:`Client` (one :class:`Config`): it opens the pool and the
+store and runs workers. The names exported here are that, the domain, what a
+handler uses (Registry, JobContext, Cancel, Snooze) and the errors; the
+PostgreSQL store lives in :mod:`jobrun.postgres`, the ports in
+:mod:`jobrun.ports` and the runtime in :mod:`jobrun.worker` and
 :mod:`jobrun.scheduler`.
 """
 
+from jobrun.client import Client
+from jobrun.config import Config
 from jobrun.errors import (
     CommitTimeout,
     ConfigurationError,
@@ -52,9 +56,11 @@ __all__ = [
     "Backoff",
     "BackoffKind",
     "Cancel",
+    "Client",
     "CommitCallback",
     "CommitTimeout",
     "Completion",
+    "Config",
     "ConfigurationError",
     "DatabaseUnavailable",
     "Event",

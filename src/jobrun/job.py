@@ -63,6 +63,7 @@ from jobrun.errors import (
 )
 
 __all__ = [
+    "DEFAULT_NOTIFY_CHANNEL",
     "MAX_ATTEMPTS_LIMIT",
     "MAX_DELAY",
     "MAX_PAYLOAD_DEPTH",
@@ -132,6 +133,8 @@ MAX_DELAY = timedelta(days=36_525)
 Far beyond any real schedule, and small enough that database now plus it stays
 inside the dates Python and PostgreSQL both represent.
 """
+DEFAULT_NOTIFY_CHANNEL = "jobrun"
+"""The LISTEN/NOTIFY channel workers wait on; each notification's payload is a queue name."""
 RUN_AT_FLOOR = datetime(1970, 1, 1, tzinfo=UTC)
 """The earliest ``run_at`` accepted; any past time means "due now" anyway."""
 RUN_AT_LIMIT = datetime(9999, 1, 1, tzinfo=UTC)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeAlias, TypeVar
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from jobrun.errors import ConfigurationError, JobrunError, UnknownJobType
 from jobrun.job import CommitCallback, Job, NewJob
@@ -319,6 +319,18 @@ class Registry(Mapping[str, Handler]):
     def payload_model(self, job_type: str) -> Any:
         """The payload type declared for ``job_type`` (``None`` when it declared none)."""
         return self.lookup(job_type).payload_type
+
+    def payload_models(self) -> dict[str, type[BaseModel]]:
+        """The declared payload types that are pydantic models, by job type.
+
+        A :class:`~jobrun.client.Client` hands them to its store, which then
+        refuses at enqueue a payload the handler would refuse when it runs.
+        """
+        return {
+            h.type: h.payload_type
+            for h in self._handlers.values()
+            if isinstance(h.payload_type, type) and issubclass(h.payload_type, BaseModel)
+        }
 
     def new_job(self, job_type: str, payload: Any = None, **options: Any) -> NewJob:
         """Build a :class:`NewJob` whose payload went through the handler's payload type.

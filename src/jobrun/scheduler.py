@@ -2,7 +2,7 @@
 
 Every process may run a :class:`Scheduler`; one of them leads. Leadership is
 an advisory lock taken through the :class:`~jobrun.ports.Locker` port. The
-leader calls :meth:`~jobrun.job.Schedules.due_schedules` once per tick with
+leader calls :meth:`~jobrun.ports.ScheduleStore.due_schedules` once per tick with
 the database clock; the store materialises each due run as a job keyed
 ``sched:<id>:<next_run>`` and advances the schedule (and applies the misfire
 policy: after downtime a schedule fires once, not once per missed run).

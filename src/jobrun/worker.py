@@ -313,7 +313,8 @@ class Worker:
         self._registry = registry
         self._queues = list(dict.fromkeys(queues))
         self._concurrency = concurrency
-        self._dispatcher = dispatcher
+        self.dispatcher = dispatcher
+        """Wakes the idle worker on notifications; None: it only polls."""
         self._lease = lease
         self._heartbeat_every = heartbeat_every.total_seconds()
         self._poll_every = poll_every.total_seconds()
@@ -328,6 +329,7 @@ class Worker:
         self._executing = 0
         self._threads: DaemonThreadPool | None = None
         self._started = False
+        self._drain_mode = False
         # Created in run(): asyncio primitives belong to the loop that runs the worker.
         self._stopping: asyncio.Event | None = None
         self._hard: asyncio.Event | None = None
@@ -368,15 +370,18 @@ class Worker:
             loop.add_signal_handler(sig, self._on_signal, sig)
             self._signals.append(sig)
 
-    async def run(self, stop: asyncio.Event | None = None) -> None:
+    async def run(self, stop: asyncio.Event | None = None, *, drain: bool = False) -> None:
         """Work until ``stop`` is set or a stop is requested, then shut down gracefully.
 
-        A worker runs once. Cancelling the task that runs it behaves like a
-        second signal: running jobs are handed back at once.
+        With ``drain`` it also stops by itself once a claim finds no due job
+        and nothing runs here. A worker runs once. Cancelling the task that
+        runs it behaves like a second signal: running jobs are handed back at
+        once.
         """
         if self._started:
             raise RuntimeError("a Worker runs once; create a new one")
         self._started = True
+        self._drain_mode = drain
         self._ensure_events()
         assert self._stopping is not None and self._hard is not None
         background: list[asyncio.Task[Any]] = [
@@ -489,6 +494,16 @@ class Worker:
             for job in jobs:
                 self._start(job)
             if len(jobs) < free:
+                if self._drain_mode:
+                    if not self._running:
+                        self._log.info("worker %s: nothing due and nothing running", self.owner)
+                        self.request_stop()
+                        return
+                    # Something still runs: claim again once it ends, since
+                    # its outcome (a hand-back, a snooze) may make work due.
+                    self._wakeup.clear()
+                    await self._wakeup.wait()
+                    continue
                 await self._idle(use_dispatcher=True)
 
     async def _idle(self, *, use_dispatcher: bool) -> None:
@@ -497,9 +512,9 @@ class Worker:
         if self._stopping.is_set():
             return
         stopper = asyncio.ensure_future(self._stopping.wait())
-        if use_dispatcher and self._dispatcher is not None:
+        if use_dispatcher and self.dispatcher is not None:
             waiter: asyncio.Future[Any] = asyncio.ensure_future(
-                self._dispatcher.wait(self._queues, self._poll_every)
+                self.dispatcher.wait(self._queues, self._poll_every)
             )
         else:
             waiter = asyncio.ensure_future(asyncio.sleep(self._poll_every))

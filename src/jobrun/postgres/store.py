@@ -41,6 +41,7 @@ from jobrun.errors import (
     LeaseLost,
 )
 from jobrun.job import (
+    DEFAULT_NOTIFY_CHANNEL,
     CommitCallback,
     Event,
     EventMode,
@@ -77,8 +78,6 @@ DEFAULT_RETRY_JITTER = 0.1
 """A failed job's wait is its backoff spread by up to 10% either way (never past its max)."""
 MAX_RETRY_JITTER = 0.5
 
-DEFAULT_NOTIFY_CHANNEL = "jobrun"
-"""The LISTEN/NOTIFY channel; the payload of each notification is a queue name."""
 
 _COPY_CHUNK = 5_000
 

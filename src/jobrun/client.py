@@ -1,0 +1,211 @@
+"""The composition root: one object that opens and wires everything jobrun runs.
+
+A service, a script, ``jobrun worker``, the demo and the benchmark all start
+jobrun the same way, so none of them can forget a piece (the first release's
+CLI worker forgot the notifier and only polled)::
+
+    async with Client(registry, database_url=url, queues=["mail"]) as client:
+        await client.enqueue(NewJob(type="mail.welcome", payload={"user_id": 7}))
+        await client.run_worker()            # until SIGTERM / stop
+        await client.run_worker(drain=True)  # until nothing is due and nothing runs
+
+:class:`Client` owns the pool (sized for the worker's concurrency), the
+store, and while a worker runs the notifier (LISTEN on the store's channel)
+and, with ``scheduler=True``, the leader-elected scheduler. Closing the
+client closes all of them. Settings come from one :class:`~jobrun.config.Config`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+from jobrun.config import Config
+from jobrun.errors import ConfigurationError, IdempotencyConflict
+from jobrun.job import Job, NewJob
+from jobrun.postgres import Notifier, Pool, Store, open_pool, resolve_database_url
+from jobrun.postgres.lock import AdvisoryLocker
+from jobrun.postgres.migrate import check_schema, migrate
+from jobrun.registry import Registry
+from jobrun.scheduler import Scheduler
+from jobrun.worker import CompletionStats, Worker
+
+__all__ = ["Client"]
+
+_log = logging.getLogger("jobrun.client")
+
+
+class Client:
+    """jobrun for one service: a pool, a store, and workers built from one :class:`Config`.
+
+    ``registry`` holds the handlers a worker runs (a producer-only client
+    needs none). Settings are a ``config`` or keyword arguments of
+    :class:`Config` (``database_url=``, ``queues=``, ``concurrency=``, ...);
+    either way ``JOBRUN_*`` variables fill in what is not given. Use it as an
+    async context manager, or call :meth:`open` and :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        registry: Registry | None = None,
+        config: Config | None = None,
+        **settings: Any,
+    ) -> None:
+        if config is None:
+            config = Config(**settings)
+        elif settings:
+            config = config.replace(**settings)
+        self.config = config
+        """The settings this client runs with."""
+        self.registry = registry if registry is not None else Registry()
+        """The handlers its workers run."""
+        self._url: str | None = None
+        self._pool: Pool | None = None
+        self._store: Store | None = None
+        self._worker: Worker | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def open(self) -> Client:
+        """Resolve the database (the embedded one when none is configured) and open the pool."""
+        if self._pool is not None:
+            return self
+        config = self.config
+        self._url = resolve_database_url(config.database_url)
+        self._pool = await open_pool(self._url, worker_concurrency=config.concurrency)
+        self._store = Store(
+            self._pool,
+            event_mode=config.event_mode,
+            commit_timeout=config.commit_timeout,
+            retry_jitter=config.retry_jitter,
+            notify_channel=config.notify_channel,
+            payload_models=self.registry.payload_models(),
+        )
+        return self
+
+    async def close(self) -> None:
+        """Close the pool (a worker still running is asked to stop first)."""
+        if self._worker is not None:
+            with contextlib.suppress(RuntimeError):
+                self._worker.request_stop(graceful=False)
+        if self._pool is not None:
+            await self._pool.close()
+        self._pool = None
+        self._store = None
+
+    async def __aenter__(self) -> Client:
+        return await self.open()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- the parts ------------------------------------------------------------------------
+
+    @property
+    def store(self) -> Store:
+        """The PostgreSQL store (every storage port); the client must be open."""
+        if self._store is None:
+            raise ConfigurationError("the client is not open: use `async with Client(...)`")
+        return self._store
+
+    @property
+    def pool(self) -> Pool:
+        """The connection pool, sized ``concurrency + 8``; the client must be open."""
+        if self._pool is None:
+            raise ConfigurationError("the client is not open: use `async with Client(...)`")
+        return self._pool
+
+    @property
+    def database_url(self) -> str:
+        """The database in use (resolved at open; may be the embedded server's)."""
+        if self._url is None:
+            raise ConfigurationError("the client is not open: use `async with Client(...)`")
+        return self._url
+
+    # -- producing ------------------------------------------------------------------------
+
+    async def enqueue(self, job: NewJob, *, conn: Any | None = None) -> Job:
+        """Enqueue ``job``; with ``conn`` (your open transaction) it commits with your rows."""
+        return await self.store.enqueue(job, conn=conn)
+
+    async def enqueue_batch(
+        self, jobs: Sequence[NewJob], *, conn: Any | None = None
+    ) -> list[Job | IdempotencyConflict]:
+        """Enqueue many jobs in one transaction; one result per input, in order."""
+        return await self.store.enqueue_batch(jobs, conn=conn)
+
+    async def migrate(self) -> list[int]:
+        """Apply pending migrations (safe to run concurrently); return the versions applied."""
+        return await migrate(self.pool)
+
+    # -- working --------------------------------------------------------------------------
+
+    def worker(self) -> Worker:
+        """A Worker wired from the config, without a dispatcher (see :meth:`run_worker`)."""
+        config = self.config
+        return Worker(
+            self.store,
+            self.registry,
+            queues=config.queues,
+            concurrency=config.concurrency,
+            lease=config.lease,
+            heartbeat_every=config.heartbeat,
+            poll_every=config.poll,
+            job_timeout=config.job_timeout,
+            shutdown_grace=config.shutdown_grace,
+            reap_every=config.reap_every,
+            completion_batch=config.completion_batch,
+        )
+
+    async def run_worker(
+        self,
+        *,
+        drain: bool = False,
+        stop: asyncio.Event | None = None,
+        handle_signals: bool = False,
+    ) -> CompletionStats:
+        """Run a worker until stopped; return its completion statistics.
+
+        It checks the schema first (:class:`~jobrun.errors.SchemaMissing` when
+        the database was never migrated), listens for notifications on the
+        store's channel, and runs the scheduler too when the config says so.
+        ``drain=True`` returns once no job of its queues is due and nothing
+        runs (jobs scheduled later, retries waiting out their backoff
+        included, are left), for scripts and tests. ``stop`` ends it
+        gracefully when set; ``handle_signals`` installs SIGTERM/SIGINT
+        handlers (what ``jobrun worker`` does). A client runs one worker at a
+        time.
+        """
+        if self._worker is not None:
+            raise ConfigurationError("this client already runs a worker")
+        await check_schema(self.pool)
+        worker = self.worker()
+        notifier = await Notifier.start(self.database_url, self.store.notify_channel)
+        worker.dispatcher = notifier
+        self._worker = worker
+        done = asyncio.Event()
+        scheduler_task: asyncio.Task[None] | None = None
+        try:
+            if handle_signals:
+                worker.install_signal_handlers()
+            if self.config.scheduler:
+                runner = Scheduler(self.store, AdvisoryLocker(self.database_url))
+                scheduler_task = asyncio.create_task(runner.run(done), name="jobrun-scheduler")
+            await worker.run(stop, drain=drain)
+        finally:
+            done.set()
+            if scheduler_task is not None:
+                with contextlib.suppress(Exception):
+                    await scheduler_task
+            await notifier.close()
+            self._worker = None
+        return worker.stats

@@ -1,0 +1,134 @@
+"""One typed configuration for everything a :class:`~jobrun.client.Client` runs.
+
+Every setting has a default that works, is validated here once (bad values
+raise :class:`~jobrun.errors.ConfigurationError` naming the setting), and
+can come from the environment: ``JOBRUN_`` and the setting's name in capitals
+(``JOBRUN_CONCURRENCY=50``, ``JOBRUN_LEASE=1m``). The CLI reads the same
+variables, so a service, a script and ``jobrun worker`` configured by one
+environment behave alike. Durations are written as the CLI writes them
+(``30s``, ``5m``, ``1h30m``) or given as :class:`~datetime.timedelta`.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import AliasChoices, BeforeValidator, Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from jobrun.durations import parse_duration
+from jobrun.errors import ConfigurationError
+from jobrun.job import DEFAULT_NOTIFY_CHANNEL, EventMode, describe_invalid
+
+__all__ = ["Config"]
+
+_MAX_CONCURRENCY = 10_000
+
+
+def _duration(value: Any) -> Any:
+    if isinstance(value, str) and value.strip() and not value.strip().isdigit():
+        return parse_duration(value)
+    return value
+
+
+def _queues(value: Any) -> Any:
+    if isinstance(value, str):
+        return [q for q in value.replace(",", " ").split() if q]
+    return value
+
+
+Duration = Annotated[timedelta, BeforeValidator(_duration)]
+
+
+class Config(BaseSettings):
+    """Settings of a jobrun client and its worker, from arguments or ``JOBRUN_*`` variables.
+
+    Arguments win over the environment; the environment wins over defaults.
+    ``database_url`` left unset means the embedded PostgreSQL (the
+    ``jobrun[embedded]`` extra). ``heartbeat_every`` left unset is a third of
+    the lease, at most 10 s.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="JOBRUN_", frozen=True, extra="forbid", populate_by_name=True
+    )
+
+    database_url: str | None = Field(default=None, repr=False)
+    """PostgreSQL connection URL; unset: the embedded server."""
+    queues: Annotated[list[str], NoDecode, BeforeValidator(_queues)] = Field(
+        default_factory=lambda: ["default"],
+        validation_alias=AliasChoices("queues", "JOBRUN_QUEUES", "JOBRUN_QUEUE"),
+    )
+    """Queues the worker claims from (``JOBRUN_QUEUE=mail,default``)."""
+    concurrency: int = Field(default=10, ge=1, le=_MAX_CONCURRENCY)
+    """Jobs run at once by one worker; the pool is sized from it."""
+    lease: Duration = timedelta(seconds=30)
+    """How long a claim holds a job without a heartbeat."""
+    heartbeat_every: Duration | None = Field(
+        default=None, validation_alias=AliasChoices("heartbeat_every", "JOBRUN_HEARTBEAT")
+    )
+    """How often running jobs' leases are extended; at most a third of the lease."""
+    poll: Duration = timedelta(seconds=1)
+    """How often an idle worker claims without a notification (the guarantee)."""
+    job_timeout: Duration | None = None
+    """Limit of one attempt, unless the handler sets its own."""
+    shutdown_grace: Duration = timedelta(seconds=30)
+    """How long running jobs may finish after a stop request."""
+    event_mode: EventMode = EventMode.ALL
+    """Which transitions are recorded in job_events (``terminal`` skips claims)."""
+    scheduler: bool = False
+    """Also run the leader-elected scheduler with the worker."""
+    notify_channel: str = Field(default=DEFAULT_NOTIFY_CHANNEL, min_length=1, max_length=63)
+    """The LISTEN/NOTIFY channel; producers and workers must agree on it."""
+    commit_timeout: Duration = timedelta(seconds=30)
+    """Bound of a completion transaction with commit callbacks."""
+    retry_jitter: float = Field(default=0.1, ge=0, le=0.5)
+    """Spread of a failed job's backoff, as a fraction either way (0 turns it off)."""
+    reap_every: Duration | None = timedelta(seconds=5)
+    """How often the worker's reaper looks for expired leases (None: no reaper)."""
+    completion_batch: int = Field(default=1000, ge=1, le=100_000)
+    """Most outcomes the completer records in one batch."""
+
+    if not TYPE_CHECKING:  # mypy keeps the pydantic plugin's typed __init__
+
+        def __init__(self, /, **data: Any) -> None:
+            try:
+                super().__init__(**data)
+            except ValidationError as exc:
+                raise ConfigurationError(describe_invalid("configuration", exc)) from exc
+
+    @model_validator(mode="after")
+    def _check(self) -> Config:
+        for name in ("lease", "poll", "shutdown_grace", "commit_timeout"):
+            value: timedelta = getattr(self, name)
+            if value < timedelta(0) or (name != "shutdown_grace" and value == timedelta(0)):
+                raise ValueError(f"{name} must be positive, got {value}")
+        for name in ("heartbeat_every", "job_timeout", "reap_every"):
+            maybe: timedelta | None = getattr(self, name)
+            if maybe is not None and maybe <= timedelta(0):
+                raise ValueError(f"{name} must be positive, got {maybe}")
+        if not self.queues or any(not q or "\x00" in q for q in self.queues):
+            raise ValueError("queues must be non-empty names")
+        if self.heartbeat_every is not None and self.heartbeat_every > self.lease / 3:
+            raise ValueError(
+                f"heartbeat_every ({self.heartbeat_every}) must be at most a third of "
+                f"the lease ({self.lease})"
+            )
+        return self
+
+    @property
+    def heartbeat(self) -> timedelta:
+        """The heartbeat interval in effect: as set, or a third of the lease up to 10 s."""
+        if self.heartbeat_every is not None:
+            return self.heartbeat_every
+        return min(timedelta(seconds=10), self.lease / 3)
+
+    def replace(self, **changes: Any) -> Config:
+        """A copy with ``changes``, validated like a new configuration (environment ignored)."""
+        values = {name: getattr(self, name) for name in type(self).model_fields}
+        values.update(changes)
+        try:
+            return type(self).model_validate(values)
+        except ValidationError as exc:
+            raise ConfigurationError(describe_invalid("configuration", exc)) from exc
