@@ -198,7 +198,11 @@ class Client:
             if handle_signals:
                 worker.install_signal_handlers()
             if self.config.scheduler:
-                runner = Scheduler(self.store, AdvisoryLocker(self.database_url))
+                runner = Scheduler(
+                    self.store,
+                    AdvisoryLocker(self.database_url),
+                    tick=self.config.scheduler_tick.total_seconds(),
+                )
                 scheduler_task = asyncio.create_task(runner.run(done), name="jobrun-scheduler")
             await worker.run(stop, drain=drain)
         finally:

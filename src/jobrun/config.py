@@ -79,6 +79,8 @@ class Config(BaseSettings):
     """Which transitions are recorded in job_events (``terminal`` skips claims)."""
     scheduler: bool = False
     """Also run the leader-elected scheduler with the worker."""
+    scheduler_tick: Duration = timedelta(seconds=1)
+    """How often the scheduler's leader looks for due schedules."""
     notify_channel: str = Field(default=DEFAULT_NOTIFY_CHANNEL, min_length=1, max_length=63)
     """The LISTEN/NOTIFY channel; producers and workers must agree on it."""
     commit_timeout: Duration = timedelta(seconds=30)
@@ -100,7 +102,7 @@ class Config(BaseSettings):
 
     @model_validator(mode="after")
     def _check(self) -> Config:
-        for name in ("lease", "poll", "shutdown_grace", "commit_timeout"):
+        for name in ("lease", "poll", "shutdown_grace", "commit_timeout", "scheduler_tick"):
             value: timedelta = getattr(self, name)
             if value < timedelta(0) or (name != "shutdown_grace" and value == timedelta(0)):
                 raise ValueError(f"{name} must be positive, got {value}")

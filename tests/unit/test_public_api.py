@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import pkgutil
 from types import ModuleType
 
 import pytest
@@ -11,35 +12,22 @@ import pytest
 import jobrun
 import jobrun.errors
 import jobrun.job
+import jobrun.ports
 import jobrun.postgres
 
-PACKAGES = [jobrun, jobrun.errors, jobrun.job, jobrun.postgres]
-MODULES = [
-    "jobrun",
-    "jobrun.cli",
-    "jobrun.cron",
-    "jobrun.demo",
-    "jobrun.errors",
-    "jobrun.job",
-    "jobrun.loop",
-    "jobrun.reaper",
-    "jobrun.registry",
-    "jobrun.scheduler",
-    "jobrun.worker",
-    "jobrun.postgres",
-    "jobrun.postgres.convert",
-    "jobrun.postgres.demo_support",
-    "jobrun.postgres.embedded",
-    "jobrun.postgres.lock",
-    "jobrun.postgres.migrate",
-    "jobrun.postgres.notify",
-    "jobrun.postgres.pool",
-    "jobrun.postgres.schedules",
-    "jobrun.postgres.schedules_sync",
-    "jobrun.postgres.store",
-    "jobrun.postgres.store_sync",
-    "jobrun.postgres.sync_producer",
-]
+PACKAGES = [jobrun, jobrun.errors, jobrun.job, jobrun.ports, jobrun.postgres]
+
+
+def _modules() -> list[str]:
+    """Every module of the jobrun package except the generated query layers."""
+    found = ["jobrun"]
+    for info in pkgutil.walk_packages(jobrun.__path__, prefix="jobrun."):
+        if ".sqlc" not in info.name:
+            found.append(info.name)
+    return sorted(found)
+
+
+MODULES = _modules()
 
 
 @pytest.mark.parametrize("module", PACKAGES, ids=lambda m: m.__name__)

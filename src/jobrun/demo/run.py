@@ -10,9 +10,10 @@ What it does, on a fresh database of the embedded server (or, with
    while it runs;
 3. adds an interval schedule that fires every 3 seconds, materialised by the
    leader-elected :class:`~jobrun.scheduler.Scheduler`;
-4. runs ``--workers`` :class:`~jobrun.worker.Worker` instances in this process
-   (each with its own LISTEN connection and lease owner) with a live count of
-   jobs per state;
+4. runs ``--workers`` workers in this process, each started through its own
+   :class:`~jobrun.client.Client` as a service would (its own pool, LISTEN
+   connection, lease owner and scheduler candidate: one of them wins the
+   leader election), with a live count of jobs per state;
 5. prints a summary: jobs per final state, throughput, enqueue-to-start
    latency (job creation to its first ``claimed`` event, p50 and p99), and the
    number of effect rows written by commit callbacks next to the number of
@@ -40,6 +41,13 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from jobrun.client import Client
+from jobrun.demo.fixtures import (
+    count_demo_effects,
+    create_demo_database,
+    ensure_demo_effects_table,
+    insert_demo_effect,
+)
 from jobrun.job import (
     Backoff,
     BackoffKind,
@@ -49,25 +57,8 @@ from jobrun.job import (
     NewJob,
     NewSchedule,
 )
-from jobrun.postgres import (
-    Pool,
-    database_location,
-    embedded_database_url,
-    migrate,
-    open_pool,
-)
-from jobrun.postgres.demo_support import (
-    count_demo_effects,
-    create_demo_database,
-    ensure_demo_effects_table,
-    insert_demo_effect,
-)
-from jobrun.postgres.lock import AdvisoryLocker
-from jobrun.postgres.notify import Notifier
-from jobrun.postgres.store import Store
+from jobrun.postgres import Pool, Store, database_location, embedded_database_url
 from jobrun.registry import JobContext, Registry
-from jobrun.scheduler import Scheduler
-from jobrun.worker import Worker
 
 __all__ = ["WORKER_CONCURRENCY", "build_registry", "percentile", "plan_jobs", "run_demo"]
 
@@ -217,45 +208,45 @@ async def run_demo(
     # The handlers' failures are the point of the demo: keep their log lines off the screen.
     logging.getLogger("jobrun").addHandler(logging.NullHandler())
     url = await _resolve(database_url, console)
-    pool = await open_pool(url, worker_concurrency=workers * WORKER_CONCURRENCY)
-    try:
-        return await _run(pool, url, jobs=jobs, workers=workers, console=console)
-    finally:
-        await pool.close()
-
-
-async def _run(pool: Pool, url: str, *, jobs: int, workers: int, console: Console) -> bool:
-    applied = await migrate(pool)
-    console.print(f"migrated ({len(applied)} migration(s) applied)")
-    await ensure_demo_effects_table(pool)
-    store = Store(pool)
     suffix = f"{int(time.time())}_{random.randrange(10_000):04d}"
     queue = f"demo_{suffix}"
     registry = build_registry()
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [
+            await stack.enter_async_context(
+                Client(
+                    registry,
+                    database_url=url,
+                    queues=[queue],
+                    concurrency=WORKER_CONCURRENCY,
+                    lease="6s",
+                    heartbeat_every="1s",
+                    poll="200ms",
+                    shutdown_grace="5s",
+                    reap_every="2s",
+                    scheduler=True,
+                    scheduler_tick="500ms",
+                )
+            )
+            for _ in range(workers)
+        ]
+        return await _run(clients, queue, suffix, jobs=jobs, console=console)
+    raise AssertionError("unreachable")  # pragma: no cover - the block returns
 
+
+async def _run(
+    clients: list[Client], queue: str, suffix: str, *, jobs: int, console: Console
+) -> bool:
+    first = clients[0]
+    applied = await first.migrate()
+    console.print(f"migrated ({len(applied)} migration(s) applied)")
+    await ensure_demo_effects_table(first.pool)
+    store = first.store
     stop = asyncio.Event()
-    notifiers = [await Notifier.start(url, store.notify_channel) for _ in range(workers)]
-    runners = [
-        Worker(
-            store,
-            registry,
-            queues=[queue],
-            concurrency=WORKER_CONCURRENCY,
-            dispatcher=notifier,
-            lease=timedelta(seconds=6),
-            heartbeat_every=timedelta(seconds=1),
-            poll_every=timedelta(milliseconds=200),
-            shutdown_grace=timedelta(seconds=5),
-            reap_every=timedelta(seconds=2),
-        )
-        for notifier in notifiers
-    ]
-    scheduler = Scheduler(store, AdvisoryLocker(url), tick=0.5)
     tasks = [
-        asyncio.create_task(w.run(stop), name=f"demo-worker-{i}") for i, w in enumerate(runners)
+        asyncio.create_task(c.run_worker(stop=stop), name=f"demo-worker-{i}")
+        for i, c in enumerate(clients)
     ]
-    scheduler_stop = asyncio.Event()
-    scheduler_task = asyncio.create_task(scheduler.run(scheduler_stop), name="demo-scheduler")
     schedule_name = f"demo-tick-{suffix}"
     started = time.monotonic()
     try:
@@ -264,7 +255,7 @@ async def _run(pool: Pool, url: str, *, jobs: int, workers: int, console: Consol
         enqueued = [job for job in results if isinstance(job, Job)]
         long_id = planned[0].id
         console.print(
-            f"enqueued {len(enqueued)} jobs in queue {queue!r} with {workers} worker(s) "
+            f"enqueued {len(enqueued)} jobs in queue {queue!r} with {len(clients)} worker(s) "
             f"x {WORKER_CONCURRENCY} slots"
         )
         await store.create_schedule(
@@ -277,11 +268,8 @@ async def _run(pool: Pool, url: str, *, jobs: int, workers: int, console: Consol
             )
         )
         console.print(f"schedule {schedule_name!r} fires every {_SCHEDULE_EVERY.seconds}s")
-        finished = await _watch(store, queue, long_id, started, console, scheduler)
+        finished = await _watch(store, queue, long_id, started, console)
     finally:
-        scheduler_stop.set()
-        with contextlib.suppress(Exception):
-            await scheduler_task
         with contextlib.suppress(Exception):
             await store.delete_schedule(schedule_name)
         # Jobs the last tick made: let them finish before the workers stop.
@@ -289,10 +277,13 @@ async def _run(pool: Pool, url: str, *, jobs: int, workers: int, console: Consol
             await _settle(store, queue, started)
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for notifier in notifiers:
-            await notifier.close()
     elapsed = time.monotonic() - started
-    return await _summary(store, pool, queue, elapsed, finished, console)
+    return await _summary(store, first.pool, queue, elapsed, finished, console)
+
+
+async def _ticks(store: Store, queue: str) -> int:
+    page = await store.list_jobs(JobFilter(queue=queue, type="demo.tick"), limit=500)
+    return len(page.jobs)
 
 
 async def _watch(
@@ -301,7 +292,6 @@ async def _watch(
     long_id: UUID,
     started: float,
     console: Console,
-    scheduler: Scheduler,
 ) -> bool:
     """Show live counts until every job is final and the schedule fired enough; True if so."""
     cancel_sent = False
@@ -318,7 +308,7 @@ async def _watch(
                     await store.cancel(long_id)
                     cancel_sent = True
                     note = f"cancel requested for the long job {long_id}"
-            ticks = scheduler.materialised
+            ticks = await _ticks(store, queue)
             live.update(_progress(counts, elapsed, f"{note}; schedule fired {ticks}x"))
             busy = counts.get(JobState.QUEUED, 0) + counts.get(JobState.LEASED, 0)
             if cancel_sent and busy == 0 and ticks >= _MIN_TICKS:

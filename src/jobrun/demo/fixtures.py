@@ -1,16 +1,16 @@
-"""Database fixtures of ``jobrun demo``, and nothing else.
+"""The demo's own database fixtures: its effect table, its queries, its scratch database.
 
 The demo shows a handler's effect committing exactly once with its job: some
 demo jobs return a commit callback that inserts one row into
 ``demo_effects(job_id uuid primary key)`` through the completion
-transaction's connection. That table is a demo fixture, not part of jobrun's
-schema: its DDL is ``demo_schema.sql`` beside this module (run here, read by
-sqlc), and its queries are generated from ``db/query/demo.sql`` like every
-other. The demo also creates its own scratch database on the embedded server
-(:func:`create_demo_database`); CREATE DATABASE takes an identifier, not a
-parameter, so that one statement is composed with ``psycopg.sql``.
-
-Only :mod:`jobrun.demo` uses this module.
+transaction's connection. That table belongs to the demo, as a user's tables
+belong to their service, not to jobrun's schema: its DDL is ``schema.sql``
+beside this module (run here, read by sqlc), and its queries are generated
+from ``queries.sql`` into :mod:`jobrun.demo.sqlc` (a second entry of
+``sqlc.yaml``). The demo also creates its own scratch database on the
+embedded server (:func:`create_demo_database`); CREATE DATABASE takes an
+identifier, not a parameter, so that one statement is composed with
+``psycopg.sql``.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from jobrun.demo.sqlc import queries as demo_queries
 from jobrun.postgres.convert import map_error
 from jobrun.postgres.pool import Pool, database_location
-from jobrun.sqlc import demo as demo_queries
 
 __all__ = [
     "count_demo_effects",
@@ -49,9 +49,7 @@ def create_demo_database(server_url: str, name: str) -> str:
 async def ensure_demo_effects_table(pool: Pool) -> None:
     """Create the ``demo_effects`` table when it does not exist yet."""
     ddl = (
-        importlib.resources.files("jobrun.postgres")
-        .joinpath("demo_schema.sql")
-        .read_text(encoding="utf-8")
+        importlib.resources.files("jobrun.demo").joinpath("schema.sql").read_text(encoding="utf-8")
     )
     async with pool.connection() as conn:
         await conn.execute(ddl)
