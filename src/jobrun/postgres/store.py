@@ -426,8 +426,9 @@ class Store(ScheduleMethods):
                 if len(pending) == 1:
                     results[pending[0].job.id] = _as_exception(exc)
                     break
-                # Not a callback's fault (a lock timeout, a lost connection):
-                # each job gets a transaction of its own.
+                # A failed statement, a lock timeout, a lost connection: not
+                # known to be one callback's fault, so each job gets a
+                # transaction of its own.
                 log.debug("group commit rolled back, completing one by one: %s", exc)
                 for outcome in pending:
                     try:
@@ -519,6 +520,11 @@ class Store(ScheduleMethods):
                 outcome.invocations += 1
                 try:
                     await outcome.commit(tx)
+                except psycopg.Error:
+                    # In pipeline mode a failed statement surfaces at a later
+                    # read, possibly inside the next callback: whose it was is
+                    # unknown here, so each job is then tried on its own.
+                    raise
                 except Exception as exc:
                     raise _CallbackFailed(outcome, exc) from exc
         # Locked and checked above, so the fenced statement cannot miss a job.

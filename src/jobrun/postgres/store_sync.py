@@ -486,6 +486,8 @@ class SyncStore(SyncScheduleMethods):
                 outcome.invocations += 1
                 try:
                     outcome.commit(tx)
+                except psycopg.Error:
+                    raise
                 except Exception as exc:
                     raise _CallbackFailed(outcome, exc) from exc
         self._record(queries, owner, kept, results)
