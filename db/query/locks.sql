@@ -24,3 +24,11 @@ SELECT EXISTS (
       AND classid = ((sqlc.arg(key)::bigint >> 32) & 4294967295)::oid
       AND objid = (sqlc.arg(key)::bigint & 4294967295)::oid
 ) AS held;
+
+-- name: KeyLockMany :exec
+-- Transaction-scoped locks on application keys (64-bit ids), taken in ascending
+-- order: every transaction that locks several keys takes them in one global
+-- order, so two of them can wait on each other but never deadlock. The ordered
+-- subquery feeds the aggregate one id at a time, lowest first.
+SELECT count(pg_advisory_xact_lock(ordered.id))::bigint AS locked
+FROM (SELECT DISTINCT unnest(@ids::bigint[]) AS id ORDER BY id) AS ordered;

@@ -21,6 +21,7 @@ from database now, and tests may pin it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -108,6 +109,7 @@ __all__ = [
     "SyncOutcome",
     "UnknownJobType",
     "duration_problem",
+    "key_lock_id",
     "new_job_id",
     "new_job_problem",
     "payload_problem",
@@ -262,6 +264,23 @@ def new_job_id() -> UUID:
         value = _last_job_id + 1
     _last_job_id = value
     return UUID(int=value)
+
+
+def key_lock_id(key: str) -> int:
+    """The 64-bit lock id of an application key: the same on every host, process and version.
+
+    The first 8 bytes of the key's BLAKE2b digest, as a signed integer (what
+    ``pg_advisory_xact_lock`` takes). Python's ``hash()`` is salted per
+    process, and PostgreSQL's ``hashtext`` may change between releases, so
+    neither could give every worker the same id for the same key.
+    """
+    if not isinstance(key, str) or not key:
+        raise ConfigurationError(f"a lock key must be a non-empty string, got {key!r}")
+    try:
+        data = key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigurationError(f"lock key {key!r} is not valid text") from None
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big", signed=True)
 
 
 class JobState(StrEnum):
@@ -663,6 +682,9 @@ class Outcome:
     detail: str = ""
     delay: timedelta = timedelta(0)
     invocations: int = 0
+    lock_keys: tuple[str, ...] = ()
+    """Application keys the commit callback needs held (``ctx.lock``): the store
+    takes them, in one global order, before any callback of the group runs."""
 
 
 Completion = Outcome
@@ -687,6 +709,7 @@ class SyncOutcome:
     detail: str = ""
     delay: timedelta = timedelta(0)
     invocations: int = 0
+    lock_keys: tuple[str, ...] = ()
 
 
 SyncCompletion = SyncOutcome

@@ -37,7 +37,7 @@ from typing import Any, TypeAlias, TypeVar
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from jobrun.errors import ConfigurationError, JobrunError, UnknownJobType
-from jobrun.job import CommitCallback, Job, NewJob
+from jobrun.job import CommitCallback, Job, NewJob, key_lock_id
 
 __all__ = [
     "MAX_SNOOZE",
@@ -149,7 +149,7 @@ _token_lock = threading.Lock()
 class JobContext:
     """What a handler learns about the job it runs."""
 
-    __slots__ = ("_logger", "job", "token")
+    __slots__ = ("_logger", "job", "lock_keys", "token")
 
     def __init__(
         self,
@@ -162,6 +162,23 @@ class JobContext:
         self.token = token if token is not None else CancellationToken()
         """Set when the job should stop; sync handlers should check it."""
         self._logger = logger
+        self.lock_keys: tuple[str, ...] = ()
+        """The keys :meth:`lock` asked for, in the order asked."""
+
+    def lock(self, *keys: str) -> None:
+        """Hold these application keys while the commit callback runs.
+
+        For a callback that reads and writes state shared with other jobs (a
+        counter per site and address, say): the completion transaction takes a
+        transaction-scoped advisory lock per key before any callback runs, so
+        two jobs of one key never interleave their read-modify-write, jobs of
+        other keys never wait, and the locks of a whole group are taken in one
+        global order, so groups never deadlock. The locks end with the
+        transaction. Call it from the handler, before returning the callback.
+        """
+        for key in keys:
+            key_lock_id(key)  # refuse a bad key here, not in the completer
+        self.lock_keys = tuple(dict.fromkeys((*self.lock_keys, *keys)))
 
     @property
     def logger(self) -> logging.Logger | logging.LoggerAdapter[logging.Logger]:

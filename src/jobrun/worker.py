@@ -757,7 +757,8 @@ class Worker:
             timer.cancel()
 
     async def _complete(self, run: _Running, commit: CommitCallback | None) -> None:
-        await self._report(run, Outcome(job=run.job, commit=commit))
+        keys = run.ctx.lock_keys if commit is not None else ()
+        await self._report(run, Outcome(job=run.job, commit=commit, lock_keys=keys))
 
     async def _failed(self, run: _Running, error: str) -> None:
         await self._report(run, Outcome(job=run.job, kind=OutcomeKind.FAIL, detail=error))

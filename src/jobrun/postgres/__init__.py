@@ -8,7 +8,7 @@ behind this package, which an import-linter contract enforces.
 from __future__ import annotations
 
 from jobrun.postgres.embedded import default_embedded_dir, embedded_database_url
-from jobrun.postgres.lock import AdvisoryLock, AdvisoryLocker
+from jobrun.postgres.lock import AdvisoryLock, AdvisoryLocker, lock_keys
 from jobrun.postgres.migrate import (
     Migration,
     MigrationStatus,
@@ -46,6 +46,7 @@ __all__ = [
     "default_embedded_dir",
     "embedded_database_url",
     "load_migrations",
+    "lock_keys",
     "migrate",
     "migration_status",
     "open_pool",

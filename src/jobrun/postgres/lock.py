@@ -1,4 +1,8 @@
-"""Leader election on PostgreSQL session advisory locks.
+"""Advisory locks: leader election on session locks, and key locks inside transactions.
+
+:func:`lock_keys` takes transaction-scoped locks on application keys in the
+one global order jobrun's completer uses (see
+:meth:`jobrun.registry.JobContext.lock`), for your own transactions.
 
 :class:`AdvisoryLocker` implements the :class:`~jobrun.ports.Locker` port: a
 lock is ``pg_try_advisory_lock(key)`` taken on a connection opened for that
@@ -26,10 +30,11 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
+from jobrun.job import key_lock_id
 from jobrun.postgres.pool import unavailable_error
 from jobrun.sqlc.locks import AsyncQuerier
 
-__all__ = ["AdvisoryLock", "AdvisoryLocker"]
+__all__ = ["AdvisoryLock", "AdvisoryLocker", "lock_keys"]
 
 log = logging.getLogger(__name__)
 
@@ -177,3 +182,17 @@ if TYPE_CHECKING:
         locker: AdvisoryLocker, handle: AdvisoryLock
     ) -> tuple[Locker, LockHandle]:
         return locker, handle
+
+
+async def lock_keys(conn: psycopg.AsyncConnection[Any], *keys: str) -> None:
+    """Take transaction-scoped locks on application ``keys`` on ``conn``, in the global order.
+
+    The same locks, in the same order, that a commit callback gets by
+    declaring its keys with :meth:`jobrun.registry.JobContext.lock`; use it in
+    your own transactions that touch the same shared state (a producer, an
+    admin script), so they serialise with the workers' callbacks instead of
+    racing them. The locks end with ``conn``'s transaction, which must be open.
+    """
+    ids = sorted({key_lock_id(key) for key in keys})
+    if ids:
+        await AsyncQuerier(conn).key_lock_many(ids=ids)

@@ -52,6 +52,7 @@ from jobrun.job import (
     Outcome,
     OutcomeKind,
     QueueDepth,
+    key_lock_id,
 )
 from jobrun.postgres import _base
 from jobrun.postgres.convert import (
@@ -67,6 +68,7 @@ from jobrun.postgres.schedules import ScheduleMethods
 from jobrun.sqlc import effects as effect_queries
 from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
+from jobrun.sqlc import locks as lock_queries
 from jobrun.sqlc import models
 from jobrun.sqlc import system as system_queries
 
@@ -515,6 +517,11 @@ class Store(ScheduleMethods):
                 job_ids=[o.job.id for o in kept]
             )
         )
+        keys = {key_lock_id(k) for o in kept if o.job.id in fresh for k in o.lock_keys}
+        if keys:
+            # Every key of the group, lowest id first, before any callback runs:
+            # the one global order that keeps two groups from deadlocking.
+            await lock_queries.AsyncQuerier(tx).key_lock_many(ids=sorted(keys))
         for outcome in kept:
             if outcome.job.id in fresh and outcome.commit is not None:
                 outcome.invocations += 1

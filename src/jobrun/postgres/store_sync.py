@@ -59,6 +59,7 @@ from jobrun.job import (
     QueueDepth,
     SyncCommitCallback,
     SyncOutcome,
+    key_lock_id,
 )
 from jobrun.postgres import _base
 from jobrun.postgres.convert import (
@@ -74,6 +75,7 @@ from jobrun.postgres.schedules_sync import SyncScheduleMethods
 from jobrun.sqlc import effects as effect_queries
 from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
+from jobrun.sqlc import locks as lock_queries
 from jobrun.sqlc import models
 from jobrun.sqlc import system as system_queries
 
@@ -481,6 +483,9 @@ class SyncStore(SyncScheduleMethods):
         if not kept:
             return
         fresh = set(effect_queries.Querier(tx).effect_insert_many(job_ids=[o.job.id for o in kept]))
+        keys = {key_lock_id(k) for o in kept if o.job.id in fresh for k in o.lock_keys}
+        if keys:
+            lock_queries.Querier(tx).key_lock_many(ids=sorted(keys))
         for outcome in kept:
             if outcome.job.id in fresh and outcome.commit is not None:
                 outcome.invocations += 1

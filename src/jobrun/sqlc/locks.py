@@ -28,6 +28,11 @@ SELECT EXISTS (
 ) AS held
 """
 
+KEY_LOCK_MANY = """
+SELECT count(pg_advisory_xact_lock(ordered.id))::bigint AS locked
+FROM (SELECT DISTINCT unnest(%(ids)s::bigint[]) AS id ORDER BY id) AS ordered
+"""
+
 
 class AsyncQuerier:
     """The queries of ``db/query/locks.sql`` on an async connection.
@@ -83,6 +88,17 @@ class AsyncQuerier:
         _value: bool = _row[0]
         return _value
 
+    async def key_lock_many(self, *, ids: list[int]) -> None:
+        """Transaction-scoped locks on application keys (64-bit ids), taken in ascending
+        order: every transaction that locks several keys takes them in one global
+        order, so two of them can wait on each other but never deadlock. The ordered
+        subquery feeds the aggregate one id at a time, lowest first.
+
+        Run ``KeyLockMany``.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(KEY_LOCK_MANY, {"ids": ids})
+
 class Querier:
     """The queries of ``db/query/locks.sql`` on a connection.
 
@@ -136,3 +152,14 @@ class Querier:
             return None
         _value: bool = _row[0]
         return _value
+
+    def key_lock_many(self, *, ids: list[int]) -> None:
+        """Transaction-scoped locks on application keys (64-bit ids), taken in ascending
+        order: every transaction that locks several keys takes them in one global
+        order, so two of them can wait on each other but never deadlock. The ordered
+        subquery feeds the aggregate one id at a time, lowest first.
+
+        Run ``KeyLockMany``.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(KEY_LOCK_MANY, {"ids": ids})
