@@ -1,0 +1,87 @@
+"""Duration texts for the command line: ``30s``, ``1h30m``, ``250ms`` and back.
+
+Options such as ``--lease``, ``--delay``, ``--every`` and ``--older-than`` take a
+duration; :func:`parse_duration` reads one (bounded by
+:data:`jobrun.job.MAX_DELAY`) and :func:`format_duration` prints one in the same
+notation. Pure functions with no typer or database in sight, so they are unit
+tested directly.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from jobrun.job import MAX_DELAY
+
+__all__ = ["DurationError", "format_duration", "parse_duration"]
+
+
+class DurationError(ValueError):
+    """A duration text that :func:`parse_duration` cannot read."""
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_UNITS = {
+    "ms": timedelta(milliseconds=1),
+    "s": timedelta(seconds=1),
+    "m": timedelta(minutes=1),
+    "h": timedelta(hours=1),
+    "d": timedelta(days=1),
+    "w": timedelta(weeks=1),
+}
+_MAX_SECONDS = MAX_DELAY.total_seconds()
+
+
+def parse_duration(text: str) -> timedelta:
+    """Read ``30s``, ``5m``, ``2h``, ``1d``, ``1h30m``, ``250ms``, ``1.5h`` into a timedelta.
+
+    Units: ``ms``, ``s``, ``m``, ``h``, ``d``, ``w``; parts add up, each unit at
+    most once, and the whole is at most :data:`jobrun.job.MAX_DELAY` (100
+    years). A bare number, an unknown unit, a negative, empty or longer value
+    raises :class:`DurationError` with a message fit for the user.
+    """
+    value = text.strip().lower()
+    hint = "use a number and a unit, like 30s, 5m, 2h, 1d or 1h30m"
+    too_long = f"duration {text!r} is too long: it must be at most 100 years (36525d)"
+    if not value:
+        raise DurationError(f"empty duration: {hint}")
+    total = timedelta(0)
+    seen: set[str] = set()
+    pos = 0
+    for match in _DURATION_PART.finditer(value):
+        if match.start() != pos:
+            break
+        unit = match.group(2)
+        if unit in seen:
+            raise DurationError(f"invalid duration {text!r}: unit {unit!r} given twice")
+        seen.add(unit)
+        amount = float(match.group(1))
+        # Checked as a float first: timedelta overflows (or meets infinity) long before.
+        if amount * _UNITS[unit].total_seconds() > _MAX_SECONDS:
+            raise DurationError(too_long)
+        total += _UNITS[unit] * amount
+        pos = match.end()
+    if pos != len(value) or not seen:
+        raise DurationError(f"invalid duration {text!r}: {hint}")
+    if total > MAX_DELAY:
+        raise DurationError(too_long)
+    return total
+
+
+def format_duration(value: timedelta) -> str:
+    """A short human text for ``value``: ``1h30m``, ``3s``, ``250ms``."""
+    micros = value // timedelta(microseconds=1)
+    sign = "-" if micros < 0 else ""
+    micros = abs(micros)
+    if micros < 1_000_000:
+        return f"{sign}{micros / 1000:g}ms"
+    seconds, rest = divmod(micros, 1_000_000)
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        count, seconds = divmod(seconds, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    if seconds or rest:
+        parts.append(f"{seconds + rest / 1_000_000:g}s")
+    return sign + "".join(parts)
