@@ -9,14 +9,25 @@ from types import ModuleType
 import pytest
 
 import jobrun
+import jobrun.cli
 import jobrun.errors
 import jobrun.job
 import jobrun.postgres
 
-PACKAGES = [jobrun, jobrun.errors, jobrun.job, jobrun.postgres]
+PACKAGES = [jobrun, jobrun.cli, jobrun.errors, jobrun.job, jobrun.postgres]
 MODULES = [
     "jobrun",
     "jobrun.cli",
+    "jobrun.cli.app",
+    "jobrun.cli.demo",
+    "jobrun.cli.durations",
+    "jobrun.cli.inputs",
+    "jobrun.cli.jobs",
+    "jobrun.cli.log_setup",
+    "jobrun.cli.migrate",
+    "jobrun.cli.rendering",
+    "jobrun.cli.schedules",
+    "jobrun.cli.worker",
     "jobrun.cron",
     "jobrun.demo",
     "jobrun.errors",
