@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from jobrun.cli import DurationError, format_duration, parse_duration
+from jobrun.cli.durations import DurationError, format_duration, parse_duration
 from jobrun.job import MAX_DELAY
 
 

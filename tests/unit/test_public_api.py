@@ -10,12 +10,13 @@ from types import ModuleType
 import pytest
 
 import jobrun
+import jobrun.cli
 import jobrun.errors
 import jobrun.job
 import jobrun.ports
 import jobrun.postgres
 
-PACKAGES = [jobrun, jobrun.errors, jobrun.job, jobrun.ports, jobrun.postgres]
+PACKAGES = [jobrun, jobrun.cli, jobrun.errors, jobrun.job, jobrun.ports, jobrun.postgres]
 
 
 def _modules() -> list[str]:

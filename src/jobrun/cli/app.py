@@ -1,0 +1,126 @@
+"""The typer app every ``jobrun`` command hangs on, and what the commands share.
+
+Shared here: the ``--database-url`` option, :func:`fail` (one ``error: ...`` line
+and exit code 2), :func:`run_with_pool` / :func:`run_with_store` (open the pool,
+run an async body, close the pool, map any :class:`~jobrun.errors.JobrunError`
+to :func:`fail`) and :func:`main`, the console-script entry point. The commands
+live in sibling modules that register themselves on :data:`app` when
+:mod:`jobrun.cli` imports them.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from jobrun import loop as jobrun_loop
+from jobrun.client import Client
+from jobrun.errors import JobrunError
+from jobrun.postgres import Pool
+from jobrun.postgres.store import Store
+
+__all__ = [
+    "EXIT_JOBRUN_ERROR",
+    "DatabaseUrlOption",
+    "app",
+    "fail",
+    "main",
+    "run_with_client",
+    "run_with_pool",
+    "run_with_store",
+]
+
+EXIT_JOBRUN_ERROR = 2
+"""Exit code of a command that failed with a JobrunError (bad input, database down, ...)."""
+
+T = TypeVar("T")
+
+DatabaseUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url",
+        envvar="JOBRUN_DATABASE_URL",
+        show_envvar=True,
+        help="PostgreSQL URL. Without one, jobrun uses its embedded server.",
+    ),
+]
+"""The ``--database-url`` option every database command takes; reuse it in new commands."""
+
+app = typer.Typer(
+    name="jobrun",
+    help="Operate jobrun: a durable job queue on PostgreSQL.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def fail(message: str) -> typer.Exit:
+    """Print ``error: message`` on stderr; return the Exit to raise (code 2)."""
+    typer.echo(f"error: {' '.join(message.split())}", err=True)
+    return typer.Exit(EXIT_JOBRUN_ERROR)
+
+
+def run_with_client(
+    database_url: str | None, body: Callable[[Client], Awaitable[T]], **settings: Any
+) -> T:
+    """Run ``body`` with an open :class:`~jobrun.client.Client`; map JobrunError to exit 2.
+
+    Every command starts jobrun the way a service does: one Client from one
+    Config (``settings`` and ``JOBRUN_*`` variables; the URL explicit, then
+    ``JOBRUN_DATABASE_URL``, then the embedded server). The client is always
+    closed before returning.
+    """
+
+    async def run() -> T:
+        async with Client(database_url=database_url, **settings) as client:
+            return await body(client)
+
+    try:
+        return jobrun_loop.run(run())
+    except JobrunError as exc:
+        raise fail(str(exc)) from None
+
+
+def run_with_pool(database_url: str | None, body: Callable[[Pool], Awaitable[T]]) -> T:
+    """Like :func:`run_with_client`, handing ``body`` the client's pool."""
+
+    async def with_pool(client: Client) -> T:
+        return await body(client.pool)
+
+    return run_with_client(database_url, with_pool, concurrency=1)
+
+
+def run_with_store(database_url: str | None, body: Callable[[Store], Awaitable[T]]) -> T:
+    """Like :func:`run_with_client`, handing ``body`` the client's :class:`Store`."""
+
+    async def with_store(client: Client) -> T:
+        return await body(client.store)
+
+    return run_with_client(database_url, with_store, concurrency=1)
+
+
+def main() -> None:
+    """Entry point of the ``jobrun`` console script.
+
+    Usage errors (a missing option, ``--priority abc``) get the same one-line
+    ``error:`` form and exit code 2 as every other bad input, instead of the
+    framework's multi-line panel.
+    """
+    try:
+        code = app(standalone_mode=False)
+    except Exception as exc:
+        if type(exc).__name__ == "Abort":  # Ctrl-C at a prompt
+            sys.exit(130)
+        message = getattr(exc, "format_message", None)
+        exit_code = getattr(exc, "exit_code", None)
+        if not callable(message) or not isinstance(exit_code, int):
+            raise
+        typer.echo(f"error: {' '.join(str(message()).split())}", err=True)
+        sys.exit(EXIT_JOBRUN_ERROR if exit_code else 0)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

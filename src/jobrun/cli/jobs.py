@@ -1,0 +1,294 @@
+"""Commands on jobs: ``enqueue``, ``jobs list|show|cancel|retry|purge``, ``events``, ``stats``.
+
+Each command checks its input first (:mod:`jobrun.cli.inputs`), then makes one
+or two :class:`~jobrun.postgres.store.Store` calls through
+:func:`~jobrun.cli.app.run_with_store` and prints the result
+(:mod:`jobrun.cli.rendering`).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.table import Table
+
+from jobrun.cli.app import DatabaseUrlOption, app, fail, run_with_store
+from jobrun.cli.durations import format_duration
+from jobrun.cli.inputs import read_duration, read_job_id, read_json, read_state, validation_exit
+from jobrun.cli.rendering import events_table, stdout, when
+from jobrun.errors import JobrunError
+from jobrun.job import JobFilter, JobState, NewJob
+from jobrun.postgres.store import Store
+
+__all__ = ["jobs_app"]
+
+jobs_app = typer.Typer(help="List, inspect, cancel, retry and purge jobs.", no_args_is_help=True)
+app.add_typer(jobs_app, name="jobs")
+
+
+# -- demo -----------------------------------------------------------------------------------
+
+
+@app.command("enqueue")
+def enqueue_command(
+    job_type: Annotated[str, typer.Argument(metavar="TYPE", help="The job type.")],
+    database_url: DatabaseUrlOption = None,
+    payload: Annotated[
+        str,
+        typer.Option(envvar="JOBRUN_PAYLOAD", show_envvar=True, help="The payload, as JSON."),
+    ] = "{}",
+    queue: Annotated[
+        str, typer.Option("--queue", "-q", envvar="JOBRUN_QUEUE", show_envvar=True)
+    ] = "default",
+    priority: Annotated[
+        int,
+        typer.Option(
+            envvar="JOBRUN_PRIORITY", show_envvar=True, help="Lower runs first (default 0)."
+        ),
+    ] = 0,
+    delay: Annotated[
+        str | None,
+        typer.Option(envvar="JOBRUN_DELAY", show_envvar=True, help="Run no sooner than, e.g. 5m."),
+    ] = None,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="JOBRUN_IDEMPOTENCY_KEY",
+            show_envvar=True,
+            help="Replaying the same key and body returns the stored job.",
+        ),
+    ] = None,
+    max_attempts: Annotated[
+        int | None, typer.Option(envvar="JOBRUN_MAX_ATTEMPTS", show_envvar=True)
+    ] = None,
+) -> None:
+    """Enqueue one job and print its id."""
+    body_value = read_json("--payload", payload)
+    options: dict[str, Any] = {
+        "type": job_type,
+        "payload": body_value,
+        "queue": queue,
+        "priority": priority,
+        "idempotency_key": idempotency_key,
+    }
+    if delay is not None:
+        options["delay"] = read_duration("--delay", delay)
+    if max_attempts is not None:
+        options["max_attempts"] = max_attempts
+    try:
+        new = NewJob(**options)
+    except JobrunError as exc:
+        raise fail(str(exc)) from None
+
+    job = run_with_store(database_url, lambda store: store.enqueue(new))
+    typer.echo(str(job.id))
+    if job.id != new.id:
+        typer.echo(
+            f"replayed existing job (idempotency key {idempotency_key!r}, state {job.state})",
+            err=True,
+        )
+
+
+# -- demo -----------------------------------------------------------------------------------
+
+
+@jobs_app.command("list")
+def jobs_list_command(
+    database_url: DatabaseUrlOption = None,
+    queue: Annotated[
+        str | None, typer.Option("--queue", "-q", envvar="JOBRUN_QUEUE", show_envvar=True)
+    ] = None,
+    state: Annotated[
+        str | None,
+        typer.Option(
+            envvar="JOBRUN_STATE",
+            show_envvar=True,
+            help="queued, leased, succeeded, cancelled or dead.",
+        ),
+    ] = None,
+    job_type: Annotated[
+        str | None, typer.Option("--type", envvar="JOBRUN_TYPE", show_envvar=True)
+    ] = None,
+    limit: Annotated[int, typer.Option(envvar="JOBRUN_LIMIT", show_envvar=True, min=1)] = 50,
+    cursor: Annotated[
+        str | None,
+        typer.Option(envvar="JOBRUN_CURSOR", show_envvar=True, help="Next-page cursor."),
+    ] = None,
+) -> None:
+    """List jobs, newest first."""
+    try:
+        flt = JobFilter(
+            queue=queue, state=read_state(state) if state else None, type=job_type or None
+        )
+    except ValidationError as exc:
+        raise validation_exit("filter", exc) from None
+    after = read_job_id(cursor) if cursor else None
+    page = run_with_store(
+        database_url, lambda store: store.list_jobs(flt, limit=limit, cursor=after)
+    )
+    table = Table(title=f"jobs ({len(page.jobs)})")
+    table.add_column("id", no_wrap=True)
+    table.add_column("type")
+    table.add_column("queue")
+    table.add_column("state")
+    table.add_column("attempts", justify="right")
+    table.add_column("priority", justify="right")
+    table.add_column("run at (UTC)", no_wrap=True)
+    table.add_column("created (UTC)", no_wrap=True)
+    for job in page.jobs:
+        table.add_row(
+            str(job.id),
+            job.type,
+            job.queue,
+            job.state.value + (" (cancel requested)" if job.cancel_requested else ""),
+            f"{job.attempts}/{job.max_attempts}",
+            str(job.priority),
+            when(job.run_at),
+            when(job.created_at),
+        )
+    stdout.print(table)
+    if page.next_cursor is not None:
+        stdout.print(f"more: --cursor {page.next_cursor}")
+
+
+@jobs_app.command("show")
+def jobs_show_command(
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job id.")],
+    database_url: DatabaseUrlOption = None,
+) -> None:
+    """Show one job's fields and its event history."""
+    jid = read_job_id(job_id)
+
+    async def body(store: Store) -> tuple[Any, list[Any]]:
+        return await store.get(jid), await store.events(jid)
+
+    job, events = run_with_store(database_url, body)
+    fields = Table(title=f"job {job.id}", show_header=False)
+    fields.add_column("field", style="bold")
+    fields.add_column("value")
+    rows: list[tuple[str, str]] = [
+        ("id", str(job.id)),
+        ("type", job.type),
+        ("queue", job.queue),
+        ("state", job.state.value),
+        ("cancel requested", "yes" if job.cancel_requested else "no"),
+        ("attempts", f"{job.attempts}/{job.max_attempts}"),
+        ("priority", str(job.priority)),
+        (
+            "backoff",
+            f"{job.backoff.kind.value}, base {format_duration(job.backoff.base)}, "
+            f"max {format_duration(job.backoff.max)}",
+        ),
+        ("payload", json.dumps(job.payload)),
+        ("idempotency key", job.idempotency_key or ""),
+        ("run at", when(job.run_at)),
+        ("lease owner", job.lease_owner or ""),
+        ("lease expires", when(job.lease_expires_at)),
+        ("created", when(job.created_at)),
+        ("updated", when(job.updated_at)),
+        ("finished", when(job.finished_at)),
+        ("last error", (job.last_error or "").strip()),
+    ]
+    for name, value in rows:
+        fields.add_row(name, value)
+    stdout.print(fields)
+    stdout.print(events_table(events, "events"))
+
+
+@jobs_app.command("cancel")
+def jobs_cancel_command(
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job id.")],
+    database_url: DatabaseUrlOption = None,
+) -> None:
+    """Cancel a queued job, or ask the worker running it to stop."""
+    jid = read_job_id(job_id)
+    job = run_with_store(database_url, lambda store: store.cancel(jid))
+    if job.state is JobState.CANCELLED:
+        typer.echo(f"job {job.id} cancelled")
+    else:
+        typer.echo(f"job {job.id} is {job.state.value}: cancel requested")
+
+
+@jobs_app.command("retry")
+def jobs_retry_command(
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job id.")],
+    database_url: DatabaseUrlOption = None,
+) -> None:
+    """Put a dead or cancelled job back in its queue, due now."""
+    jid = read_job_id(job_id)
+    job = run_with_store(database_url, lambda store: store.retry(jid))
+    typer.echo(f"job {job.id} is {job.state.value} again")
+
+
+@jobs_app.command("purge")
+def jobs_purge_command(
+    older_than: Annotated[
+        str,
+        typer.Option(
+            envvar="JOBRUN_OLDER_THAN",
+            show_envvar=True,
+            help="Delete finished jobs older than this, e.g. 7d.",
+        ),
+    ],
+    database_url: DatabaseUrlOption = None,
+) -> None:
+    """Delete finished jobs (with their events) older than a duration."""
+    age = read_duration("--older-than", older_than)
+    count = run_with_store(database_url, lambda store: store.purge(age))
+    typer.echo(f"purged {count} job(s) finished more than {format_duration(age)} ago")
+
+
+# -- demo -----------------------------------------------------------------------------------
+
+
+@app.command("events")
+def events_command(
+    job_id: Annotated[str, typer.Argument(metavar="JOB_ID", help="The job id.")],
+    database_url: DatabaseUrlOption = None,
+) -> None:
+    """Show the recorded transitions of one job, oldest first."""
+    jid = read_job_id(job_id)
+
+    async def body(store: Store) -> list[Any]:
+        await store.get(jid)  # a clear error for an unknown id, not an empty table
+        return await store.events(jid)
+
+    events = run_with_store(database_url, body)
+    stdout.print(events_table(events, f"events of job {jid}"))
+
+
+# -- demo -----------------------------------------------------------------------------------
+
+
+@app.command("stats")
+def stats_command(database_url: DatabaseUrlOption = None) -> None:
+    """Job counts per queue and state, and the age of each queue's oldest queued job."""
+
+    async def body(store: Store) -> tuple[list[Any], datetime]:
+        return await store.depth(), await store.now()
+
+    depths, now = run_with_store(database_url, body)
+    states = list(JobState)
+    counts: dict[str, dict[JobState, int]] = {}
+    oldest: dict[str, datetime] = {}
+    for depth in depths:
+        counts.setdefault(depth.queue, {})[depth.state] = depth.count
+        if depth.state is JobState.QUEUED and depth.oldest_created_at is not None:
+            oldest[depth.queue] = depth.oldest_created_at
+    table = Table(title="queues")
+    table.add_column("queue")
+    for state in states:
+        table.add_column(state.value, justify="right")
+    table.add_column("oldest queued", justify="right")
+    for name in sorted(counts):
+        age = oldest.get(name)
+        table.add_row(
+            name,
+            *(str(counts[name].get(state, 0)) for state in states),
+            format_duration(max(now - age, timedelta(0))) if age is not None else "-",
+        )
+    stdout.print(table)

@@ -1,0 +1,138 @@
+"""``jobrun schedules add|list|pause|resume|remove``: manage cron and interval schedules.
+
+A schedule enqueues a job on a cron expression (in an IANA time zone) or at a
+fixed interval; the leader-elected scheduler (``jobrun worker --scheduler``)
+fires them. These commands only change the stored schedules.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from jobrun.cli.app import DatabaseUrlOption, app, fail, run_with_store
+from jobrun.cli.inputs import read_duration, read_json
+from jobrun.cli.rendering import stdout, trigger, when
+from jobrun.errors import JobrunError
+from jobrun.job import NewSchedule
+
+__all__ = ["schedules_app"]
+
+schedules_app = typer.Typer(
+    help="Create and manage cron and interval schedules.", no_args_is_help=True
+)
+app.add_typer(schedules_app, name="schedules")
+
+
+@schedules_app.command("add")
+def schedules_add_command(
+    name: Annotated[str, typer.Argument(help="A unique schedule name.")],
+    job_type: Annotated[
+        str, typer.Option("--type", envvar="JOBRUN_TYPE", show_envvar=True, help="Job type.")
+    ],
+    database_url: DatabaseUrlOption = None,
+    cron: Annotated[
+        str | None,
+        typer.Option(envvar="JOBRUN_CRON", show_envvar=True, help="Cron expression."),
+    ] = None,
+    every: Annotated[
+        str | None,
+        typer.Option(envvar="JOBRUN_EVERY", show_envvar=True, help="Fixed interval, e.g. 5m."),
+    ] = None,
+    payload: Annotated[
+        str, typer.Option(envvar="JOBRUN_PAYLOAD", show_envvar=True, help="Payload, as JSON.")
+    ] = "{}",
+    queue: Annotated[
+        str, typer.Option("--queue", "-q", envvar="JOBRUN_QUEUE", show_envvar=True)
+    ] = "default",
+    timezone: Annotated[
+        str, typer.Option(envvar="JOBRUN_TIMEZONE", show_envvar=True, help="IANA zone for cron.")
+    ] = "UTC",
+    priority: Annotated[int, typer.Option(envvar="JOBRUN_PRIORITY", show_envvar=True)] = 0,
+    max_attempts: Annotated[
+        int | None, typer.Option(envvar="JOBRUN_MAX_ATTEMPTS", show_envvar=True)
+    ] = None,
+) -> None:
+    """Create a schedule that enqueues a job on a cron expression or a fixed interval."""
+    if (cron is None) == (every is None):
+        raise fail("give exactly one of --cron and --every")
+    options: dict[str, Any] = {
+        "name": name,
+        "type": job_type,
+        "payload": read_json("--payload", payload),
+        "queue": queue,
+        "timezone": timezone,
+        "priority": priority,
+        "cron": cron,
+        "every": read_duration("--every", every) if every is not None else None,
+    }
+    if max_attempts is not None:
+        options["max_attempts"] = max_attempts
+    try:
+        new = NewSchedule(**options)
+    except JobrunError as exc:
+        raise fail(str(exc)) from None
+    created = run_with_store(database_url, lambda store: store.create_schedule(new))
+    typer.echo(
+        f"schedule {created.name!r} created ({trigger(created)}); "
+        f"next run {when(created.next_run_at)} UTC"
+    )
+
+
+@schedules_app.command("list")
+def schedules_list_command(database_url: DatabaseUrlOption = None) -> None:
+    """List every schedule."""
+    schedules = run_with_store(database_url, lambda store: store.list_schedules())
+    table = Table(title=f"schedules ({len(schedules)})")
+    table.add_column("name")
+    table.add_column("type")
+    table.add_column("queue")
+    table.add_column("trigger")
+    table.add_column("zone")
+    table.add_column("next run (UTC)", no_wrap=True)
+    table.add_column("last run (UTC)", no_wrap=True)
+    table.add_column("status")
+    for s in schedules:
+        table.add_row(
+            s.name,
+            s.type,
+            s.queue,
+            trigger(s),
+            s.timezone,
+            when(s.next_run_at),
+            when(s.last_run_at),
+            "paused" if s.paused else "active",
+        )
+    stdout.print(table)
+
+
+@schedules_app.command("pause")
+def schedules_pause_command(
+    name: Annotated[str, typer.Argument(help="The schedule name.")],
+    database_url: DatabaseUrlOption = None,
+) -> None:
+    """Stop a schedule from firing until it is resumed."""
+    schedule = run_with_store(database_url, lambda store: store.pause_schedule(name))
+    typer.echo(f"schedule {schedule.name!r} paused")
+
+
+@schedules_app.command("resume")
+def schedules_resume_command(
+    name: Annotated[str, typer.Argument(help="The schedule name.")],
+    database_url: DatabaseUrlOption = None,
+) -> None:
+    """Let a paused schedule fire again, from now on."""
+    schedule = run_with_store(database_url, lambda store: store.resume_schedule(name))
+    typer.echo(f"schedule {schedule.name!r} resumed; next run {when(schedule.next_run_at)} UTC")
+
+
+@schedules_app.command("remove")
+def schedules_remove_command(
+    name: Annotated[str, typer.Argument(help="The schedule name.")],
+    database_url: DatabaseUrlOption = None,
+) -> None:
+    """Delete a schedule; jobs it already enqueued are kept."""
+    run_with_store(database_url, lambda store: store.delete_schedule(name))
+    typer.echo(f"schedule {name!r} removed")

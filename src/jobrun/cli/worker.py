@@ -1,0 +1,156 @@
+"""``jobrun worker``: run an application's handlers until SIGTERM or SIGINT.
+
+The command loads the application's :class:`~jobrun.registry.Registry` from
+``--app module[:attribute]`` (:func:`load_registry`), checks its options before
+connecting, and runs the worker through :class:`~jobrun.client.Client`, exactly
+as a service embedding jobrun does: pool, schema check, LISTEN/NOTIFY
+dispatcher, worker and, with ``--scheduler``, the leader-elected scheduler.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from jobrun import loop as jobrun_loop
+from jobrun.cli.app import DatabaseUrlOption, app, fail
+from jobrun.cli.inputs import read_duration
+from jobrun.cli.log_setup import setup_logging
+from jobrun.client import Client
+from jobrun.config import Config
+from jobrun.errors import JobrunError
+from jobrun.job import EventMode
+from jobrun.registry import Registry
+
+__all__ = ["load_registry", "worker_command"]
+
+
+def load_registry(ref: str) -> Registry:
+    """Import ``module[:attr]`` and return its :class:`Registry` (attr defaults to ``registry``).
+
+    The current directory is importable, as with ``python -m``. Raises
+    :class:`~jobrun.errors.ConfigurationError` when the module or the attribute
+    is missing or is not a Registry.
+    """
+    from jobrun.errors import ConfigurationError
+
+    module_name, _, attr = ref.partition(":")
+    attr = attr or "registry"
+    if not module_name:
+        raise ConfigurationError(f"--app {ref!r}: expected module[:attribute]")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ConfigurationError(
+            f"cannot import app module {module_name!r}: {type(exc).__name__}: {exc}"
+        ) from exc
+    found = getattr(module, attr, None)
+    if not isinstance(found, Registry):
+        raise ConfigurationError(
+            f"{module_name}:{attr} is not a jobrun Registry "
+            f"(got {type(found).__name__}); pass --app module:attribute"
+        )
+    return found
+
+
+@app.command("worker")
+def worker_command(
+    app_ref: Annotated[
+        str,
+        typer.Option(
+            "--app",
+            envvar="JOBRUN_APP",
+            show_envvar=True,
+            help="module[:attribute] whose Registry holds the handlers (attribute: registry).",
+        ),
+    ],
+    database_url: DatabaseUrlOption = None,
+    queue: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--queue", "-q", envvar="JOBRUN_QUEUE", show_envvar=True, help="Queue to work; repeat."
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int,
+        typer.Option(envvar="JOBRUN_CONCURRENCY", show_envvar=True, help="Jobs run at once."),
+    ] = 10,
+    lease: Annotated[
+        str,
+        typer.Option(envvar="JOBRUN_LEASE", show_envvar=True, help="Lease per claim, e.g. 30s."),
+    ] = "30s",
+    poll: Annotated[
+        str,
+        typer.Option(
+            envvar="JOBRUN_POLL", show_envvar=True, help="Poll interval when no notification."
+        ),
+    ] = "1s",
+    event_mode: Annotated[
+        str,
+        typer.Option(
+            envvar="JOBRUN_EVENT_MODE", show_envvar=True, help="Events to record: all|terminal."
+        ),
+    ] = "all",
+    scheduler: Annotated[
+        bool,
+        typer.Option(
+            "--scheduler/--no-scheduler",
+            envvar="JOBRUN_SCHEDULER",
+            show_envvar=True,
+            help="Also run the leader-elected scheduler.",
+        ),
+    ] = False,
+    shutdown_grace: Annotated[
+        str,
+        typer.Option(
+            envvar="JOBRUN_SHUTDOWN_GRACE",
+            show_envvar=True,
+            help="How long running jobs may finish after SIGTERM.",
+        ),
+    ] = "30s",
+    log_level: Annotated[
+        str, typer.Option(envvar="JOBRUN_LOG_LEVEL", show_envvar=True, help="Log level.")
+    ] = "info",
+    log_format: Annotated[
+        str,
+        typer.Option(envvar="JOBRUN_LOG_FORMAT", show_envvar=True, help="Log format: text|json."),
+    ] = "text",
+) -> None:
+    """Run handlers for jobs of the given queues until SIGTERM or SIGINT."""
+    lease_td = read_duration("--lease", lease)
+    poll_td = read_duration("--poll", poll)
+    grace_td = read_duration("--shutdown-grace", shutdown_grace)
+    if event_mode not in {m.value for m in EventMode}:
+        raise fail(f"unknown --event-mode {event_mode!r}; choose all or terminal")
+    setup_logging(log_level, log_format)
+    try:
+        registry = load_registry(app_ref)
+        config = Config(
+            database_url=database_url,
+            queues=queue or ["default"],
+            concurrency=concurrency,
+            lease=lease_td,
+            poll=poll_td,
+            shutdown_grace=grace_td,
+            event_mode=event_mode,
+            scheduler=scheduler,
+        )
+    except JobrunError as exc:
+        raise fail(str(exc)) from None
+
+    async def work() -> None:
+        # The same wiring as any service: the Client opens the pool, checks the
+        # schema, starts the notifier (and the scheduler) around the worker.
+        async with Client(registry, config) as client:
+            await client.run_worker(handle_signals=True)
+
+    try:
+        jobrun_loop.run(work())
+    except JobrunError as exc:
+        raise fail(str(exc)) from None
