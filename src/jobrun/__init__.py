@@ -10,8 +10,10 @@ from jobrun.errors import (
     CommitTimeout,
     ConfigurationError,
     DatabaseUnavailable,
+    DurationError,
     IdempotencyConflict,
     InvalidJob,
+    InvalidPayload,
     InvalidSchedule,
     InvalidTransition,
     JobNotFound,
@@ -23,6 +25,7 @@ from jobrun.errors import (
     ScheduleNotFound,
     SchemaMissing,
     UnknownJobType,
+    UsageError,
 )
 from jobrun.job import (
     Backoff,
@@ -57,10 +60,12 @@ __all__ = [
     "Completion",
     "ConfigurationError",
     "DatabaseUnavailable",
+    "DurationError",
     "Event",
     "EventMode",
     "IdempotencyConflict",
     "InvalidJob",
+    "InvalidPayload",
     "InvalidSchedule",
     "InvalidTransition",
     "Job",
@@ -89,4 +94,5 @@ __all__ = [
     "SyncCompletion",
     "SyncOutcome",
     "UnknownJobType",
+    "UsageError",
 ]

@@ -38,7 +38,7 @@ from rich.console import Console
 from rich.table import Table
 
 from jobrun import loop as jobrun_loop
-from jobrun.errors import JobrunError
+from jobrun.errors import DurationError, JobrunError
 from jobrun.job import (
     MAX_DELAY,
     MAX_PAYLOAD_DEPTH,
@@ -159,10 +159,6 @@ def run_with_store(database_url: str | None, body: Callable[[Store], Awaitable[T
 
 
 # -- input parsing --------------------------------------------------------------------------
-
-
-class DurationError(ValueError):
-    """A duration text that :func:`parse_duration` cannot read."""
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
