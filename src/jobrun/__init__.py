@@ -14,8 +14,10 @@ from jobrun.errors import (
     CommitTimeout,
     ConfigurationError,
     DatabaseUnavailable,
+    DurationError,
     IdempotencyConflict,
     InvalidJob,
+    InvalidPayload,
     InvalidSchedule,
     InvalidTransition,
     JobNotFound,
@@ -27,6 +29,7 @@ from jobrun.errors import (
     ScheduleNotFound,
     SchemaMissing,
     UnknownJobType,
+    UsageError,
 )
 from jobrun.job import (
     Backoff,
@@ -63,10 +66,12 @@ __all__ = [
     "Config",
     "ConfigurationError",
     "DatabaseUnavailable",
+    "DurationError",
     "Event",
     "EventMode",
     "IdempotencyConflict",
     "InvalidJob",
+    "InvalidPayload",
     "InvalidSchedule",
     "InvalidTransition",
     "Job",
@@ -95,4 +100,5 @@ __all__ = [
     "SyncCompletion",
     "SyncOutcome",
     "UnknownJobType",
+    "UsageError",
 ]

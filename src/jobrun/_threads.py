@@ -17,6 +17,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
+from jobrun.errors import ConfigurationError, UsageError
+
 __all__ = ["DaemonThreadPool"]
 
 T = TypeVar("T")
@@ -29,7 +31,7 @@ class DaemonThreadPool:
 
     def __init__(self, max_workers: int, *, name_prefix: str = "jobrun-handler") -> None:
         if max_workers < 1:
-            raise ValueError("max_workers must be at least 1")
+            raise ConfigurationError(f"max_workers must be at least 1, got {max_workers}")
         self._max_workers = max_workers
         self._name_prefix = name_prefix
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
@@ -43,7 +45,7 @@ class DaemonThreadPool:
         future: Future[T] = Future()
         with self._lock:
             if self._shut_down:
-                raise RuntimeError("the thread pool is shut down")
+                raise UsageError("the thread pool is shut down")
             self._queue.put((future, fn, args))
             # A thread that is idle takes the item; otherwise start one, up to the limit.
             if not self._idle.acquire(blocking=False) and len(self._threads) < self._max_workers:

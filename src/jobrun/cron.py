@@ -82,7 +82,7 @@ def _is_wall_clock(fields: list[str]) -> bool:
 
 def _aware_utc(value: datetime, name: str) -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
-        raise ValueError(f"{name} must be timezone-aware")
+        raise InvalidSchedule(f"{name} must be timezone-aware")
     return value.astimezone(UTC)
 
 

@@ -10,14 +10,10 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-from jobrun.errors import ConfigurationError
+from jobrun.errors import DurationError
 from jobrun.job import MAX_DELAY
 
 __all__ = ["DurationError", "format_duration", "parse_duration"]
-
-
-class DurationError(ConfigurationError, ValueError):
-    """A duration text that :func:`parse_duration` cannot read."""
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")

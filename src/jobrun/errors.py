@@ -4,12 +4,15 @@ The hierarchy::
 
     JobrunError
     ├── ConfigurationError        bad settings (a heartbeat outside the lease, ...)
+    │   └── DurationError         a duration text (an option, a JOBRUN_* variable) unreadable
+    ├── UsageError                an object used outside its life cycle (run twice, closed)
     ├── DatabaseUnavailable       the server can't be reached; names host, port, db
     │   └── PoolExhausted         every pooled connection stayed busy past the timeout
     ├── MigrationError            a malformed or failing migration file
     ├── SchemaMissing             the database lacks jobrun's tables: run `jobrun migrate`
     ├── InvalidJob                bad input at enqueue: payload, queue, type, policy
     │   └── PayloadTooLarge
+    ├── InvalidPayload            a payload does not validate against its handler's type
     ├── InvalidSchedule           bad cron expression, interval or time zone
     ├── JobNotFound
     ├── ScheduleNotFound
@@ -18,6 +21,12 @@ The hierarchy::
     ├── LeaseLost                 the worker no longer owns the job it reports on
     ├── CommitTimeout             a completion ran past the commit timeout
     └── UnknownJobType            no handler is registered for a claimed job
+
+ConfigurationError, InvalidJob, InvalidSchedule and DurationError are also
+ValueErrors, and UsageError a RuntimeError, so code that caught the built-in
+errors these replace keeps working. Two exceptions stand outside the tree on
+purpose: :class:`~jobrun.registry.Cancel` and :class:`~jobrun.registry.Snooze`
+are raised by handlers to steer their job, not errors.
 
 Errors carry plain attributes (``job_id``, ``state``, ...) besides the message,
 so callers can branch without parsing text. Nothing here prints a password:
@@ -32,8 +41,10 @@ __all__ = [
     "CommitTimeout",
     "ConfigurationError",
     "DatabaseUnavailable",
+    "DurationError",
     "IdempotencyConflict",
     "InvalidJob",
+    "InvalidPayload",
     "InvalidSchedule",
     "InvalidTransition",
     "JobNotFound",
@@ -45,6 +56,7 @@ __all__ = [
     "ScheduleNotFound",
     "SchemaMissing",
     "UnknownJobType",
+    "UsageError",
 ]
 
 
@@ -52,8 +64,19 @@ class JobrunError(Exception):
     """Root of every error jobrun raises on purpose."""
 
 
-class ConfigurationError(JobrunError):
-    """Settings that cannot work together, found before anything runs."""
+class ConfigurationError(JobrunError, ValueError):
+    """Settings that cannot work together, or a setting out of range, found before anything runs.
+
+    Also a ValueError, which is what some of these checks raised before.
+    """
+
+
+class UsageError(JobrunError, RuntimeError):
+    """An object was used outside its life cycle: a closed notifier reopened, a worker run twice.
+
+    Always a bug in the calling code. Also a RuntimeError, which these checks
+    raised before.
+    """
 
 
 class DatabaseUnavailable(JobrunError):
@@ -126,8 +149,25 @@ class PayloadTooLarge(InvalidJob):
     """The JSON payload is larger than the configured limit."""
 
 
+class InvalidPayload(JobrunError):
+    """A job's payload does not validate against its handler's declared payload type.
+
+    Raised by :meth:`jobrun.registry.Registry.new_job` on the producer side; on
+    the worker side the attempt fails with this message and is retried.
+    """
+
+    def __init__(self, job_type: str, detail: str) -> None:
+        self.job_type = job_type
+        self.detail = detail
+        super().__init__(f"payload of job type {job_type!r} does not validate: {detail}")
+
+
 class InvalidSchedule(JobrunError, ValueError):
     """A schedule (or a change to one) is not valid: cron, interval, time zone, bounds."""
+
+
+class DurationError(ConfigurationError):
+    """A duration text (``90s``, ``1h30m``) that cannot be read; the message says why."""
 
 
 class JobNotFound(JobrunError):

@@ -36,7 +36,7 @@ from typing import Any, TypeAlias, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from jobrun.errors import ConfigurationError, JobrunError, UnknownJobType
+from jobrun.errors import ConfigurationError, InvalidPayload, UnknownJobType
 from jobrun.job import CommitCallback, Job, NewJob, key_lock_id
 
 __all__ = [
@@ -53,15 +53,6 @@ __all__ = [
     "SyncHandler",
     "registry",
 ]
-
-
-class InvalidPayload(JobrunError):
-    """A job's payload does not validate against its handler's declared payload type."""
-
-    def __init__(self, job_type: str, detail: str) -> None:
-        self.job_type = job_type
-        self.detail = detail
-        super().__init__(f"payload of job type {job_type!r} does not validate: {detail}")
 
 
 class Cancel(Exception):

@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 
-from jobrun.errors import JobrunError
+from jobrun.errors import ConfigurationError, JobrunError
 from jobrun.ports import Locker, LockHandle, ScheduleStore
 
 __all__ = ["DEFAULT_RETRY_LEADERSHIP_EVERY", "DEFAULT_TICK", "SCHEDULER_LOCK_KEY", "Scheduler"]
@@ -63,9 +63,11 @@ class Scheduler:
         retry_leadership_every: float = DEFAULT_RETRY_LEADERSHIP_EVERY,
     ) -> None:
         if tick <= 0:
-            raise ValueError("tick must be positive")
+            raise ConfigurationError(f"tick must be positive, got {tick}")
         if retry_leadership_every <= 0:
-            raise ValueError("retry_leadership_every must be positive")
+            raise ConfigurationError(
+                f"retry_leadership_every must be positive, got {retry_leadership_every}"
+            )
         self._store = store
         self._locker = locker
         self._key = key

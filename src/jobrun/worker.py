@@ -65,7 +65,13 @@ from typing import Any
 from uuid import UUID
 
 from jobrun._threads import DaemonThreadPool
-from jobrun.errors import ConfigurationError, JobrunError, LeaseLost, UnknownJobType
+from jobrun.errors import (
+    ConfigurationError,
+    JobrunError,
+    LeaseLost,
+    UnknownJobType,
+    UsageError,
+)
 from jobrun.job import CommitCallback, Job, Outcome, OutcomeKind
 from jobrun.ports import Dispatcher, Executor, WorkerStore
 from jobrun.reaper import Reaper
@@ -351,7 +357,7 @@ class Worker:
     def request_stop(self, *, graceful: bool = True) -> None:
         """Stop claiming; with ``graceful=False`` also skip the grace period for running jobs."""
         if self._stopping is None or self._hard is None or self._wakeup is None:
-            raise RuntimeError("the worker is not running")
+            raise UsageError("the worker is not running")
         self._stopping.set()
         self._wakeup.set()
         if not graceful:
@@ -379,7 +385,7 @@ class Worker:
         once.
         """
         if self._started:
-            raise RuntimeError("a Worker runs once; create a new one")
+            raise UsageError("a Worker runs once; create a new one")
         self._started = True
         self._drain_mode = drain
         self._ensure_events()

@@ -8,7 +8,7 @@ import uuid
 import psycopg
 import pytest
 
-from jobrun.errors import DatabaseUnavailable
+from jobrun.errors import ConfigurationError, DatabaseUnavailable
 from jobrun.ports import Locker, LockHandle
 from jobrun.postgres.lock import AdvisoryLock, AdvisoryLocker
 
@@ -102,7 +102,7 @@ async def test_different_keys_do_not_conflict(db_url: str) -> None:
 
 
 async def test_key_outside_bigint_is_rejected(db_url: str) -> None:
-    with pytest.raises(ValueError, match="bigint"):
+    with pytest.raises(ConfigurationError, match="bigint"):
         await locker(db_url, unique_name()).try_acquire(2**63)
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import socket
+from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from jobrun.errors import ConfigurationError, DatabaseUnavailable
-from jobrun.postgres import embedded_database_url, open_pool, resolve_database_url
+from jobrun.postgres import embedded_database_url, open_pool, open_sync_pool, resolve_database_url
 
 
 def closed_port() -> int:
@@ -80,3 +82,57 @@ def test_embedded_server_is_used_when_nothing_is_configured(
     url = resolve_database_url(None)
     assert url == embedded_database_url(data_dir)
     assert "host=" in url
+
+
+def _show_idle_timeout(conn: Any) -> str:
+    return str(conn.execute("SHOW idle_in_transaction_session_timeout").fetchone()[0])
+
+
+async def test_pool_sessions_end_transactions_left_idle(db_url: str) -> None:
+    pool = await open_pool(db_url, worker_concurrency=1)
+    try:
+        async with pool.connection() as conn:
+            cur = await conn.execute("SHOW idle_in_transaction_session_timeout")
+            assert (await cur.fetchone()) == ("1min",)
+    finally:
+        await pool.close()
+    pool = await open_pool(
+        db_url, worker_concurrency=1, idle_in_transaction_timeout=timedelta(seconds=5)
+    )
+    try:
+        async with pool.connection() as conn:
+            cur = await conn.execute("SHOW idle_in_transaction_session_timeout")
+            assert (await cur.fetchone()) == ("5s",)
+    finally:
+        await pool.close()
+
+
+async def test_the_idle_transaction_limit_can_be_turned_off(db_url: str) -> None:
+    # e.g. behind PgBouncer, which refuses unknown startup options
+    pool = await open_pool(db_url, worker_concurrency=1, idle_in_transaction_timeout=None)
+    try:
+        async with pool.connection() as conn:
+            cur = await conn.execute("SHOW idle_in_transaction_session_timeout")
+            assert (await cur.fetchone()) == ("0",)
+    finally:
+        await pool.close()
+
+
+def test_sync_pool_sessions_end_transactions_left_idle(db_url: str) -> None:
+    with open_sync_pool(db_url, max_size=1) as pool, pool.connection() as conn:
+        assert _show_idle_timeout(conn) == "1min"
+    with (
+        open_sync_pool(db_url, max_size=1, idle_in_transaction_timeout=None) as pool,
+        pool.connection() as conn,
+    ):
+        assert _show_idle_timeout(conn) == "0"
+
+
+@pytest.mark.parametrize("bad", [timedelta(0), timedelta(seconds=-1)])
+async def test_a_non_positive_idle_transaction_limit_is_refused(
+    db_url: str, bad: timedelta
+) -> None:
+    with pytest.raises(ConfigurationError, match="idle_in_transaction_timeout"):
+        await open_pool(db_url, idle_in_transaction_timeout=bad)
+    with pytest.raises(ConfigurationError, match="idle_in_transaction_timeout"):
+        open_sync_pool(db_url, idle_in_transaction_timeout=bad)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import Any
@@ -26,6 +27,7 @@ from psycopg import sql
 from pydantic import BaseModel, Field
 
 from jobrun.errors import (
+    CommitTimeout,
     ConfigurationError,
     IdempotencyConflict,
     InvalidJob,
@@ -893,12 +895,95 @@ async def test_commit_timeout_rolls_back_the_completion(stores: Stores, effects_
     job = await store.enqueue(NewJob(type="t"))
     claimed = await claim_one(store)
     slow = Effect(effect_insert(job), ("SELECT pg_sleep(1)", None))
-    from jobrun.errors import CommitTimeout
-
     with pytest.raises(CommitTimeout):
         await store.complete(claimed, "w1", slow)
     assert effect_rows(effects_table) == []
     assert (await store.get(job.id)).state is JobState.LEASED
+
+
+class SleepingEffect:
+    """A commit callback that writes its effect, then waits outside the database.
+
+    The async flavour awaits ``asyncio.sleep`` (an HTTP call, a signer); the
+    sync flavour blocks in ``time.sleep``, which nothing can interrupt.
+    """
+
+    def __init__(self, job: Job, seconds: float) -> None:
+        self.job = job
+        self.seconds = seconds
+        self.cancelled = False
+
+    def __call__(self, conn: psycopg.AsyncConnection[Any] | psycopg.Connection[Any]) -> Any:
+        if isinstance(conn, psycopg.AsyncConnection):
+            return self._run_async(conn)
+        conn.execute(*effect_insert(self.job))
+        time.sleep(self.seconds)
+        return None
+
+    async def _run_async(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        await conn.execute(*effect_insert(self.job))
+        try:
+            await asyncio.sleep(self.seconds)
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+
+
+def row_lock_is_free(db_url: str, job_id: UUID) -> bool:
+    with psycopg.connect(db_url) as conn:
+        try:
+            conn.execute("SELECT id FROM jobs WHERE id = %s FOR UPDATE NOWAIT", (job_id,))
+        except psycopg.errors.LockNotAvailable:
+            return False
+        return True
+
+
+async def test_a_callback_waiting_past_the_commit_timeout_is_bounded_in_wall_time(
+    stores: Stores, effects_table: str
+) -> None:
+    limit = timedelta(milliseconds=200)
+    store = await stores.make(commit_timeout=limit)
+    job = await store.enqueue(NewJob(type="t"))
+    claimed = await claim_one(store)
+    # The async callback would wait far past the limit and is cancelled; the
+    # sync one cannot be interrupted, so it waits a little past it and the
+    # transaction is rolled back when it returns.
+    seconds = 30.0 if stores.flavour == "async" else 0.5
+    slow = SleepingEffect(claimed, seconds)
+    started = time.monotonic()
+    with pytest.raises(CommitTimeout, match=r"0\.2s") as info:
+        await store.complete(claimed, "w1", slow)
+    elapsed = time.monotonic() - started
+    assert "commit timeout" in str(info.value)
+    if stores.flavour == "async":
+        assert slow.cancelled
+        assert elapsed < 5, elapsed
+    assert row_lock_is_free(effects_table, job.id)
+    assert effect_rows(effects_table) == []
+    got = await store.get(job.id)
+    assert got.state is JobState.LEASED
+    # Still this owner's: the worker fails the attempt as for any completion error.
+    failed = await store.fail(claimed, "w1", str(info.value))
+    assert failed.state is JobState.QUEUED
+    assert "commit timeout" in (failed.last_error or "")
+
+
+async def test_group_commit_times_out_only_the_callback_that_ran_out_of_time(
+    stores: Stores, effects_table: str
+) -> None:
+    store = await stores.make(commit_timeout=timedelta(milliseconds=300))
+    for i in range(3):
+        await store.enqueue(NewJob(type="t", payload={"i": i}))
+    claimed = await store.claim(["default"], "w1", 3, LEASE)
+    seconds = 30.0 if stores.flavour == "async" else 0.6
+    completions = [Completion(job=j, commit=write_effect(j)) for j in claimed]
+    completions[1] = Completion(job=claimed[1], commit=SleepingEffect(claimed[1], seconds))
+    results = await store.record_outcomes("w1", completions)
+    assert isinstance(results[1], CommitTimeout), results[1]
+    assert isinstance(results[0], Job) and isinstance(results[2], Job), results
+    assert sorted(effect_rows(effects_table)) == sorted([claimed[0].id, claimed[2].id])
+    assert (await store.get(claimed[1].id)).state is JobState.LEASED
+    assert row_lock_is_free(effects_table, claimed[1].id)
 
 
 # -- fail, reap ------------------------------------------------------------------------

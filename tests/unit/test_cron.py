@@ -93,7 +93,7 @@ def test_next_fire_rejects_invalid_expression() -> None:
 
 
 def test_next_fire_requires_aware_after() -> None:
-    with pytest.raises(ValueError, match="timezone-aware"):
+    with pytest.raises(InvalidSchedule, match="timezone-aware"):
         next_fire("* * * * *", "UTC", datetime(2024, 1, 1))
 
 

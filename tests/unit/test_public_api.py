@@ -67,3 +67,40 @@ def test_every_exported_class_and_function_is_documented(module: ModuleType) -> 
         value = getattr(module, name)
         if inspect.isclass(value) or inspect.isfunction(value):
             assert inspect.getdoc(value), f"{module.__name__}.{name} has no docstring"
+
+
+# Exceptions a handler raises to steer its job, not errors: outside the tree on purpose.
+CONTROL_FLOW = {"jobrun.registry.Cancel", "jobrun.registry.Snooze"}
+
+
+def _jobrun_modules() -> list[ModuleType]:
+    found = [jobrun]
+    for info in pkgutil.walk_packages(jobrun.__path__, "jobrun."):
+        if info.name == "jobrun.__main__":
+            continue
+        found.append(importlib.import_module(info.name))
+    return found
+
+
+def test_every_exception_class_in_jobrun_is_in_the_one_tree() -> None:
+    outside = []
+    for module in _jobrun_modules():
+        for name, value in vars(module).items():
+            if not (inspect.isclass(value) and issubclass(value, BaseException)):
+                continue
+            if value.__module__ != module.__name__ or name.startswith("_"):
+                continue  # imported from elsewhere, or private
+            qualified = f"{module.__name__}.{name}"
+            if qualified in CONTROL_FLOW:
+                continue
+            if not issubclass(value, jobrun.errors.JobrunError):
+                outside.append(qualified)
+            elif module is not jobrun.errors:
+                outside.append(f"{qualified} (defined outside jobrun.errors)")
+    assert not outside, f"exceptions outside the tree: {outside}"
+
+
+def test_the_tree_docstring_names_every_error() -> None:
+    doc = jobrun.errors.__doc__ or ""
+    missing = [name for name in jobrun.errors.__all__ if name not in doc]
+    assert not missing, f"errors missing from the tree in jobrun.errors' docstring: {missing}"

@@ -15,7 +15,7 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from jobrun.errors import ConfigurationError, JobrunError, LeaseLost
+from jobrun.errors import ConfigurationError, JobrunError, LeaseLost, UsageError
 from jobrun.job import Backoff, Job, JobState, Outcome, OutcomeKind
 from jobrun.registry import JobContext, Registry
 from jobrun.worker import Completer, Worker
@@ -245,5 +245,5 @@ async def test_a_worker_runs_once() -> None:
     stop = asyncio.Event()
     stop.set()
     await w.run(stop)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(UsageError, match="runs once"):
         await w.run(stop)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
+from jobrun.errors import ConfigurationError
 from jobrun.job import key_lock_id
 from jobrun.postgres.pool import unavailable_error
 from jobrun.sqlc.locks import AsyncQuerier
@@ -127,7 +128,7 @@ class AdvisoryLocker:
         connect_timeout: float = 10.0,
     ) -> None:
         if probe_every <= 0:
-            raise ValueError("probe_every must be positive")
+            raise ConfigurationError(f"probe_every must be positive, got {probe_every}")
         self._url = url
         self._application_name = application_name
         self._probe_every = probe_every
@@ -145,7 +146,7 @@ class AdvisoryLocker:
         cannot be reached.
         """
         if not _INT64_MIN <= key <= _INT64_MAX:
-            raise ValueError(f"advisory lock key {key} does not fit a bigint")
+            raise ConfigurationError(f"advisory lock key {key} does not fit a bigint")
         try:
             conn = await psycopg.AsyncConnection.connect(
                 self._url,

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import sql
 
+from jobrun.errors import ConfigurationError, UsageError
 from jobrun.postgres.pool import unavailable_error
 
 __all__ = ["DEFAULT_CHANNEL", "Notifier", "Subscription"]
@@ -104,7 +105,7 @@ class Notifier:
         reconnect_max: float = 5.0,
     ) -> None:
         if not channel:
-            raise ValueError("channel must not be empty")
+            raise ConfigurationError("channel must not be empty")
         self._url = url
         self._channel = channel
         self._application_name = application_name
@@ -131,7 +132,7 @@ class Notifier:
         if self._reader is not None:
             return
         if self._closed:
-            raise RuntimeError("notifier is closed")
+            raise UsageError("the notifier is closed; start a new one")
         try:
             conn = await self._connect()
         except psycopg.OperationalError as exc:
@@ -180,7 +181,7 @@ class Notifier:
         """A new waiter for ``queues``, with its own one-slot signal."""
         subscription = Subscription(self, frozenset(queues))
         if not subscription.queues:
-            raise ValueError("subscribe to at least one queue")
+            raise ConfigurationError("subscribe to at least one queue")
         for queue in subscription.queues:
             self._by_queue.setdefault(queue, set()).add(subscription)
         return subscription

@@ -14,6 +14,7 @@ sync pool, sized by the caller (a sync service has no worker concurrency).
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from typing import Any, TypeAlias
 
 import psycopg
@@ -25,6 +26,7 @@ from jobrun.errors import ConfigurationError, DatabaseUnavailable
 from jobrun.sqlc import system as system_queries
 
 __all__ = [
+    "DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT",
     "POOL_HEADROOM",
     "Pool",
     "SyncPool",
@@ -55,16 +57,38 @@ def _parse(url: str) -> dict[str, Any]:
         ) from None
 
 
-def _with_utc(options: object) -> str:
-    return f"{options or ''} -c timezone=UTC".strip()
+DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT = timedelta(minutes=1)
+"""How long a pooled session may sit idle inside a transaction before the server ends it."""
 
 
-def _connection_kwargs(url: str) -> dict[str, Any]:
+def _check_idle_timeout(idle_in_transaction_timeout: timedelta | None) -> None:
+    if idle_in_transaction_timeout is not None and idle_in_transaction_timeout <= timedelta(0):
+        raise ConfigurationError(
+            "idle_in_transaction_timeout must be positive (or None to leave the server's "
+            f"setting), got {idle_in_transaction_timeout}"
+        )
+
+
+def _session_options(options: object, idle_in_transaction_timeout: timedelta | None) -> str:
+    settings = [str(options or ""), "-c timezone=UTC"]
+    if idle_in_transaction_timeout is not None:
+        ms = max(1, round(idle_in_transaction_timeout.total_seconds() * 1000))
+        settings.append(f"-c idle_in_transaction_session_timeout={ms}")
+    return " ".join(s for s in settings if s)
+
+
+def _connection_kwargs(url: str, idle_in_transaction_timeout: timedelta | None) -> dict[str, Any]:
     # Autocommit: a single statement is its own transaction in one round trip;
     # the store opens explicit transactions where it needs several.
     # Session time zone UTC: timestamps arrive already in UTC, so the clock
     # rule costs no per-value conversion (the caller's own options are kept).
-    return {"autocommit": True, "options": _with_utc(_parse(url).get("options"))}
+    # idle_in_transaction_session_timeout: a session that holds a transaction
+    # open while its client does something else (a caller's transaction that
+    # enqueues and then waits on a slow call, a process stalled mid-transaction)
+    # is ended by the server, which releases its locks. The store's completions
+    # are bounded by commit_timeout, below it.
+    options = _session_options(_parse(url).get("options"), idle_in_transaction_timeout)
+    return {"autocommit": True, "options": options}
 
 
 def database_location(url: str) -> tuple[str, str, str]:
@@ -97,15 +121,26 @@ async def open_pool(
     min_size: int = 1,
     connect_timeout: float = 10.0,
     name: str = "jobrun",
+    idle_in_transaction_timeout: timedelta | None = DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT,
 ) -> Pool:
     """Open and ping a pool of ``worker_concurrency + 8`` connections to ``url``.
 
+    Every session is UTC and autocommit, and has PostgreSQL's
+    ``idle_in_transaction_session_timeout`` set to ``idle_in_transaction_timeout``
+    (one minute by default): the server ends a session left idle inside a
+    transaction that long, releasing its locks. Keep it above the stores'
+    ``commit_timeout``. ``None`` leaves the server's setting alone, for
+    poolers that refuse startup options (PgBouncer without
+    ``ignore_startup_parameters = options``); set it on the role instead.
+
     Raises DatabaseUnavailable when the server cannot be reached or refuses the
-    login, ConfigurationError for a malformed URL or a concurrency below 1. The
-    caller closes the pool (``await pool.close()`` or ``async with pool``).
+    login, ConfigurationError for a malformed URL, a concurrency below 1 or a
+    non-positive idle limit. The caller closes the pool (``await pool.close()``
+    or ``async with pool``).
     """
     if worker_concurrency < 1:
         raise ConfigurationError(f"worker_concurrency must be at least 1, not {worker_concurrency}")
+    _check_idle_timeout(idle_in_transaction_timeout)
     _parse(url)
     max_size = worker_concurrency + POOL_HEADROOM
     # A first direct connection gives libpq's own reason when the server is not there;
@@ -128,7 +163,7 @@ async def open_pool(
         # No per-borrow check: it would add a round trip to every claim and
         # completion. A connection the server dropped fails its next statement,
         # the pool discards it, and the caller's loop retries.
-        kwargs=_connection_kwargs(url),
+        kwargs=_connection_kwargs(url, idle_in_transaction_timeout),
     )
     try:
         await pool.open(wait=True, timeout=connect_timeout)
@@ -143,16 +178,24 @@ async def open_pool(
     return pool
 
 
-def open_sync_pool(url: str, *, max_size: int = 4, connect_timeout: float = 10.0) -> SyncPool:
+def open_sync_pool(
+    url: str,
+    *,
+    max_size: int = 4,
+    connect_timeout: float = 10.0,
+    idle_in_transaction_timeout: timedelta | None = DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT,
+) -> SyncPool:
     """Open and ping a sync pool of up to ``max_size`` connections to ``url``.
 
-    The same connection settings and errors as :func:`open_pool`:
-    DatabaseUnavailable (host, port and database, never the password) when
-    the server cannot be reached, ConfigurationError for a malformed URL or a
-    size below 1. The caller closes the pool (``pool.close()`` or ``with pool``).
+    The same connection settings (``idle_in_transaction_timeout`` included)
+    and errors as :func:`open_pool`: DatabaseUnavailable (host, port and
+    database, never the password) when the server cannot be reached,
+    ConfigurationError for a malformed URL, a size below 1 or a non-positive
+    idle limit. The caller closes the pool (``pool.close()`` or ``with pool``).
     """
     if max_size < 1:
         raise ConfigurationError(f"max_size must be at least 1, not {max_size}")
+    _check_idle_timeout(idle_in_transaction_timeout)
     _parse(url)
     try:
         # A direct connection first: libpq's reason beats the pool's bare timeout.
@@ -171,7 +214,7 @@ def open_sync_pool(url: str, *, max_size: int = 4, connect_timeout: float = 10.0
         # retries: check each borrowed connection so one the server dropped
         # is replaced instead of failing the caller's request.
         check=ConnectionPool.check_connection,
-        kwargs=_connection_kwargs(url),
+        kwargs=_connection_kwargs(url, idle_in_transaction_timeout),
     )
     try:
         pool.open(wait=True, timeout=connect_timeout)

@@ -14,6 +14,13 @@ can never be lost or orphaned. Multi-statement transitions:
 * complete with a commit callback: statement timeout, lock and owner check,
   ledger rows, the callbacks, the owner-guarded finish (+ events). A lost
   lease or any error rolls the callbacks' writes back with everything else.
+  The whole transaction is bounded in wall time by ``commit_timeout``
+  (:class:`~jobrun.postgres._base.CommitDeadline`): in the async store a
+  callback still waiting on something when it runs out is cancelled, the
+  transaction rolls back and the job's result is CommitTimeout. The sync twin
+  cannot interrupt a thread: it rolls back when the late callback returns,
+  and holds the row lock until then (see
+  :class:`~jobrun.postgres._base.SyncCommitDeadline`).
 * reap: lock expired leases with SKIP LOCKED, verdicts from each job's own
   policy, one batched update (+ events).
 
@@ -88,9 +95,11 @@ class Store(ScheduleMethods):
     """jobrun's Store port on a psycopg async pool.
 
     ``event_mode`` chooses which transitions are recorded (claims are skipped
-    in ``terminal`` mode); ``commit_timeout`` bounds each statement of a
-    completion transaction; ``retry_jitter`` spreads a failed job's backoff
-    by up to that fraction either way (0 turns it off; at most 0.5);
+    in ``terminal`` mode); ``commit_timeout`` bounds a completion transaction
+    with commit callbacks, each statement on the server and the whole
+    transaction in wall time (see :meth:`record_outcomes`); ``retry_jitter``
+    spreads a failed job's backoff by up to that fraction either way (0 turns
+    it off; at most 0.5);
     ``notify_channel`` is the LISTEN/NOTIFY channel; ``payload_models``
     validates the payload of the named job types at enqueue.
     """
@@ -406,6 +415,14 @@ class Store(ScheduleMethods):
         never takes the others with it, at the price of running their
         callbacks again (each Outcome counts its ``invocations``). One result
         per input, in order: the job as left, LeaseLost, or the callback's error.
+
+        A group's transaction lasts at most ``commit_timeout`` in wall time,
+        callbacks included. When it runs out the callback running then is
+        stopped (the async store cancels it; the sync one, which cannot, rolls
+        back when it returns), the transaction rolls back, that job's result is
+        CommitTimeout, and the rest go again without it, as for a raising
+        callback; when no callback was running, it is a failure like any other.
+        The job stays leased and the worker fails the attempt.
         """
         results: dict[UUID, Job | Exception] = {}
         plain = [o for o in outcomes if o.commit is None or o.kind is not OutcomeKind.COMPLETE]
@@ -473,19 +490,33 @@ class Store(ScheduleMethods):
         self, owner: str, group: Sequence[Outcome], results: dict[UUID, Job | Exception]
     ) -> None:
         outcome: dict[UUID, Job | Exception] = {}
-        # Pipeline mode: statements whose results nobody reads yet (the
-        # timeout, each callback's writes) travel with the next read, so a
-        # group of N callbacks costs a handful of round trips, not N + 5.
-        async with self._with_tx() as tx, tx.pipeline() as pipeline:
-            try:
-                await self._complete_group_in(tx, owner, group, outcome)
-            except Exception:
-                # Collect whatever error the pipeline still holds (a failed
-                # statement's), so leaving the block reports one error, ours,
-                # instead of psycopg warning about a second one on stderr.
-                with contextlib.suppress(psycopg.Error):
-                    await pipeline.sync()
+        # The callback running right now, if any: the one a timeout blames.
+        running: list[Outcome] = []
+        # The wall-clock bound starts once the connection is ours: waiting for
+        # the pool is PoolExhausted's business, not the commit timeout's.
+        deadline = _base.CommitDeadline(self.commit_timeout)
+        try:
+            # Pipeline mode: statements whose results nobody reads yet (the
+            # timeout, each callback's writes) travel with the next read, so a
+            # group of N callbacks costs a handful of round trips, not N + 5.
+            async with self._with_tx() as tx, deadline, tx.pipeline() as pipeline:
+                try:
+                    await self._complete_group_in(tx, owner, group, outcome, deadline, running)
+                except BaseException:
+                    # Collect whatever error the pipeline still holds (a failed
+                    # statement's), so leaving the block reports one error, ours,
+                    # instead of psycopg warning about a second one on stderr.
+                    with contextlib.suppress(psycopg.Error):
+                        await pipeline.sync()
+                    raise
+        except Exception as exc:
+            if not deadline.expired():
                 raise
+            # Out of time: whatever surfaced (the deadline's TimeoutError, a
+            # statement cut short) the cause is the limit, and the rollback is done.
+            if running:
+                raise _CallbackFailed(running[0], deadline.error(callback=True)) from exc
+            raise deadline.error(callback=False) from exc
         results.update(outcome)
 
     async def _complete_group_in(
@@ -494,6 +525,8 @@ class Store(ScheduleMethods):
         owner: str,
         group: Sequence[Outcome],
         results: dict[UUID, Job | Exception],
+        deadline: _base.CommitDeadline,
+        running: list[Outcome],
     ) -> None:
         await effect_queries.AsyncQuerier(tx).transaction_set_statement_timeout(
             timeout=self._timeout_setting
@@ -525,6 +558,7 @@ class Store(ScheduleMethods):
         for outcome in kept:
             if outcome.job.id in fresh and outcome.commit is not None:
                 outcome.invocations += 1
+                running.append(outcome)
                 try:
                     await outcome.commit(tx)
                 except psycopg.Error:
@@ -533,7 +567,14 @@ class Store(ScheduleMethods):
                     # unknown here, so each job is then tried on its own.
                     raise
                 except Exception as exc:
+                    if deadline.expired():
+                        raise _CallbackFailed(outcome, deadline.error(callback=True)) from exc
                     raise _CallbackFailed(outcome, exc) from exc
+                if deadline.expired():
+                    # A callback that could not be stopped (a sync one, or one
+                    # that swallowed its cancellation) returned too late.
+                    raise _CallbackFailed(outcome, deadline.error(callback=True))
+                running.clear()
         # Locked and checked above, so the fenced statement cannot miss a job.
         await self._record(queries, owner, kept, results)
 

@@ -21,6 +21,13 @@ can never be lost or orphaned. Multi-statement transitions:
 * complete with a commit callback: statement timeout, lock and owner check,
   ledger rows, the callbacks, the owner-guarded finish (+ events). A lost
   lease or any error rolls the callbacks' writes back with everything else.
+  The whole transaction is bounded in wall time by ``commit_timeout``
+  (:class:`~jobrun.postgres._base.SyncCommitDeadline`): in the async store a
+  callback still waiting on something when it runs out is cancelled, the
+  transaction rolls back and the job's result is CommitTimeout. The sync twin
+  cannot interrupt a thread: it rolls back when the late callback returns,
+  and holds the row lock until then (see
+  :class:`~jobrun.postgres._base.SyncCommitDeadline`).
 * reap: lock expired leases with SKIP LOCKED, verdicts from each job's own
   policy, one batched update (+ events).
 
@@ -95,9 +102,11 @@ class SyncStore(SyncScheduleMethods):
     """jobrun's Store port on a psycopg sync pool.
 
     ``event_mode`` chooses which transitions are recorded (claims are skipped
-    in ``terminal`` mode); ``commit_timeout`` bounds each statement of a
-    completion transaction; ``retry_jitter`` spreads a failed job's backoff
-    by up to that fraction either way (0 turns it off; at most 0.5);
+    in ``terminal`` mode); ``commit_timeout`` bounds a completion transaction
+    with commit callbacks, each statement on the server and the whole
+    transaction in wall time (see :meth:`record_outcomes`); ``retry_jitter``
+    spreads a failed job's backoff by up to that fraction either way (0 turns
+    it off; at most 0.5);
     ``notify_channel`` is the LISTEN/NOTIFY channel; ``payload_models``
     validates the payload of the named job types at enqueue.
     """
@@ -390,6 +399,14 @@ class SyncStore(SyncScheduleMethods):
         never takes the others with it, at the price of running their
         callbacks again (each Outcome counts its ``invocations``). One result
         per input, in order: the job as left, LeaseLost, or the callback's error.
+
+        A group's transaction lasts at most ``commit_timeout`` in wall time,
+        callbacks included. When it runs out the callback running then is
+        stopped (the async store cancels it; the sync one, which cannot, rolls
+        back when it returns), the transaction rolls back, that job's result is
+        CommitTimeout, and the rest go again without it, as for a raising
+        callback; when no callback was running, it is a failure like any other.
+        The job stays leased and the worker fails the attempt.
         """
         results: dict[UUID, Job | Exception] = {}
         plain = [o for o in outcomes if o.commit is None or o.kind is not OutcomeKind.COMPLETE]
@@ -451,13 +468,22 @@ class SyncStore(SyncScheduleMethods):
         self, owner: str, group: Sequence[SyncOutcome], results: dict[UUID, Job | Exception]
     ) -> None:
         outcome: dict[UUID, Job | Exception] = {}
-        with self._with_tx() as tx, tx.pipeline() as pipeline:
-            try:
-                self._complete_group_in(tx, owner, group, outcome)
-            except Exception:
-                with contextlib.suppress(psycopg.Error):
-                    pipeline.sync()
+        running: list[SyncOutcome] = []
+        deadline = _base.SyncCommitDeadline(self.commit_timeout)
+        try:
+            with self._with_tx() as tx, deadline, tx.pipeline() as pipeline:
+                try:
+                    self._complete_group_in(tx, owner, group, outcome, deadline, running)
+                except BaseException:
+                    with contextlib.suppress(psycopg.Error):
+                        pipeline.sync()
+                    raise
+        except Exception as exc:
+            if not deadline.expired():
                 raise
+            if running:
+                raise _CallbackFailed(running[0], deadline.error(callback=True)) from exc
+            raise deadline.error(callback=False) from exc
         results.update(outcome)
 
     def _complete_group_in(
@@ -466,6 +492,8 @@ class SyncStore(SyncScheduleMethods):
         owner: str,
         group: Sequence[SyncOutcome],
         results: dict[UUID, Job | Exception],
+        deadline: _base.SyncCommitDeadline,
+        running: list[SyncOutcome],
     ) -> None:
         effect_queries.Querier(tx).transaction_set_statement_timeout(timeout=self._timeout_setting)
         queries = job_queries.Querier(tx)
@@ -489,12 +517,18 @@ class SyncStore(SyncScheduleMethods):
         for outcome in kept:
             if outcome.job.id in fresh and outcome.commit is not None:
                 outcome.invocations += 1
+                running.append(outcome)
                 try:
                     outcome.commit(tx)
                 except psycopg.Error:
                     raise
                 except Exception as exc:
+                    if deadline.expired():
+                        raise _CallbackFailed(outcome, deadline.error(callback=True)) from exc
                     raise _CallbackFailed(outcome, exc) from exc
+                if deadline.expired():
+                    raise _CallbackFailed(outcome, deadline.error(callback=True))
+                running.clear()
         self._record(queries, owner, kept, results)
 
     def reap_expired(self, limit: int = 1000, *, now: datetime | None = None) -> list[Job]:
