@@ -80,6 +80,17 @@ class JobResult:
     payload: Any = field(default=None, repr=False)
     """The payload as the handler received it (validated into its type), if it got that far."""
 
+    def __repr__(self) -> str:
+        # The whole Job would drown what a failing assertion needs to show.
+        parts = [f"kind={self.kind.value!r}", f"type={self.job.type!r}", f"job_id={self.job.id}"]
+        if self.commit is not None:
+            parts.append("commit=<callback>")
+        if self.error is not None:
+            parts.append(f"error={self.error!r}")
+        if self.delay is not None:
+            parts.append(f"delay={self.delay!r}")
+        return f"JobResult({', '.join(parts)})"
+
     @property
     def completed(self) -> bool:
         """True when the handler returned: the worker would complete the job."""
@@ -136,11 +147,16 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _build_job(registry: Registry, job: Job | NewJob | str, payload: Any, attempt: int) -> Job:
+def _build_job(
+    registry: Registry, job: Job | NewJob | str, payload: Any, attempt: int | None
+) -> Job:
     if isinstance(job, Job):
         if payload is not _UNSET:
             raise TypeError("run_job: give the payload inside the Job, not beside it")
-        return job if attempt == job.attempts else job.model_copy(update={"attempts": attempt})
+        if attempt is None or attempt == job.attempts:
+            return job
+        return job.model_copy(update={"attempts": attempt})
+    attempt = 1 if attempt is None else attempt
     if isinstance(job, NewJob):
         if payload is not _UNSET:
             raise TypeError("run_job: give the payload inside the NewJob, not beside it")
@@ -205,7 +221,7 @@ async def run_job(
     job: Job | NewJob | str,
     payload: Any = _UNSET,
     *,
-    attempt: int = 1,
+    attempt: int | None = None,
     token: CancellationToken | None = None,
     # The handler's time limit, applied as the worker applies it (the token set
     # before the cancel), which asyncio.timeout around the call could not do.
@@ -218,8 +234,9 @@ async def run_job(
     :meth:`Registry.new_job <jobrun.registry.Registry.new_job>`), a
     :class:`~jobrun.job.NewJob`, or a :class:`~jobrun.job.Job` (see
     :func:`~jobrun.testing.make_job`). ``attempt`` is the attempt number the
-    handler sees (``ctx.attempt``). ``token`` lets the test cancel the run
-    (set it from another task or thread). ``timeout`` (seconds or a
+    handler sees (``ctx.attempt``; by default the Job's own, else 1).
+    ``token`` lets the test cancel the run (set it from another task or
+    thread). ``timeout`` (seconds or a
     timedelta) defaults to the handler's own; past it the token is set, an
     async handler is cancelled and the attempt fails with
     :class:`HandlerTimedOut`.
@@ -264,7 +281,7 @@ def run_job_sync(
     job: Job | NewJob | str,
     payload: Any = _UNSET,
     *,
-    attempt: int = 1,
+    attempt: int | None = None,
     token: CancellationToken | None = None,
     timeout: timedelta | float | None = None,
 ) -> JobResult:
