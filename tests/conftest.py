@@ -25,7 +25,7 @@ import pytest
 from jobrun.postgres import Pool, open_pool
 from jobrun.postgres.testdb import create_database, database_url, drop_database
 
-# pytester runs the test kit's plugin against small test files (tests/unit/test_testing_plugin.py).
+# pytester runs the test kit's plugin on small test files (tests/integration/test_testing_kit.py).
 pytest_plugins = ["pytester"]
 
 __all__ = ["create_database", "database_url", "drop_database"]

@@ -12,8 +12,9 @@ import jobrun
 import jobrun.errors
 import jobrun.job
 import jobrun.postgres
+import jobrun.testing
 
-PACKAGES = [jobrun, jobrun.errors, jobrun.job, jobrun.postgres]
+PACKAGES = [jobrun, jobrun.errors, jobrun.job, jobrun.postgres, jobrun.testing]
 MODULES = [
     "jobrun",
     "jobrun.cli",
@@ -39,6 +40,12 @@ MODULES = [
     "jobrun.postgres.store",
     "jobrun.postgres.store_sync",
     "jobrun.postgres.sync_producer",
+    "jobrun.postgres.testdb",
+    "jobrun.testing",
+    "jobrun.testing.factory",
+    "jobrun.testing.pytest_plugin",
+    "jobrun.testing.recording",
+    "jobrun.testing.run",
 ]
 
 
