@@ -20,6 +20,7 @@ The hierarchy::
     ├── InvalidTransition         e.g. cancelling a job that already finished
     ├── LeaseLost                 the worker no longer owns the job it reports on
     ├── CommitTimeout             a completion ran past the commit timeout
+    ├── HandlerTimedOut           a handler run by the test kit passed its timeout
     └── UnknownJobType            no handler is registered for a claimed job
 
 ConfigurationError, InvalidJob, InvalidSchedule and DurationError are also
@@ -42,6 +43,7 @@ __all__ = [
     "ConfigurationError",
     "DatabaseUnavailable",
     "DurationError",
+    "HandlerTimedOut",
     "IdempotencyConflict",
     "InvalidJob",
     "InvalidPayload",
@@ -168,6 +170,15 @@ class InvalidSchedule(JobrunError, ValueError):
 
 class DurationError(ConfigurationError):
     """A duration text (``90s``, ``1h30m``) that cannot be read; the message says why."""
+
+
+class HandlerTimedOut(JobrunError, TimeoutError):
+    """A handler ran past its timeout (``jobrun.testing.run_job``); also a TimeoutError."""
+
+    def __init__(self, job_type: str, seconds: float) -> None:
+        self.job_type = job_type
+        self.seconds = seconds
+        super().__init__(f"timed out: the attempt exceeded {seconds:g}s")
 
 
 class JobNotFound(JobrunError):

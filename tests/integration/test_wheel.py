@@ -85,3 +85,23 @@ def test_installed_wheel_migrates_an_empty_database(wheel_venv: Path, empty_db_u
         versions = [r[0] for r in conn.execute("SELECT version_id FROM goose_db_version")]
     assert versions[0] == 0
     assert 1 in versions
+
+
+def test_installed_wheel_registers_the_pytest_plugin(wheel_venv: Path) -> None:
+    python = wheel_venv / "bin" / "python"
+    found = subprocess.run(
+        [
+            str(python),
+            "-c",
+            "import sys\n"
+            "from importlib.metadata import entry_points\n"
+            "for ep in entry_points(group='pytest11', name='jobrun'):\n"
+            "    if str(ep.dist.locate_file('')).startswith(sys.prefix):\n"
+            "        print(ep.value)\n",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=wheel_venv,
+    ).stdout.split()
+    assert found == ["jobrun.testing.pytest_plugin"]

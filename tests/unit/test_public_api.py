@@ -15,8 +15,17 @@ import jobrun.errors
 import jobrun.job
 import jobrun.ports
 import jobrun.postgres
+import jobrun.testing
 
-PACKAGES = [jobrun, jobrun.cli, jobrun.errors, jobrun.job, jobrun.ports, jobrun.postgres]
+PACKAGES = [
+    jobrun,
+    jobrun.cli,
+    jobrun.errors,
+    jobrun.job,
+    jobrun.ports,
+    jobrun.postgres,
+    jobrun.testing,
+]
 
 
 def _modules() -> list[str]:
