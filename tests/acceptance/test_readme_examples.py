@@ -1,16 +1,24 @@
-"""The README's code examples: every Python block parses, and the testing example runs.
+"""The README's code examples run, as written, against a real database.
 
-The "Testing your handlers" example is a complete test module; it is run here
-as a user would run it, in its own pytest process with the plugin loaded from
-jobrun's entry point, against the session's server. Other blocks are
-fragments (they use ``await`` at top level, or your own ``mailer``), so they
-are only checked to parse.
+Every Python block is one of three kinds, named by its first line:
+
+* ``# myapp/<name>.py``: a module of the reader's application; written to a
+  temporary ``myapp`` package that the other examples import.
+* ``# example: async`` / ``# example: sync``: code a reader runs with ``url``
+  pointing at their database; run here in that order, on a fresh database.
+* ``# tests/test_jobs.py``: a complete test module; run as a user would run
+  it, in its own pytest process with jobrun's plugin loaded from its entry
+  point.
+
+A block of any other kind fails the test, so no example can slip in unrun.
 """
 
 from __future__ import annotations
 
 import ast
+import asyncio
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,11 +34,45 @@ def section(title: str) -> str:
     return text[start : following.start() if following else len(text)]
 
 
-def test_every_python_block_parses() -> None:
+KINDS = ("# myapp/", "# example: async", "# example: sync", "# tests/test_jobs.py")
+
+
+def test_every_python_block_parses_and_is_of_a_kind_that_runs() -> None:
     blocks = BLOCK.findall(README.read_text())
     assert blocks
     for block in blocks:
         compile(block, "README.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        assert block.startswith(KINDS), f"README block of no runnable kind:\n{block[:200]}"
+
+
+async def test_the_application_examples_run_in_order(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocks = BLOCK.findall(README.read_text())
+    package = tmp_path / "myapp"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for block in blocks:
+        if block.startswith("# myapp/"):
+            name = block.splitlines()[0].removeprefix("# myapp/").strip()
+            (package / name).write_text(block)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("JOBRUN_DATABASE_URL", raising=False)
+    for name in [m for m in sys.modules if m == "myapp" or m.startswith("myapp.")]:
+        monkeypatch.delitem(sys.modules, name)
+    ran = 0
+    for block in blocks:
+        if block.startswith("# example: async"):
+            code = compile(block, "README.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+            result = eval(code, {"url": db_url})  # top-level await makes it a coroutine
+            if result is not None:
+                await result
+            ran += 1
+        elif block.startswith("# example: sync"):
+            code = compile(block, "README.md", "exec")
+            await asyncio.to_thread(exec, code, {"url": db_url})
+            ran += 1
+    assert ran >= 2
 
 
 def test_the_testing_example_passes_as_a_users_test_module(
