@@ -247,3 +247,36 @@ async def test_a_worker_runs_once() -> None:
     await w.run(stop)
     with pytest.raises(UsageError, match="runs once"):
         await w.run(stop)
+
+
+async def test_a_job_claimed_again_while_its_stale_attempt_runs_is_not_started() -> None:
+    # The same job id coming back from a claim while this worker still runs an
+    # earlier attempt of it (that lease was reaped and the job re-claimed by
+    # this owner): starting it would run the job twice in one process.
+    job = make_job("slow")
+    again = job.model_copy(update={"attempts": 2})
+    store = RecordingStore()
+    store.queued = [job, again]
+    reg = Registry()
+    started: list[int] = []
+    release = asyncio.Event()
+
+    @reg.handler("slow")
+    async def slow(ctx: JobContext, payload: Any) -> None:
+        started.append(ctx.attempt)
+        await release.wait()
+
+    w = worker(store, reg, concurrency=2)  # one claim returns both
+    stop = asyncio.Event()
+    task = asyncio.create_task(w.run(stop))
+    for _ in range(100):
+        if started:
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)
+    assert store.claims[0] == 2 and not store.queued
+    assert w.running == 1 and started == [1]  # the second copy was not started
+    release.set()
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    assert started == [1]
