@@ -288,3 +288,22 @@ def test_row_construction_matches_validation(
     fast = models.row_to_widget(row)
     assert fast == models.Widget.model_validate(dict(zip(names, row, strict=True)))
     assert isinstance(fast.uid, UUID)
+
+
+async def test_execrows_counts_rows_inside_a_pipeline_as_in_a_commit_callback(db_url: str) -> None:
+    # jobrun runs commit callbacks in pipeline mode, where a cursor's rowcount
+    # is unknown until a sync; the generated :execrows method must still count.
+    from jobrun.sqlc import events as event_queries
+
+    async with await psycopg.AsyncConnection.connect(db_url) as conn:
+        await conn.execute(
+            "INSERT INTO job_events (job_id, at, kind, to_state) "
+            "SELECT gen_random_uuid(), now() - interval '2 days', 'enqueued', 'queued' "
+            "FROM generate_series(1, 3)"
+        )
+        await conn.commit()
+        async with conn.transaction(), conn.pipeline():
+            deleted = await event_queries.AsyncQuerier(conn).event_prune(
+                older_than=timedelta(days=1), batch_size=10, now=None
+            )
+        assert deleted == 3

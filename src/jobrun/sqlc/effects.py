@@ -166,12 +166,17 @@ class AsyncQuerier:
 
         Run ``EffectPrune``; return the number of rows it affected.
         """
+        _args = {
+            "now": now,
+            "older_than": older_than,
+            "batch_size": batch_size,
+        }
         async with self._conn.cursor() as _cur:
-            await _cur.execute(EFFECT_PRUNE, {
-                "now": now,
-                "older_than": older_than,
-                "batch_size": batch_size,
-            })
+            if self._conn.pgconn.pipeline_status:
+                async with self._conn.pipeline():
+                    await _cur.execute(EFFECT_PRUNE, _args)
+            else:
+                await _cur.execute(EFFECT_PRUNE, _args)
             return _cur.rowcount
 
     async def transaction_set_statement_timeout(self, *, timeout: str) -> None:
@@ -262,12 +267,17 @@ class Querier:
 
         Run ``EffectPrune``; return the number of rows it affected.
         """
+        _args = {
+            "now": now,
+            "older_than": older_than,
+            "batch_size": batch_size,
+        }
         with self._conn.cursor() as _cur:
-            _cur.execute(EFFECT_PRUNE, {
-                "now": now,
-                "older_than": older_than,
-                "batch_size": batch_size,
-            })
+            if self._conn.pgconn.pipeline_status:
+                with self._conn.pipeline():
+                    _cur.execute(EFFECT_PRUNE, _args)
+            else:
+                _cur.execute(EFFECT_PRUNE, _args)
             return _cur.rowcount
 
     def transaction_set_statement_timeout(self, *, timeout: str) -> None:

@@ -63,12 +63,17 @@ class AsyncQuerier:
 
         Run ``EventPrune``; return the number of rows it affected.
         """
+        _args = {
+            "now": now,
+            "older_than": older_than,
+            "batch_size": batch_size,
+        }
         async with self._conn.cursor() as _cur:
-            await _cur.execute(EVENT_PRUNE, {
-                "now": now,
-                "older_than": older_than,
-                "batch_size": batch_size,
-            })
+            if self._conn.pgconn.pipeline_status:
+                async with self._conn.pipeline():
+                    await _cur.execute(EVENT_PRUNE, _args)
+            else:
+                await _cur.execute(EVENT_PRUNE, _args)
             return _cur.rowcount
 
     async def event_insert_enqueued_many(self, *, job_ids: list[UUID], at: datetime) -> None:
@@ -106,12 +111,17 @@ class Querier:
 
         Run ``EventPrune``; return the number of rows it affected.
         """
+        _args = {
+            "now": now,
+            "older_than": older_than,
+            "batch_size": batch_size,
+        }
         with self._conn.cursor() as _cur:
-            _cur.execute(EVENT_PRUNE, {
-                "now": now,
-                "older_than": older_than,
-                "batch_size": batch_size,
-            })
+            if self._conn.pgconn.pipeline_status:
+                with self._conn.pipeline():
+                    _cur.execute(EVENT_PRUNE, _args)
+            else:
+                _cur.execute(EVENT_PRUNE, _args)
             return _cur.rowcount
 
     def event_insert_enqueued_many(self, *, job_ids: list[UUID], at: datetime) -> None:

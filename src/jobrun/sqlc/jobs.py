@@ -827,12 +827,17 @@ class AsyncQuerier:
 
         Run ``JobPurge``; return the number of rows it affected.
         """
+        _args = {
+            "now": now,
+            "older_than": older_than,
+            "batch_size": batch_size,
+        }
         async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_PURGE, {
-                "now": now,
-                "older_than": older_than,
-                "batch_size": batch_size,
-            })
+            if self._conn.pgconn.pipeline_status:
+                async with self._conn.pipeline():
+                    await _cur.execute(JOB_PURGE, _args)
+            else:
+                await _cur.execute(JOB_PURGE, _args)
             return _cur.rowcount
 
     async def job_list(self, *, params: JobListParams) -> list[Job]:
@@ -1133,12 +1138,17 @@ class Querier:
 
         Run ``JobPurge``; return the number of rows it affected.
         """
+        _args = {
+            "now": now,
+            "older_than": older_than,
+            "batch_size": batch_size,
+        }
         with self._conn.cursor() as _cur:
-            _cur.execute(JOB_PURGE, {
-                "now": now,
-                "older_than": older_than,
-                "batch_size": batch_size,
-            })
+            if self._conn.pgconn.pipeline_status:
+                with self._conn.pipeline():
+                    _cur.execute(JOB_PURGE, _args)
+            else:
+                _cur.execute(JOB_PURGE, _args)
             return _cur.rowcount
 
     def job_list(self, *, params: JobListParams) -> list[Job]:

@@ -203,8 +203,13 @@ class AsyncQuerier:
 
     async def schedule_delete(self, *, name: str) -> int:
         """Run ``ScheduleDelete``; return the number of rows it affected."""
+        _args = {"name": name}
         async with self._conn.cursor() as _cur:
-            await _cur.execute(SCHEDULE_DELETE, {"name": name})
+            if self._conn.pgconn.pipeline_status:
+                async with self._conn.pipeline():
+                    await _cur.execute(SCHEDULE_DELETE, _args)
+            else:
+                await _cur.execute(SCHEDULE_DELETE, _args)
             return _cur.rowcount
 
     async def schedule_list(self) -> list[Schedule]:
@@ -343,8 +348,13 @@ class Querier:
 
     def schedule_delete(self, *, name: str) -> int:
         """Run ``ScheduleDelete``; return the number of rows it affected."""
+        _args = {"name": name}
         with self._conn.cursor() as _cur:
-            _cur.execute(SCHEDULE_DELETE, {"name": name})
+            if self._conn.pgconn.pipeline_status:
+                with self._conn.pipeline():
+                    _cur.execute(SCHEDULE_DELETE, _args)
+            else:
+                _cur.execute(SCHEDULE_DELETE, _args)
             return _cur.rowcount
 
     def schedule_list(self) -> list[Schedule]:

@@ -318,8 +318,13 @@ class AsyncQuerier:
 
     async def widget_rename(self, *, name: str, id: int) -> int:
         """Run ``WidgetRename``; return the number of rows it affected."""
+        _args = {"name": name, "id": id}
         async with self._conn.cursor() as _cur:
-            await _cur.execute(WIDGET_RENAME, {"name": name, "id": id})
+            if self._conn.pgconn.pipeline_status:
+                async with self._conn.pipeline():
+                    await _cur.execute(WIDGET_RENAME, _args)
+            else:
+                await _cur.execute(WIDGET_RENAME, _args)
             return _cur.rowcount
 
     async def widget_touch(self, *, id: int) -> None:
@@ -496,8 +501,13 @@ class Querier:
 
     def widget_rename(self, *, name: str, id: int) -> int:
         """Run ``WidgetRename``; return the number of rows it affected."""
+        _args = {"name": name, "id": id}
         with self._conn.cursor() as _cur:
-            _cur.execute(WIDGET_RENAME, {"name": name, "id": id})
+            if self._conn.pgconn.pipeline_status:
+                with self._conn.pipeline():
+                    _cur.execute(WIDGET_RENAME, _args)
+            else:
+                _cur.execute(WIDGET_RENAME, _args)
             return _cur.rowcount
 
     def widget_touch(self, *, id: int) -> None:
