@@ -6,16 +6,16 @@
 -- name: JobInsert :one
 -- Insert one job; on an idempotency-key conflict insert nothing and return no
 -- row (the caller then reads the stored job). The enqueued event is written in
--- the same statement.
+-- the same statement. meta is NULL unless there is trace context to carry.
 WITH inserted AS (
     INSERT INTO jobs (
         id, queue, type, payload, priority, max_attempts,
-        backoff_kind, backoff_base, backoff_max, run_at, idempotency_key
+        backoff_kind, backoff_base, backoff_max, run_at, idempotency_key, meta
     ) VALUES (
         @id, @queue, @type, @payload, @priority, @max_attempts,
         @backoff_kind, @backoff_base, @backoff_max,
         coalesce(sqlc.narg('run_at')::timestamptz, now() + sqlc.arg('delay')::interval),
-        sqlc.narg('idempotency_key')
+        sqlc.narg('idempotency_key'), coalesce(sqlc.narg('meta')::jsonb, '{}'::jsonb)
     )
     ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING *
@@ -37,14 +37,28 @@ INSERT INTO jobs (
     @created_at, @updated_at
 );
 
--- name: JobInsertKeyedMany :many
--- Insert keyed jobs of a batch in one statement; returns the ids actually
--- inserted. Keys that already exist insert nothing (the caller compares
--- bodies). The arrays are parallel: element i of each is job i.
+-- name: JobInsertCopyTraced :copyfrom
+-- JobInsertCopy with the meta column, for a batch enqueued under a trace
+-- context; batches without one keep the narrower COPY and the column default.
 INSERT INTO jobs (
     id, queue, type, payload, priority, max_attempts,
     backoff_kind, backoff_base, backoff_max, run_at, idempotency_key,
-    created_at, updated_at
+    created_at, updated_at, meta
+) VALUES (
+    @id, @queue, @type, @payload, @priority, @max_attempts,
+    @backoff_kind, @backoff_base, @backoff_max, @run_at, @idempotency_key,
+    @created_at, @updated_at, @meta
+);
+
+-- name: JobInsertKeyedMany :many
+-- Insert keyed jobs of a batch in one statement; returns the ids actually
+-- inserted. Keys that already exist insert nothing (the caller compares
+-- bodies). The arrays are parallel: element i of each is job i. meta, the
+-- batch's trace context, is one value for all of them (NULL: none).
+INSERT INTO jobs (
+    id, queue, type, payload, priority, max_attempts,
+    backoff_kind, backoff_base, backoff_max, run_at, idempotency_key,
+    created_at, updated_at, meta
 )
 -- Several unnest() calls in one select list run in lockstep, zipping the
 -- parallel arrays into rows.
@@ -54,7 +68,8 @@ SELECT
     unnest(@max_attempts::integer[]), unnest(@backoff_kinds::backoff_kind[]),
     unnest(@backoff_bases::interval[]), unnest(@backoff_maxes::interval[]),
     unnest(@run_ats::timestamptz[]), unnest(@idempotency_keys::text[]),
-    @created_at::timestamptz, @created_at::timestamptz
+    @created_at::timestamptz, @created_at::timestamptz,
+    coalesce(sqlc.narg('meta')::jsonb, '{}'::jsonb)
 ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id;
 
@@ -351,3 +366,35 @@ SELECT queue, state, count(*)::bigint AS count, min(created_at)::timestamptz AS 
 FROM jobs
 GROUP BY queue, state
 ORDER BY queue, state;
+
+-- name: JobQueueStats :many
+-- Per queue: jobs waiting (queued), those of them due now, jobs leased, and
+-- the lag: how long the oldest due job has waited since its run_at (not its
+-- created_at: a job delayed to later is not late until it is due). Only the partial indexes are read: the queued half is an
+-- index-only scan of jobs_claim_idx (queue, priority, run_at, id WHERE
+-- queued), the leased half walks jobs_lease_idx, so the cost follows the
+-- backlog and the running jobs, never the finished history, however large.
+WITH waiting AS (
+    SELECT queue,
+           count(*) AS queued,
+           count(*) FILTER (WHERE run_at <= now()) AS due,
+           min(run_at) FILTER (WHERE run_at <= now()) AS oldest_due_run_at
+    FROM jobs
+    WHERE state = 'queued'
+    GROUP BY queue
+), running AS (
+    SELECT queue, count(*) AS leased
+    FROM jobs
+    WHERE state = 'leased'
+    GROUP BY queue
+)
+SELECT coalesce(waiting.queue, running.queue)::text AS queue,
+       coalesce(waiting.queued, 0)::bigint AS queued,
+       coalesce(waiting.due, 0)::bigint AS due,
+       coalesce(running.leased, 0)::bigint AS leased,
+       -- How long the oldest due job has waited past its run_at; 0 when none is due.
+       greatest(coalesce(now() - waiting.oldest_due_run_at, '0'::interval),
+                '0'::interval)::interval AS lag
+FROM waiting
+FULL JOIN running ON running.queue = waiting.queue
+ORDER BY 1;

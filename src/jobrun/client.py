@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 from collections.abc import Sequence
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import Any
 
 from jobrun.config import Config
 from jobrun.errors import ConfigurationError, IdempotencyConflict
 from jobrun.job import Job, NewJob
+from jobrun.observe import Observer
 from jobrun.postgres import Notifier, Pool, Store, open_pool, resolve_database_url
 from jobrun.postgres.lock import AdvisoryLocker
 from jobrun.postgres.migrate import check_schema, migrate
@@ -34,9 +36,23 @@ from jobrun.registry import Registry
 from jobrun.scheduler import Scheduler
 from jobrun.worker import CompletionStats, Worker
 
-__all__ = ["Client"]
+__all__ = ["Client", "load_metrics"]
 
 _log = logging.getLogger("jobrun.client")
+
+METRICS_EXTRA = "pip install 'jobrun[metrics]'"
+
+
+def load_metrics() -> ModuleType:
+    """:mod:`jobrun.metrics`, imported now; ConfigurationError naming the extra when missing."""
+    try:
+        return importlib.import_module("jobrun.metrics")
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] != "prometheus_client":
+            raise
+        raise ConfigurationError(
+            f"metrics need the prometheus_client package: {METRICS_EXTRA}"
+        ) from None
 
 
 class Client:
@@ -67,6 +83,8 @@ class Client:
         self._pool: Pool | None = None
         self._store: Store | None = None
         self._worker: Worker | None = None
+        self._metrics: Any = None
+        self._metrics_server: Any = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -75,6 +93,9 @@ class Client:
         if self._pool is not None:
             return self
         config = self.config
+        if config.metrics_port is not None and self._metrics is None:
+            # Before connecting: a missing extra is a configuration error, said at once.
+            self._metrics = load_metrics().PrometheusObserver()
         self._url = resolve_database_url(config.database_url)
         self._pool = await open_pool(self._url, worker_concurrency=config.concurrency)
         self._store = Store(
@@ -84,6 +105,7 @@ class Client:
             retry_jitter=config.retry_jitter,
             notify_channel=config.notify_channel,
             payload_models=self.registry.payload_models(),
+            observer=self._metrics,
         )
         return self
 
@@ -131,6 +153,31 @@ class Client:
             raise ConfigurationError("the client is not open: use `async with Client(...)`")
         return self._url
 
+    @property
+    def metrics(self) -> Observer | None:
+        """The :class:`jobrun.metrics.PrometheusObserver` when ``metrics_port`` is set.
+
+        Its ``registry`` holds every jobrun metric of this client, to expose
+        from a service's own endpoint as well.
+        """
+        return self._metrics  # type: ignore[no-any-return]
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The port ``/metrics`` is served on while a worker runs (the bound one for 0)."""
+        if self._metrics_server is None:
+            return None
+        return int(self._metrics_server.port)
+
+    async def ready(self) -> None:
+        """Return when the database answers and every migration is applied; raise otherwise.
+
+        What ``/readyz`` checks: a round trip (``store.now()``) and
+        :func:`~jobrun.postgres.migrate.check_schema`.
+        """
+        await self.store.now()
+        await check_schema(self.pool)
+
     # -- producing ------------------------------------------------------------------------
 
     async def enqueue(self, job: NewJob, *, conn: Any | None = None) -> Job:
@@ -164,6 +211,7 @@ class Client:
             shutdown_grace=config.shutdown_grace,
             reap_every=config.reap_every,
             completion_batch=config.completion_batch,
+            observer=self._metrics,
         )
 
     async def run_worker(
@@ -194,7 +242,10 @@ class Client:
         self._worker = worker
         done = asyncio.Event()
         scheduler_task: asyncio.Task[None] | None = None
+        stats_task: asyncio.Task[None] | None = None
         try:
+            if self._metrics is not None:
+                stats_task = await self._start_metrics(done)
             if handle_signals:
                 worker.install_signal_handlers()
             if self.config.scheduler:
@@ -207,9 +258,31 @@ class Client:
             await worker.run(stop, drain=drain)
         finally:
             done.set()
-            if scheduler_task is not None:
-                with contextlib.suppress(Exception):
-                    await scheduler_task
+            for task in (scheduler_task, stats_task):
+                if task is not None:
+                    with contextlib.suppress(Exception):
+                        await task
+            if self._metrics_server is not None:
+                await self._metrics_server.close()
+                self._metrics_server = None
             await notifier.close()
             self._worker = None
         return worker.stats
+
+    async def _start_metrics(self, done: asyncio.Event) -> asyncio.Task[None]:
+        """Serve /metrics, /healthz, /readyz and run the queue-gauge leader until ``done``."""
+        metrics = load_metrics()
+        config = self.config
+        assert config.metrics_port is not None
+        server = metrics.MetricsServer(
+            self._metrics, self.ready, host=config.metrics_host, port=config.metrics_port
+        )
+        await server.start()
+        self._metrics_server = server
+        publisher = metrics.QueueStatsPublisher(
+            self.store,
+            AdvisoryLocker(self.database_url),
+            self._metrics,
+            every=config.queue_stats_every.total_seconds(),
+        )
+        return asyncio.create_task(publisher.run(done), name="jobrun-queue-stats")

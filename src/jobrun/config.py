@@ -91,6 +91,13 @@ class Config(BaseSettings):
     """How often the worker's reaper looks for expired leases (None: no reaper)."""
     completion_batch: int = Field(default=1000, ge=1, le=100_000)
     """Most outcomes the completer records in one batch."""
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    """Count jobs for Prometheus and serve /metrics, /healthz, /readyz on this port while
+    a worker runs (0: any free port); needs the ``jobrun[metrics]`` extra. None: off."""
+    metrics_host: str = Field(default="127.0.0.1", min_length=1)
+    """The address the metrics server binds; the loopback unless exposed on purpose."""
+    queue_stats_every: Duration = timedelta(seconds=10)
+    """How often the elected process refreshes the queue gauges (depth, lag)."""
 
     if not TYPE_CHECKING:  # mypy keeps the pydantic plugin's typed __init__
 
@@ -102,7 +109,14 @@ class Config(BaseSettings):
 
     @model_validator(mode="after")
     def _check(self) -> Config:
-        for name in ("lease", "poll", "shutdown_grace", "commit_timeout", "scheduler_tick"):
+        for name in (
+            "lease",
+            "poll",
+            "shutdown_grace",
+            "commit_timeout",
+            "scheduler_tick",
+            "queue_stats_every",
+        ):
             value: timedelta = getattr(self, name)
             if value < timedelta(0) or (name != "shutdown_grace" and value == timedelta(0)):
                 raise ValueError(f"{name} must be positive, got {value}")

@@ -107,6 +107,7 @@ __all__ = [
     "PayloadTooLarge",
     "PoolExhausted",
     "QueueDepth",
+    "QueueStats",
     "Schedule",
     "ScheduleNotFound",
     "SchedulePatch",
@@ -497,6 +498,9 @@ class Job(BaseModel):
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    meta: dict[str, JsonValue] = Field(default_factory=dict)
+    """What jobrun carries with the job besides its payload: the W3C trace context
+    (``traceparent``, ``tracestate``) it was enqueued under, when there was one."""
 
 
 class Event(BaseModel):
@@ -554,6 +558,24 @@ class QueueDepth(BaseModel):
     state: JobState
     count: int
     oldest_created_at: datetime | None
+
+
+class QueueStats(BaseModel):
+    """One queue's backlog as the claim sees it, read from the partial indexes only.
+
+    ``lag`` is how long the oldest *due* job has waited since its ``run_at``
+    (zero when none is due): a job delayed to later is not late.
+    """
+
+    queue: str
+    queued: int
+    """Jobs waiting, due or not."""
+    due: int
+    """Waiting jobs whose run_at has come."""
+    leased: int
+    """Jobs running (leased) right now."""
+    lag: timedelta
+    """Database now minus the oldest due job's run_at; zero when none is due."""
 
 
 class NewSchedule(_Input):

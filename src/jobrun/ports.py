@@ -40,6 +40,7 @@ from jobrun.job import (
     NewSchedule,
     Outcome,
     QueueDepth,
+    QueueStats,
     Schedule,
     SchedulePatch,
 )
@@ -148,6 +149,10 @@ class Admin(Protocol):
 
     async def depth(self) -> list[QueueDepth]:
         """Job counts per queue and state."""
+        ...
+
+    async def queue_stats(self) -> list[QueueStats]:
+        """Per queue: jobs queued, due, leased, and the lag of the oldest due job."""
         ...
 
     async def events(self, job_id: UUID) -> list[Event]:

@@ -19,6 +19,7 @@ from datetime import timedelta
 
 from jobrun.errors import ConfigurationError, JobrunError
 from jobrun.job import Job
+from jobrun.observe import Observer
 from jobrun.ports import Reaping
 
 __all__ = ["Reaper"]
@@ -36,6 +37,7 @@ class Reaper:
         *,
         limit: int = 1000,
         logger: logging.Logger | None = None,
+        observer: Observer | None = None,
     ) -> None:
         if every <= timedelta(0):
             raise ConfigurationError(f"reap interval must be positive, got {every}")
@@ -45,6 +47,7 @@ class Reaper:
         self._every = every.total_seconds()
         self._limit = limit
         self._log = logger or _log
+        self._observer = observer
 
     async def reap_once(self) -> list[Job]:
         """Reap every lease expired by database now; return the jobs it requeued or killed."""
@@ -52,6 +55,8 @@ class Reaper:
         while True:
             batch = await self._store.reap_expired(self._limit)
             reaped.extend(batch)
+            if batch and self._observer is not None:
+                self._observer.reaped(batch)
             for job in batch:
                 self._log.warning(
                     "lease expired: job %s is now %s",

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 import secrets
@@ -72,10 +73,12 @@ from jobrun.errors import (
     UnknownJobType,
     UsageError,
 )
-from jobrun.job import CommitCallback, Job, Outcome, OutcomeKind
+from jobrun.job import CommitCallback, Job, JobState, Outcome, OutcomeKind
+from jobrun.observe import Observer, current_job
 from jobrun.ports import Dispatcher, Executor, WorkerStore
 from jobrun.reaper import Reaper
 from jobrun.registry import Cancel, Handler, JobContext, Registry, Snooze
+from jobrun.tracing import job_span
 
 __all__ = ["Completer", "CompletionStats", "Worker", "default_owner"]
 
@@ -97,6 +100,19 @@ _LABELS = {
     OutcomeKind.RELEASE: "handed_back",
     OutcomeKind.SNOOZE: "snoozed",
     OutcomeKind.CANCEL: "cancelled",
+}
+
+# What an attempt's outcome is called for the observer: by the state it left
+# the job in, or for a job queued again by the kind of outcome that did it.
+_OBSERVED = {
+    JobState.SUCCEEDED: "succeeded",
+    JobState.DEAD: "dead",
+    JobState.CANCELLED: "cancelled",
+}
+_REQUEUED = {
+    OutcomeKind.FAIL: "failed",
+    OutcomeKind.RELEASE: "handed_back",
+    OutcomeKind.SNOOZE: "snoozed",
 }
 
 _REASON_CANCELLED = "cancelled"
@@ -257,6 +273,8 @@ class _Running:
     # True once the handler has finished and the outcome is being reported (a
     # completion or a fail): it can no longer be cancelled, only reported.
     reporting: bool = False
+    # Seconds the handler ran (from start to the end of the handler), for metrics.
+    ran: float = 0.0
 
 
 def _positive(name: str, value: timedelta | None) -> None:
@@ -273,8 +291,14 @@ class Worker:
     heartbeat; ``heartbeat_every`` must sit well inside it (at most a third)
     so one slow heartbeat does not lose a lease. ``job_timeout`` limits each
     attempt unless the handler sets its own. ``reap_every=None`` turns the
-    built-in reaper off. Settings are checked here, raising
+    built-in reaper off. ``observer`` (:class:`jobrun.observe.Observer`) is
+    told of every claim, every attempt's outcome and every reap (metrics);
+    without one those calls are skipped. Settings are checked here, raising
     :class:`ConfigurationError` before anything runs.
+
+    While a handler runs, :data:`jobrun.observe.current_job` holds its job
+    (for :class:`jobrun.observe.JobLogFilter`), and with ``opentelemetry-api``
+    installed the attempt runs in the span ``jobrun.job`` (:mod:`jobrun.tracing`).
     """
 
     def __init__(
@@ -294,6 +318,7 @@ class Worker:
         reap_every: timedelta | None = timedelta(seconds=5),
         completion_batch: int = 1000,
         logger: logging.Logger | None = None,
+        observer: Observer | None = None,
     ) -> None:
         if isinstance(queues, str):
             queues = (queues,)
@@ -326,7 +351,10 @@ class Worker:
         self._poll_every = poll_every.total_seconds()
         self._job_timeout = job_timeout
         self._grace = shutdown_grace.total_seconds()
-        self._reaper = Reaper(store, reap_every, logger=logger) if reap_every else None
+        self._observer = observer
+        self._reaper = (
+            Reaper(store, reap_every, logger=logger, observer=observer) if reap_every else None
+        )
         self._log = logger or _log
         self.owner = owner or default_owner()
         """The lease owner this worker claims as."""
@@ -497,6 +525,8 @@ class Worker:
             if claims_failing:
                 claims_failing = False
                 self._log.info("claims working again")
+            if jobs and self._observer is not None:
+                self._observer.claimed(jobs)
             for job in jobs:
                 self._start(job)
             if len(jobs) < free:
@@ -677,9 +707,12 @@ class Worker:
         commit: CommitCallback | None = None
         error: str | None = None
         ended: Outcome | None = None
+        # This task's own context: handler logs (and a sync handler's thread) see the job.
+        current_job.set(job)
         try:
             try:
-                commit = await self._invoke(run)
+                with job_span(job, ok=(Cancel, Snooze, asyncio.CancelledError)):
+                    commit = await self._invoke(run)
             except asyncio.CancelledError:
                 if run.left:
                     # Left leased at shutdown: reporting anything would free the
@@ -731,6 +764,7 @@ class Worker:
         if run.reporting:
             return
         run.reporting = True
+        run.ran = time.monotonic() - run.started
         self._executing -= 1
         assert self._wakeup is not None
         self._wakeup.set()
@@ -746,7 +780,10 @@ class Worker:
         else:
             if self._threads is None:
                 self._threads = DaemonThreadPool(self._concurrency)
-            run.thread = self._threads.submit(handler.func, run.ctx, payload)
+            # In a copy of this task's context: the job's log context and span go along.
+            run.thread = self._threads.submit(
+                contextvars.copy_context().run, handler.func, run.ctx, payload
+            )
             call = asyncio.wrap_future(run.thread)
         if timeout is None:
             result: CommitCallback | None = await call
@@ -784,6 +821,8 @@ class Worker:
     async def _report(self, run: _Running, outcome: Outcome) -> None:
         """Hand ``outcome`` to the completer and log how the attempt ended."""
         result = await self._completer.submit(outcome)
+        if self._observer is not None:
+            self._observe(run, outcome, result)
         if isinstance(result, Job):
             state = result.state.value
             level = logging.WARNING if state == "dead" else logging.INFO
@@ -810,6 +849,19 @@ class Worker:
                 exc_info=result if self._log.isEnabledFor(logging.DEBUG) else None,
                 extra=self._extra(run, outcome="report_failed"),
             )
+
+    def _observe(self, run: _Running, outcome: Outcome, result: Job | BaseException) -> None:
+        """Tell the observer how the attempt ended (nothing for an attempt not recorded)."""
+        assert self._observer is not None
+        if isinstance(result, Job):
+            label = _OBSERVED.get(result.state)
+            if label is None:  # queued again
+                label = _REQUEUED.get(outcome.kind, "failed")
+        elif isinstance(result, LeaseLost):
+            label = "lease_lost"
+        else:
+            return
+        self._observer.finished(run.job, label, run.ran)
 
     # -- logs ---------------------------------------------------------------------------------
 

@@ -1,5 +1,9 @@
 """Logging for ``jobrun worker``: text or one JSON object per line, on stderr.
 
+Records emitted while a handler runs carry ``job_id``, ``job_type``, ``queue``
+and ``attempt`` (:class:`jobrun.observe.JobLogFilter`): fields of the JSON
+object, a ``[job ...]`` suffix in text.
+
 Named ``log_setup`` rather than ``logging`` so it never reads as (or shadows)
 the standard library module it configures.
 """
@@ -13,8 +17,9 @@ from datetime import datetime
 from typing import Any
 
 from jobrun.cli.app import fail
+from jobrun.observe import JobLogFilter
 
-__all__ = ["JsonLogFormatter", "setup_logging"]
+__all__ = ["JsonLogFormatter", "TextLogFormatter", "setup_logging"]
 
 _LOG_RECORD_FIELDS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
@@ -38,6 +43,21 @@ class JsonLogFormatter(logging.Formatter):
         return json.dumps(data, default=str)
 
 
+class TextLogFormatter(logging.Formatter):
+    """The text format, with ``[job <id> <type> queue=<q> attempt=<n>]`` on a handler's records."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Render ``record`` as text, naming the job when it was emitted inside a handler."""
+        text = super().format(record)
+        fields = record.__dict__
+        if "job_type" in fields and "job_id" in fields:
+            text += (
+                f" [job {fields['job_id']} {fields['job_type']}"
+                f" queue={fields.get('queue', '?')} attempt={fields.get('attempt', '?')}]"
+            )
+        return text
+
+
 def setup_logging(level: str, fmt: str) -> None:
     """Send every log record at ``level`` or above to stderr as ``fmt`` (text or json).
 
@@ -49,10 +69,12 @@ def setup_logging(level: str, fmt: str) -> None:
     if fmt not in ("text", "json"):
         raise fail(f"unknown log format {fmt!r}; choose text or json")
     handler = logging.StreamHandler(sys.stderr)
+    # Records emitted inside a handler, by any logger, say which job they belong to.
+    handler.addFilter(JobLogFilter())
     if fmt == "json":
         handler.setFormatter(JsonLogFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextLogFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(numeric)

@@ -5,6 +5,8 @@ The command loads the application's :class:`~jobrun.registry.Registry` from
 connecting, and runs the worker through :class:`~jobrun.client.Client`, exactly
 as a service embedding jobrun does: pool, schema check, LISTEN/NOTIFY
 dispatcher, worker and, with ``--scheduler``, the leader-elected scheduler.
+``--metrics-port`` adds Prometheus metrics and the health endpoints
+(:mod:`jobrun.metrics`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from jobrun import loop as jobrun_loop
 from jobrun.cli.app import DatabaseUrlOption, app, fail
 from jobrun.cli.inputs import read_duration
 from jobrun.cli.log_setup import setup_logging
-from jobrun.client import Client
+from jobrun.client import Client, load_metrics
 from jobrun.config import Config
 from jobrun.errors import JobrunError
 from jobrun.job import EventMode
@@ -121,13 +123,45 @@ def worker_command(
         str,
         typer.Option(envvar="JOBRUN_LOG_FORMAT", show_envvar=True, help="Log format: text|json."),
     ] = "text",
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            envvar="JOBRUN_METRICS_PORT",
+            show_envvar=True,
+            help="Serve /metrics, /healthz and /readyz on this port (needs jobrun[metrics]).",
+        ),
+    ] = None,
+    metrics_host: Annotated[
+        str,
+        typer.Option(
+            envvar="JOBRUN_METRICS_HOST",
+            show_envvar=True,
+            help="Address the metrics server binds.",
+        ),
+    ] = "127.0.0.1",
+    queue_stats_every: Annotated[
+        str,
+        typer.Option(
+            envvar="JOBRUN_QUEUE_STATS_EVERY",
+            show_envvar=True,
+            help="How often the elected worker refreshes the queue gauges.",
+        ),
+    ] = "10s",
 ) -> None:
     """Run handlers for jobs of the given queues until SIGTERM or SIGINT."""
     lease_td = read_duration("--lease", lease)
     poll_td = read_duration("--poll", poll)
     grace_td = read_duration("--shutdown-grace", shutdown_grace)
+    stats_td = read_duration("--queue-stats-every", queue_stats_every)
     if event_mode not in {m.value for m in EventMode}:
         raise fail(f"unknown --event-mode {event_mode!r}; choose all or terminal")
+    if metrics_port is not None:
+        if not 0 <= metrics_port <= 65535:
+            raise fail(f"--metrics-port must be between 0 and 65535, got {metrics_port}")
+        try:
+            load_metrics()
+        except JobrunError as exc:
+            raise fail(f"--metrics-port: {exc}") from None
     setup_logging(log_level, log_format)
     try:
         registry = load_registry(app_ref)
@@ -140,6 +174,9 @@ def worker_command(
             shutdown_grace=grace_td,
             event_mode=event_mode,
             scheduler=scheduler,
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
+            queue_stats_every=stats_td,
         )
     except JobrunError as exc:
         raise fail(str(exc)) from None

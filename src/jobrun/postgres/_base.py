@@ -47,6 +47,7 @@ __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
     "CancelAction",
     "CommitDeadline",
+    "CopyRow",
     "PreparedJob",
     "SyncCommitDeadline",
     "cancel_action",
@@ -130,8 +131,10 @@ def prepare_jobs(
     return prepared
 
 
-def insert_args(item: PreparedJob) -> job_queries.JobInsertParams:
-    """The parameters of the generated ``job_insert`` for one job."""
+def insert_args(
+    item: PreparedJob, meta: dict[str, str] | None = None
+) -> job_queries.JobInsertParams:
+    """The parameters of the generated ``job_insert`` for one job (``meta``: trace context)."""
     job = item.job
     return job_queries.JobInsertParams(
         id=job.id,
@@ -146,6 +149,7 @@ def insert_args(item: PreparedJob) -> job_queries.JobInsertParams:
         run_at=job.run_at,
         delay=job.delay or _ZERO,
         idempotency_key=job.idempotency_key,
+        meta=meta,
     )
 
 
@@ -156,8 +160,18 @@ def run_at_of(job: NewJob, now: datetime) -> datetime:
     return now if job.delay is None else now + job.delay
 
 
-def job_copy_row(item: PreparedJob, now: datetime) -> tuple[job_queries.JobInsertCopyParams, Job]:
-    """The COPY row for a job of a batch, and the Job it becomes."""
+CopyRow = job_queries.JobInsertCopyParams | job_queries.JobInsertCopyTracedParams
+"""A row for ``job_insert_copy``, or with ``meta`` for ``job_insert_copy_traced``."""
+
+
+def job_copy_row(
+    item: PreparedJob, now: datetime, meta: dict[str, str] | None = None
+) -> tuple[CopyRow, Job]:
+    """The COPY row for a job of a batch, and the Job it becomes.
+
+    With ``meta`` (the batch's trace context) the row is one of
+    ``job_insert_copy_traced``, which also writes the meta column.
+    """
     job = item.job
     run_at = run_at_of(job, now)
     row = job_queries.JobInsertCopyParams(
@@ -175,13 +189,16 @@ def job_copy_row(item: PreparedJob, now: datetime) -> tuple[job_queries.JobInser
         created_at=now,
         updated_at=now,
     )
+    if meta is not None:
+        traced = job_queries.JobInsertCopyTracedParams(*row, Jsonb(meta))
+        return traced, job_from_new(job, item.payload, run_at, now, meta)
     return row, job_from_new(job, item.payload, run_at, now)
 
 
 def keyed_arrays(
-    items: Sequence[PreparedJob], now: datetime
+    items: Sequence[PreparedJob], now: datetime, meta: dict[str, str] | None = None
 ) -> job_queries.JobInsertKeyedManyParams:
-    """Parallel arrays for ``job_insert_keyed_many``."""
+    """Parallel arrays for ``job_insert_keyed_many`` (``meta``: the batch's trace context)."""
     return job_queries.JobInsertKeyedManyParams(
         ids=[i.job.id for i in items],
         queues=[i.job.queue for i in items],
@@ -196,6 +213,7 @@ def keyed_arrays(
         # Keyed items only: never None here (the same `or ""` as the read-back).
         idempotency_keys=[i.job.idempotency_key or "" for i in items],
         created_at=now,
+        meta=meta,
     )
 
 
@@ -232,6 +250,7 @@ def keyed_results(
     stored: Sequence[models.Job],
     now: datetime,
     results: list[Job | IdempotencyConflict | None],
+    meta: dict[str, str] | None = None,
 ) -> list[Job]:
     """Fill ``results`` for one chunk of keyed jobs; return the ones actually inserted.
 
@@ -244,7 +263,7 @@ def keyed_results(
     for index in chunk:
         item = prepared[index]
         if item.job.id in new_ids:
-            made = job_copy_row(item, now)[1]
+            made = job_copy_row(item, now, meta)[1]
             results[index] = made
             inserted.append(made)
             continue

@@ -38,6 +38,7 @@ from jobrun.job import (
     JobState,
     NewJob,
     QueueDepth,
+    QueueStats,
     Schedule,
     payload_problem,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "job_recorded",
     "map_error",
     "normal_json",
+    "queue_stats_from_row",
     "schedule_from_row",
     "utc",
 ]
@@ -157,10 +159,17 @@ def job_recorded(job: Job, row: Any) -> Job:
     return _trusted(Job, values)
 
 
-def job_from_new(job: NewJob, payload: Any, run_at: datetime, now: datetime) -> Job:
+def job_from_new(
+    job: NewJob,
+    payload: Any,
+    run_at: datetime,
+    now: datetime,
+    meta: dict[str, Any] | None = None,
+) -> Job:
     """The Job a COPY-inserted NewJob became: every column is known without reading it back.
 
-    ``run_at`` and ``now`` must already be in UTC.
+    ``run_at`` and ``now`` must already be in UTC; ``meta`` is what was written
+    to the meta column (nothing: its default, ``{}``).
     """
     return _trusted(
         Job,
@@ -183,6 +192,7 @@ def job_from_new(job: NewJob, payload: Any, run_at: datetime, now: datetime) -> 
             created_at=utc(now),
             updated_at=utc(now),
             finished_at=None,
+            meta=dict(meta) if meta else {},
         ),
     )
 
@@ -226,6 +236,14 @@ def schedule_from_row(row: models.Schedule) -> Schedule:
             created_at=utc(row.created_at),
             updated_at=utc(row.updated_at),
         ),
+    )
+
+
+def queue_stats_from_row(row: Any) -> QueueStats:
+    """One queue's QueueStats from a ``JobQueueStats`` row."""
+    return _trusted(
+        QueueStats,
+        dict(queue=row.queue, queued=row.queued, due=row.due, leased=row.leased, lag=row.lag),
     )
 
 

@@ -272,6 +272,8 @@ async def _materialise(jobs: job_queries.AsyncQuerier, row: models.Schedule) -> 
             run_at=row.next_run_at,
             delay=timedelta(0),
             idempotency_key=schedule_job_key(row.id, row.next_run_at),
+            # A schedule's run was caused by no request: no trace context to carry.
+            meta=None,
         )
     )
     if inserted is None:

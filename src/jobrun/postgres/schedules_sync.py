@@ -271,6 +271,7 @@ def _materialise(jobs: job_queries.Querier, row: models.Schedule) -> list[Job]:
             run_at=row.next_run_at,
             delay=timedelta(0),
             idempotency_key=schedule_job_key(row.id, row.next_run_at),
+            meta=None,
         )
     )
     if inserted is None:

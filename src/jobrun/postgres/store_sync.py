@@ -41,7 +41,7 @@ import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 import psycopg
@@ -64,10 +64,12 @@ from jobrun.job import (
     NewJob,
     OutcomeKind,
     QueueDepth,
+    QueueStats,
     SyncCommitCallback,
     SyncOutcome,
     key_lock_id,
 )
+from jobrun.observe import Observer
 from jobrun.postgres import _base
 from jobrun.postgres.convert import (
     depth_from_row,
@@ -75,6 +77,7 @@ from jobrun.postgres.convert import (
     job_from_row,
     job_recorded,
     map_error,
+    queue_stats_from_row,
     utc,
 )
 from jobrun.postgres.pool import SyncPool, database_location
@@ -85,6 +88,7 @@ from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import locks as lock_queries
 from jobrun.sqlc import models
 from jobrun.sqlc import system as system_queries
+from jobrun.tracing import current_trace_meta
 
 __all__ = ["DEFAULT_NOTIFY_CHANNEL", "SyncStore"]
 
@@ -97,6 +101,10 @@ MAX_RETRY_JITTER = 0.5
 
 _COPY_CHUNK = 5000
 
+_PlainRow = job_queries.JobInsertCopyParams
+
+_TracedRow = job_queries.JobInsertCopyTracedParams
+
 
 class SyncStore(SyncScheduleMethods):
     """jobrun's Store port on a psycopg sync pool.
@@ -108,7 +116,10 @@ class SyncStore(SyncScheduleMethods):
     spreads a failed job's backoff by up to that fraction either way (0 turns
     it off; at most 0.5);
     ``notify_channel`` is the LISTEN/NOTIFY channel; ``payload_models``
-    validates the payload of the named job types at enqueue.
+    validates the payload of the named job types at enqueue; ``observer``
+    (:class:`~jobrun.observe.Observer`) is told of every job enqueued. When
+    ``opentelemetry-api`` is installed and a span is current, enqueue writes
+    its trace context to the job's ``meta`` (:mod:`jobrun.tracing`).
     """
 
     def __init__(
@@ -121,6 +132,7 @@ class SyncStore(SyncScheduleMethods):
         notify_channel: str = DEFAULT_NOTIFY_CHANNEL,
         payload_models: Mapping[str, type[BaseModel]] | None = None,
         max_payload_bytes: int = _base.DEFAULT_MAX_PAYLOAD_BYTES,
+        observer: Observer | None = None,
     ) -> None:
         if commit_timeout <= timedelta(0):
             raise ConfigurationError("commit_timeout must be positive")
@@ -139,6 +151,8 @@ class SyncStore(SyncScheduleMethods):
         self.notify_channel = notify_channel
         self.payload_models: dict[str, type[BaseModel]] = dict(payload_models or {})
         self.max_payload_bytes = max_payload_bytes
+        self.observer = observer
+        "Told of every job enqueued through this store (metrics); None: nobody."
         self._timeout_setting = f"{max(1, int(commit_timeout.total_seconds() * 1000))}ms"
         self._location = database_location(str(pool.conninfo))
 
@@ -197,21 +211,25 @@ class SyncStore(SyncScheduleMethods):
         notifies) with it or not at all.
         """
         (item,) = _base.prepare_jobs([job], self.payload_models, self.max_payload_bytes)
+        meta = current_trace_meta()
         with self._with_tx(conn) as tx:
             queries = job_queries.Querier(tx)
-            row = queries.job_insert(params=_base.insert_args(item))
+            row = queries.job_insert(params=_base.insert_args(item, meta))
             if row is None:
                 stored = queries.job_get_by_idempotency_key(
                     queue=job.queue, idempotency_key=job.idempotency_key or ""
                 )
                 if stored is None:
-                    row = queries.job_insert(params=_base.insert_args(item))
+                    row = queries.job_insert(params=_base.insert_args(item, meta))
                     if row is None:
                         raise JobrunError(f"could not insert or read job key {job.idempotency_key}")
                 else:
                     return _base.check_replay(item, job_from_row(stored))
             queries.job_notify(channel=self.notify_channel, queue=job.queue)
-        return job_from_row(row)
+        made = job_from_row(row)
+        if self.observer is not None:
+            self.observer.enqueued((made,))
+        return made
 
     def enqueue_batch(
         self, jobs: Sequence[NewJob], *, conn: psycopg.Connection[Any] | None = None
@@ -228,6 +246,8 @@ class SyncStore(SyncScheduleMethods):
             return []
         prepared = _base.prepare_jobs(jobs, self.payload_models, self.max_payload_bytes)
         results: list[Job | IdempotencyConflict | None] = [None] * len(prepared)
+        meta = current_trace_meta()
+        fresh: list[Job] = []
         with self._with_tx(conn) as tx:
             db_now = system_queries.Querier(tx).database_now()
             assert db_now is not None
@@ -240,20 +260,27 @@ class SyncStore(SyncScheduleMethods):
                 rows = []
                 ids = []
                 for index in plain[start : start + _COPY_CHUNK]:
-                    row, made = _base.job_copy_row(prepared[index], now)
+                    row, made = _base.job_copy_row(prepared[index], now, meta)
                     rows.append(row)
                     ids.append(made.id)
                     results[index] = made
                     queues.add(made.queue)
-                queries.job_insert_copy(rows=rows)
+                    fresh.append(made)
+                if meta is None:
+                    queries.job_insert_copy(rows=cast(list[_PlainRow], rows))
+                else:
+                    queries.job_insert_copy_traced(rows=cast(list[_TracedRow], rows))
                 events.event_insert_enqueued_many(job_ids=ids, at=now)
             if keyed:
-                new_jobs = self._insert_keyed(queries, prepared, keyed, now, results)
+                new_jobs = self._insert_keyed(queries, prepared, keyed, now, results, meta)
+                fresh += new_jobs
                 if new_jobs:
                     events.event_insert_enqueued_many(job_ids=[j.id for j in new_jobs], at=now)
                     queues.update(j.queue for j in new_jobs)
             for queue in sorted(queues):
                 queries.job_notify(channel=self.notify_channel, queue=queue)
+        if self.observer is not None and fresh:
+            self.observer.enqueued(fresh)
         return [r for r in results if r is not None]
 
     def _insert_keyed(
@@ -263,12 +290,13 @@ class SyncStore(SyncScheduleMethods):
         keyed: list[int],
         now: Any,
         results: list[Job | IdempotencyConflict | None],
+        meta: dict[str, str] | None,
     ) -> list[Job]:
         inserted: list[Job] = []
         for start in range(0, len(keyed), _COPY_CHUNK):
             chunk = keyed[start : start + _COPY_CHUNK]
             items = [prepared[i] for i in chunk]
-            params = _base.keyed_arrays(items, now)
+            params = _base.keyed_arrays(items, now, meta)
             new_ids = set(queries.job_insert_keyed_many(params=params))
             missing = [i for i in chunk if prepared[i].job.id not in new_ids]
             stored: list[models.Job] = []
@@ -277,7 +305,7 @@ class SyncStore(SyncScheduleMethods):
                     queues=[prepared[i].job.queue for i in missing],
                     idempotency_keys=[prepared[i].job.idempotency_key or "" for i in missing],
                 )
-            inserted += _base.keyed_results(prepared, chunk, new_ids, stored, now, results)
+            inserted += _base.keyed_results(prepared, chunk, new_ids, stored, now, results, meta)
         return inserted
 
     def claim(self, queues: Sequence[str], owner: str, limit: int, lease: timedelta) -> list[Job]:
@@ -650,6 +678,17 @@ class SyncStore(SyncScheduleMethods):
         with self._connection() as conn:
             rows = job_queries.Querier(conn).job_depth()
         return [depth_from_row(r.queue, r.state, r.count, r.oldest_created_at) for r in rows]
+
+    def queue_stats(self) -> list[QueueStats]:
+        """Per queue: jobs queued, due, leased, and the lag of the oldest due job.
+
+        Reads only the claim and lease indexes, so its cost follows the backlog,
+        not the table (finished jobs are never counted): cheap enough for a
+        metrics timer.
+        """
+        with self._connection() as conn:
+            rows = job_queries.Querier(conn).job_queue_stats()
+        return [queue_stats_from_row(r) for r in rows]
 
     def events(self, job_id: UUID) -> list[Event]:
         """The recorded transitions of a job, oldest first."""

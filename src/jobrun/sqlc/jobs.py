@@ -21,21 +21,21 @@ JOB_INSERT = """
 WITH inserted AS (
     INSERT INTO jobs (
         id, queue, type, payload, priority, max_attempts,
-        backoff_kind, backoff_base, backoff_max, run_at, idempotency_key
+        backoff_kind, backoff_base, backoff_max, run_at, idempotency_key, meta
     ) VALUES (
         %(id)s, %(queue)s, %(type)s, %(payload)s, %(priority)s, %(max_attempts)s,
         %(backoff_kind)s, %(backoff_base)s, %(backoff_max)s,
         coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval),
-        %(idempotency_key)s
+        %(idempotency_key)s, coalesce(%(meta)s::jsonb, '{}'::jsonb)
     )
     ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at
+    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt)
     SELECT inserted.id, inserted.created_at, 'enqueued', NULL, inserted.state, 0
     FROM inserted
 )
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at FROM inserted
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM inserted
 """
 
 JOB_INSERT_COPY = """
@@ -43,11 +43,16 @@ COPY jobs (id, queue, type, payload, priority, max_attempts, backoff_kind, backo
 """
 JOB_INSERT_COPY_TYPES = ('uuid', 'text', 'text', 'jsonb', 'int2', 'int4', 'text', 'interval', 'interval', 'timestamptz', 'text', 'timestamptz', 'timestamptz')
 
+JOB_INSERT_COPY_TRACED = """
+COPY jobs (id, queue, type, payload, priority, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, idempotency_key, created_at, updated_at, meta) FROM STDIN (FORMAT BINARY)
+"""
+JOB_INSERT_COPY_TRACED_TYPES = ('uuid', 'text', 'text', 'jsonb', 'int2', 'int4', 'text', 'interval', 'interval', 'timestamptz', 'text', 'timestamptz', 'timestamptz', 'jsonb')
+
 JOB_INSERT_KEYED_MANY = """
 INSERT INTO jobs (
     id, queue, type, payload, priority, max_attempts,
     backoff_kind, backoff_base, backoff_max, run_at, idempotency_key,
-    created_at, updated_at
+    created_at, updated_at, meta
 )
 SELECT
     unnest(%(ids)s::uuid[]), unnest(%(queues)s::text[]), unnest(%(types)s::text[]),
@@ -55,17 +60,18 @@ SELECT
     unnest(%(max_attempts)s::integer[]), unnest(%(backoff_kinds)s::backoff_kind[]),
     unnest(%(backoff_bases)s::interval[]), unnest(%(backoff_maxes)s::interval[]),
     unnest(%(run_ats)s::timestamptz[]), unnest(%(idempotency_keys)s::text[]),
-    %(created_at)s::timestamptz, %(created_at)s::timestamptz
+    %(created_at)s::timestamptz, %(created_at)s::timestamptz,
+    coalesce(%(meta)s::jsonb, '{}'::jsonb)
 ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id
 """
 
 JOB_GET_BY_IDEMPOTENCY_KEY = """
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at FROM jobs WHERE queue = %(queue)s::text AND idempotency_key = %(idempotency_key)s::text
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM jobs WHERE queue = %(queue)s::text AND idempotency_key = %(idempotency_key)s::text
 """
 
 JOB_GET_BY_IDEMPOTENCY_KEYS = """
-SELECT jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at
+SELECT jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta
 FROM jobs
 JOIN (
     SELECT unnest(%(queues)s::text[]) AS queue, unnest(%(idempotency_keys)s::text[]) AS key
@@ -77,7 +83,7 @@ SELECT pg_notify(%(channel)s::text, %(queue)s::text)
 """
 
 JOB_GET = """
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at FROM jobs WHERE id = %(id)s
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM jobs WHERE id = %(id)s
 """
 
 JOB_CLAIM = """
@@ -107,7 +113,7 @@ WITH picked AS (
         updated_at = now()
     FROM picked
     WHERE jobs.id = picked.id
-    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at
+    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
     SELECT claimed.id, claimed.updated_at, 'claimed', 'queued', 'leased',
@@ -115,7 +121,7 @@ WITH picked AS (
     FROM claimed
     WHERE %(record_events)s::boolean
 )
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at FROM claimed
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM claimed
 """
 
 JOB_HEARTBEAT = """
@@ -231,18 +237,18 @@ WITH expired AS (
         updated_at = now()
     FROM expired
     WHERE jobs.id = expired.id
-    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at
+    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, detail)
     SELECT reaped.id, reaped.updated_at, 'reaped', 'leased', reaped.state,
            reaped.attempts, reaped.last_error
     FROM reaped
 )
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at FROM reaped
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM reaped
 """
 
 JOB_LOCK = """
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at FROM jobs WHERE id = %(id)s FOR UPDATE
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM jobs WHERE id = %(id)s FOR UPDATE
 """
 
 JOB_CANCEL_QUEUED = """
@@ -252,14 +258,14 @@ WITH cancelled AS (
         finished_at = coalesce(%(now)s::timestamptz, now()),
         updated_at = now()
     WHERE jobs.id = %(id)s AND jobs.state = 'queued'
-    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at
+    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt)
     SELECT cancelled.id, cancelled.updated_at, 'cancelled', 'queued', 'cancelled',
            cancelled.attempts
     FROM cancelled
 )
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at FROM cancelled
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM cancelled
 """
 
 JOB_REQUEST_CANCEL = """
@@ -267,14 +273,14 @@ WITH flagged AS (
     UPDATE jobs
     SET cancel_requested = true, updated_at = now()
     WHERE jobs.id = %(id)s AND jobs.state = 'leased'
-    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at
+    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
     SELECT flagged.id, flagged.updated_at, 'cancel_requested', 'leased', 'leased',
            flagged.attempts, flagged.lease_owner
     FROM flagged
 )
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at FROM flagged
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM flagged
 """
 
 JOB_RETRY = """
@@ -287,14 +293,14 @@ WITH retried AS (
         finished_at = NULL,
         updated_at = now()
     WHERE jobs.id = %(id)s AND jobs.state IN ('dead', 'cancelled')
-    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at
+    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt)
     SELECT retried.id, retried.updated_at, 'retried', %(from_state)s::job_state, 'queued',
            retried.attempts
     FROM retried
 )
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at FROM retried
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM retried
 """
 
 JOB_PURGE = """
@@ -312,7 +318,7 @@ DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)
 """
 
 JOB_LIST = """
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta
 FROM jobs
 WHERE (%(queue)s::text IS NULL OR queue = %(queue)s)
   AND (%(state)s::job_state IS NULL OR state = %(state)s)
@@ -333,6 +339,33 @@ GROUP BY queue, state
 ORDER BY queue, state
 """
 
+JOB_QUEUE_STATS = """
+WITH waiting AS (
+    SELECT queue,
+           count(*) AS queued,
+           count(*) FILTER (WHERE run_at <= now()) AS due,
+           min(run_at) FILTER (WHERE run_at <= now()) AS oldest_due_run_at
+    FROM jobs
+    WHERE state = 'queued'
+    GROUP BY queue
+), running AS (
+    SELECT queue, count(*) AS leased
+    FROM jobs
+    WHERE state = 'leased'
+    GROUP BY queue
+)
+SELECT coalesce(waiting.queue, running.queue)::text AS queue,
+       coalesce(waiting.queued, 0)::bigint AS queued,
+       coalesce(waiting.due, 0)::bigint AS due,
+       coalesce(running.leased, 0)::bigint AS leased,
+       -- How long the oldest due job has waited past its run_at; 0 when none is due.
+       greatest(coalesce(now() - waiting.oldest_due_run_at, '0'::interval),
+                '0'::interval)::interval AS lag
+FROM waiting
+FULL JOIN running ON running.queue = waiting.queue
+ORDER BY 1
+"""
+
 
 @dataclass(slots=True, kw_only=True)
 class JobInsertParams:
@@ -350,6 +383,7 @@ class JobInsertParams:
     run_at: datetime | None
     delay: timedelta
     idempotency_key: str | None
+    meta: JsonValue | None
 
 
 class JobInsertCopyParams(NamedTuple):
@@ -370,6 +404,25 @@ class JobInsertCopyParams(NamedTuple):
     updated_at: datetime
 
 
+class JobInsertCopyTracedParams(NamedTuple):
+    """One parameter set of ``JobInsertCopyTraced``, in parameter order."""
+
+    id: UUID
+    queue: str
+    type: str
+    payload: JsonValue
+    priority: int
+    max_attempts: int
+    backoff_kind: BackoffKind
+    backoff_base: timedelta
+    backoff_max: timedelta
+    run_at: datetime
+    idempotency_key: str | None
+    created_at: datetime
+    updated_at: datetime
+    meta: JsonValue
+
+
 @dataclass(slots=True, kw_only=True)
 class JobInsertKeyedManyParams:
     """The parameters of ``JobInsertKeyedMany``."""
@@ -386,6 +439,7 @@ class JobInsertKeyedManyParams:
     run_ats: list[datetime]
     idempotency_keys: list[str]
     created_at: datetime
+    meta: JsonValue | None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -533,6 +587,39 @@ def _row_to_job_depth_row(row: Sequence[Any]) -> JobDepthRow:
     return obj
 
 
+class JobQueueStatsRow(pydantic.BaseModel):
+    """A row returned by ``JobQueueStats``."""
+
+    queue: str
+    queued: int
+    due: int
+    leased: int
+    lag: timedelta
+
+
+_JOB_QUEUE_STATS_ROW_FIELDS = frozenset({'queue', 'queued', 'due', 'leased', 'lag'})
+
+
+def _row_to_job_queue_stats_row(row: Sequence[Any]) -> JobQueueStatsRow:
+    """Build a :class:`JobQueueStatsRow` from a driver row, without re-validating it."""
+    obj = JobQueueStatsRow.__new__(JobQueueStatsRow)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "queue": row[0],
+            "queued": row[1],
+            "due": row[2],
+            "leased": row[3],
+            "lag": row[4],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_JOB_QUEUE_STATS_ROW_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
 class AsyncQuerier:
     """The queries of ``db/query/jobs.sql`` on an async connection.
 
@@ -551,7 +638,7 @@ class AsyncQuerier:
     async def job_insert(self, *, params: JobInsertParams) -> Job | None:
         """Insert one job; on an idempotency-key conflict insert nothing and return no
         row (the caller then reads the stored job). The enqueued event is written in
-        the same statement.
+        the same statement. meta is NULL unless there is trace context to carry.
 
         Run ``JobInsert``; return its first row, or None.
         """
@@ -569,6 +656,7 @@ class AsyncQuerier:
                 "run_at": params.run_at,
                 "delay": params.delay,
                 "idempotency_key": params.idempotency_key,
+                "meta": None if params.meta is None else Jsonb(params.meta),
             })
             _row = await _cur.fetchone()
         if _row is None:
@@ -585,10 +673,25 @@ class AsyncQuerier:
                 _n += 1
         return _n
 
+    async def job_insert_copy_traced(self, *, rows: Iterable[JobInsertCopyTracedParams]) -> int:
+        """JobInsertCopy with the meta column, for a batch enqueued under a trace
+        context; batches without one keep the narrower COPY and the column default.
+
+        Insert ``rows`` with ``JobInsertCopyTraced`` through binary COPY; return how many.
+        """
+        _n = 0
+        async with self._conn.cursor() as _cur, _cur.copy(JOB_INSERT_COPY_TRACED) as _copy:
+            _copy.set_types(JOB_INSERT_COPY_TRACED_TYPES)
+            for _r in rows:
+                await _copy.write_row(_r)
+                _n += 1
+        return _n
+
     async def job_insert_keyed_many(self, *, params: JobInsertKeyedManyParams) -> list[UUID]:
         """Insert keyed jobs of a batch in one statement; returns the ids actually
         inserted. Keys that already exist insert nothing (the caller compares
-        bodies). The arrays are parallel: element i of each is job i.
+        bodies). The arrays are parallel: element i of each is job i. meta, the
+        batch's trace context, is one value for all of them (NULL: none).
 
         Run ``JobInsertKeyedMany``; return all its rows.
         """
@@ -606,6 +709,7 @@ class AsyncQuerier:
                 "run_ats": params.run_ats,
                 "idempotency_keys": params.idempotency_keys,
                 "created_at": params.created_at,
+                "meta": None if params.meta is None else Jsonb(params.meta),
             })
             _rows = await _cur.fetchall()
         return [_row[0] for _row in _rows]
@@ -866,6 +970,21 @@ class AsyncQuerier:
             _rows = await _cur.fetchall()
         return [_row_to_job_depth_row(_row) for _row in _rows]
 
+    async def job_queue_stats(self) -> list[JobQueueStatsRow]:
+        """Per queue: jobs waiting (queued), those of them due now, jobs leased, and
+        the lag: how long the oldest due job has waited since its run_at (not its
+        created_at: a job delayed to later is not late until it is due). Only the partial indexes are read: the queued half is an
+        index-only scan of jobs_claim_idx (queue, priority, run_at, id WHERE
+        queued), the leased half walks jobs_lease_idx, so the cost follows the
+        backlog and the running jobs, never the finished history, however large.
+
+        Run ``JobQueueStats``; return all its rows.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(JOB_QUEUE_STATS)
+            _rows = await _cur.fetchall()
+        return [_row_to_job_queue_stats_row(_row) for _row in _rows]
+
 class Querier:
     """The queries of ``db/query/jobs.sql`` on a connection.
 
@@ -884,7 +1003,7 @@ class Querier:
     def job_insert(self, *, params: JobInsertParams) -> Job | None:
         """Insert one job; on an idempotency-key conflict insert nothing and return no
         row (the caller then reads the stored job). The enqueued event is written in
-        the same statement.
+        the same statement. meta is NULL unless there is trace context to carry.
 
         Run ``JobInsert``; return its first row, or None.
         """
@@ -902,6 +1021,7 @@ class Querier:
                 "run_at": params.run_at,
                 "delay": params.delay,
                 "idempotency_key": params.idempotency_key,
+                "meta": None if params.meta is None else Jsonb(params.meta),
             })
             _row = _cur.fetchone()
         if _row is None:
@@ -918,10 +1038,25 @@ class Querier:
                 _n += 1
         return _n
 
+    def job_insert_copy_traced(self, *, rows: Iterable[JobInsertCopyTracedParams]) -> int:
+        """JobInsertCopy with the meta column, for a batch enqueued under a trace
+        context; batches without one keep the narrower COPY and the column default.
+
+        Insert ``rows`` with ``JobInsertCopyTraced`` through binary COPY; return how many.
+        """
+        _n = 0
+        with self._conn.cursor() as _cur, _cur.copy(JOB_INSERT_COPY_TRACED) as _copy:
+            _copy.set_types(JOB_INSERT_COPY_TRACED_TYPES)
+            for _r in rows:
+                _copy.write_row(_r)
+                _n += 1
+        return _n
+
     def job_insert_keyed_many(self, *, params: JobInsertKeyedManyParams) -> list[UUID]:
         """Insert keyed jobs of a batch in one statement; returns the ids actually
         inserted. Keys that already exist insert nothing (the caller compares
-        bodies). The arrays are parallel: element i of each is job i.
+        bodies). The arrays are parallel: element i of each is job i. meta, the
+        batch's trace context, is one value for all of them (NULL: none).
 
         Run ``JobInsertKeyedMany``; return all its rows.
         """
@@ -939,6 +1074,7 @@ class Querier:
                 "run_ats": params.run_ats,
                 "idempotency_keys": params.idempotency_keys,
                 "created_at": params.created_at,
+                "meta": None if params.meta is None else Jsonb(params.meta),
             })
             _rows = _cur.fetchall()
         return [_row[0] for _row in _rows]
@@ -1176,3 +1312,18 @@ class Querier:
             _cur.execute(JOB_DEPTH)
             _rows = _cur.fetchall()
         return [_row_to_job_depth_row(_row) for _row in _rows]
+
+    def job_queue_stats(self) -> list[JobQueueStatsRow]:
+        """Per queue: jobs waiting (queued), those of them due now, jobs leased, and
+        the lag: how long the oldest due job has waited since its run_at (not its
+        created_at: a job delayed to later is not late until it is due). Only the partial indexes are read: the queued half is an
+        index-only scan of jobs_claim_idx (queue, priority, run_at, id WHERE
+        queued), the leased half walks jobs_lease_idx, so the cost follows the
+        backlog and the running jobs, never the finished history, however large.
+
+        Run ``JobQueueStats``; return all its rows.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(JOB_QUEUE_STATS)
+            _rows = _cur.fetchall()
+        return [_row_to_job_queue_stats_row(_row) for _row in _rows]

@@ -167,9 +167,10 @@ class Job(pydantic.BaseModel):
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    meta: JsonValue
 
 
-_JOB_FIELDS = frozenset({'id', 'queue', 'type', 'payload', 'priority', 'state', 'attempts', 'max_attempts', 'backoff_kind', 'backoff_base', 'backoff_max', 'run_at', 'lease_owner', 'lease_expires_at', 'cancel_requested', 'idempotency_key', 'last_error', 'created_at', 'updated_at', 'finished_at'})
+_JOB_FIELDS = frozenset({'id', 'queue', 'type', 'payload', 'priority', 'state', 'attempts', 'max_attempts', 'backoff_kind', 'backoff_base', 'backoff_max', 'run_at', 'lease_owner', 'lease_expires_at', 'cancel_requested', 'idempotency_key', 'last_error', 'created_at', 'updated_at', 'finished_at', 'meta'})
 
 
 def row_to_job(row: Sequence[Any]) -> Job:
@@ -199,6 +200,7 @@ def row_to_job(row: Sequence[Any]) -> Job:
             "created_at": row[17],
             "updated_at": row[18],
             "finished_at": row[19],
+            "meta": row[20],
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_JOB_FIELDS))
