@@ -311,6 +311,22 @@ WITH doomed AS (
 DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)
 """
 
+JOB_PURGE_STATE = """
+WITH doomed AS (
+    SELECT id
+    FROM jobs
+    WHERE state = %(state)s::job_state
+      AND finished_at IS NOT NULL
+      AND finished_at < coalesce(%(now)s::timestamptz, now()) - %(older_than)s::interval
+    ORDER BY finished_at
+    LIMIT %(batch_size)s
+    FOR UPDATE SKIP LOCKED
+), dropped_events AS (
+    DELETE FROM job_events WHERE job_id IN (SELECT id FROM doomed)
+)
+DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)
+"""
+
 JOB_LIST = """
 SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at
 FROM jobs
@@ -835,6 +851,31 @@ class AsyncQuerier:
             })
             return _cur.rowcount
 
+    async def job_purge_state(
+        self,
+        *,
+        state: JobState,
+        now: datetime | None,
+        older_than: timedelta,
+        batch_size: int,
+    ) -> int:
+        """Retention: delete up to batch_size jobs that finished in one terminal state
+        more than the given age ago, with their events, oldest first. The same rules
+        as JobPurge (ledger rows stay; SKIP LOCKED, so a batch never waits on a row
+        someone else holds), one state at a time so each state keeps its own age;
+        jobs_finished_state_idx (migration 00006) makes it one index range scan.
+
+        Run ``JobPurgeState``; return the number of rows it affected.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(JOB_PURGE_STATE, {
+                "state": state,
+                "now": now,
+                "older_than": older_than,
+                "batch_size": batch_size,
+            })
+            return _cur.rowcount
+
     async def job_list(self, *, params: JobListParams) -> list[Job]:
         """A page of jobs, newest first (ids are UUIDv7, ordered by creation). The
         cursor is the last id of the previous page.
@@ -1135,6 +1176,31 @@ class Querier:
         """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_PURGE, {
+                "now": now,
+                "older_than": older_than,
+                "batch_size": batch_size,
+            })
+            return _cur.rowcount
+
+    def job_purge_state(
+        self,
+        *,
+        state: JobState,
+        now: datetime | None,
+        older_than: timedelta,
+        batch_size: int,
+    ) -> int:
+        """Retention: delete up to batch_size jobs that finished in one terminal state
+        more than the given age ago, with their events, oldest first. The same rules
+        as JobPurge (ledger rows stay; SKIP LOCKED, so a batch never waits on a row
+        someone else holds), one state at a time so each state keeps its own age;
+        jobs_finished_state_idx (migration 00006) makes it one index range scan.
+
+        Run ``JobPurgeState``; return the number of rows it affected.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(JOB_PURGE_STATE, {
+                "state": state,
                 "now": now,
                 "older_than": older_than,
                 "batch_size": batch_size,
