@@ -11,7 +11,9 @@ CLI worker forgot the notifier and only polled)::
 
 :class:`Client` owns the pool (sized for the worker's concurrency), the
 store, and while a worker runs the notifier (LISTEN on the store's channel)
-and, with ``scheduler=True``, the leader-elected scheduler. Closing the
+and, with ``scheduler=True``, the leader-elected scheduler and, unless
+``maintenance=False``, the leader-elected maintenance service that prunes
+old jobs, events and ledger rows (:mod:`jobrun.maintenance`). Closing the
 client closes all of them. Settings come from one :class:`~jobrun.config.Config`.
 """
 
@@ -27,6 +29,7 @@ from typing import Any
 from jobrun.config import Config
 from jobrun.errors import ConfigurationError, IdempotencyConflict
 from jobrun.job import Job, NewJob
+from jobrun.maintenance import Maintenance
 from jobrun.postgres import Notifier, Pool, Store, open_pool, resolve_database_url
 from jobrun.postgres.lock import AdvisoryLocker
 from jobrun.postgres.migrate import check_schema, migrate
@@ -177,7 +180,8 @@ class Client:
 
         It checks the schema first (:class:`~jobrun.errors.SchemaMissing` when
         the database was never migrated), listens for notifications on the
-        store's channel, and runs the scheduler too when the config says so.
+        store's channel, and runs the scheduler and the maintenance service
+        (retention) too when the config says so.
         ``drain=True`` returns once no job of its queues is due and nothing
         runs (jobs scheduled later, retries waiting out their backoff
         included, are left), for scripts and tests. ``stop`` ends it
@@ -193,7 +197,7 @@ class Client:
         worker.dispatcher = notifier
         self._worker = worker
         done = asyncio.Event()
-        scheduler_task: asyncio.Task[None] | None = None
+        services: list[asyncio.Task[None]] = []
         try:
             if handle_signals:
                 worker.install_signal_handlers()
@@ -203,13 +207,23 @@ class Client:
                     AdvisoryLocker(self.database_url),
                     tick=self.config.scheduler_tick.total_seconds(),
                 )
-                scheduler_task = asyncio.create_task(runner.run(done), name="jobrun-scheduler")
+                services.append(asyncio.create_task(runner.run(done), name="jobrun-scheduler"))
+            if self.config.maintenance:
+                maintenance = Maintenance(
+                    self.store,
+                    AdvisoryLocker(self.database_url, application_name="jobrun-maintenance"),
+                    self.config.retention,
+                    every=self.config.maintenance_every,
+                )
+                services.append(
+                    asyncio.create_task(maintenance.run(done), name="jobrun-maintenance")
+                )
             await worker.run(stop, drain=drain)
         finally:
             done.set()
-            if scheduler_task is not None:
+            for task in services:
                 with contextlib.suppress(Exception):
-                    await scheduler_task
+                    await task
             await notifier.close()
             self._worker = None
         return worker.stats
