@@ -228,7 +228,7 @@ class Maintenance:
 
     @property
     def passes(self) -> int:
-        """Pruning passes this service has run while leading (finished or cut short)."""
+        """Pruning passes this service has started while leading (finished, cut short or failed)."""
         return self._passes
 
     @property
