@@ -345,6 +345,26 @@ WITH doomed AS (
 )
 DELETE FROM jobs WHERE id IN (SELECT id FROM doomed);
 
+-- name: JobPurgeState :execrows
+-- Retention: delete up to batch_size jobs that finished in one terminal state
+-- more than the given age ago, with their events, oldest first. The same rules
+-- as JobPurge (ledger rows stay; SKIP LOCKED, so a batch never waits on a row
+-- someone else holds), one state at a time so each state keeps its own age;
+-- jobs_finished_state_idx (migration 00006) makes it one index range scan.
+WITH doomed AS (
+    SELECT id
+    FROM jobs
+    WHERE state = @state::job_state
+      AND finished_at IS NOT NULL
+      AND finished_at < coalesce(sqlc.narg('now')::timestamptz, now()) - @older_than::interval
+    ORDER BY finished_at
+    LIMIT @batch_size
+    FOR UPDATE SKIP LOCKED
+), dropped_events AS (
+    DELETE FROM job_events WHERE job_id IN (SELECT id FROM doomed)
+)
+DELETE FROM jobs WHERE id IN (SELECT id FROM doomed);
+
 -- name: JobList :many
 -- A page of jobs, newest first (ids are UUIDv7, ordered by creation). The
 -- cursor is the last id of the previous page.

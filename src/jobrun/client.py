@@ -11,7 +11,9 @@ CLI worker forgot the notifier and only polled)::
 
 :class:`Client` owns the pool (sized for the worker's concurrency), the
 store, and while a worker runs the notifier (LISTEN on the store's channel)
-and, with ``scheduler=True``, the leader-elected scheduler. Closing the
+and, with ``scheduler=True``, the leader-elected scheduler and, unless
+``maintenance=False``, the leader-elected maintenance service that prunes
+old jobs, events and ledger rows (:mod:`jobrun.maintenance`). Closing the
 client closes all of them. Settings come from one :class:`~jobrun.config.Config`.
 """
 
@@ -28,6 +30,7 @@ from typing import Any
 from jobrun.config import Config
 from jobrun.errors import ConfigurationError, IdempotencyConflict
 from jobrun.job import Job, NewJob
+from jobrun.maintenance import Maintenance
 from jobrun.observe import Observer
 from jobrun.postgres import Notifier, Pool, Store, open_pool, resolve_database_url
 from jobrun.postgres.lock import AdvisoryLocker
@@ -225,7 +228,8 @@ class Client:
 
         It checks the schema first (:class:`~jobrun.errors.SchemaMissing` when
         the database was never migrated), listens for notifications on the
-        store's channel, and runs the scheduler too when the config says so.
+        store's channel, and runs the scheduler and the maintenance service
+        (retention) too when the config says so.
         ``drain=True`` returns once no job of its queues is due and nothing
         runs (jobs scheduled later, retries waiting out their backoff
         included, are left), for scripts and tests. ``stop`` ends it
@@ -241,11 +245,10 @@ class Client:
         worker.dispatcher = notifier
         self._worker = worker
         done = asyncio.Event()
-        scheduler_task: asyncio.Task[None] | None = None
-        stats_task: asyncio.Task[None] | None = None
+        services: list[asyncio.Task[None]] = []
         try:
             if self._metrics is not None:
-                stats_task = await self._start_metrics(done)
+                services.append(await self._start_metrics(done))
             if handle_signals:
                 worker.install_signal_handlers()
             if self.config.scheduler:
@@ -254,14 +257,23 @@ class Client:
                     AdvisoryLocker(self.database_url),
                     tick=self.config.scheduler_tick.total_seconds(),
                 )
-                scheduler_task = asyncio.create_task(runner.run(done), name="jobrun-scheduler")
+                services.append(asyncio.create_task(runner.run(done), name="jobrun-scheduler"))
+            if self.config.maintenance:
+                maintenance = Maintenance(
+                    self.store,
+                    AdvisoryLocker(self.database_url, application_name="jobrun-maintenance"),
+                    self.config.retention,
+                    every=self.config.maintenance_every,
+                )
+                services.append(
+                    asyncio.create_task(maintenance.run(done), name="jobrun-maintenance")
+                )
             await worker.run(stop, drain=drain)
         finally:
             done.set()
-            for task in (scheduler_task, stats_task):
-                if task is not None:
-                    with contextlib.suppress(Exception):
-                        await task
+            for task in services:
+                with contextlib.suppress(Exception):
+                    await task
             if self._metrics_server is not None:
                 await self._metrics_server.close()
                 self._metrics_server = None

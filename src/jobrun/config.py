@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from jobrun.durations import parse_duration
 from jobrun.errors import ConfigurationError
 from jobrun.job import DEFAULT_NOTIFY_CHANNEL, EventMode, describe_invalid
+from jobrun.maintenance import Retention, retention_problem
 
 __all__ = ["Config"]
 
@@ -98,6 +99,20 @@ class Config(BaseSettings):
     """The address the metrics server binds; the loopback unless exposed on purpose."""
     queue_stats_every: Duration = timedelta(seconds=10)
     """How often the elected process refreshes the queue gauges (depth, lag)."""
+    maintenance: bool = True
+    """Also run the leader-elected maintenance service (retention) with the worker."""
+    maintenance_every: Duration = timedelta(minutes=1)
+    """How often the maintenance leader prunes by the retention settings."""
+    retention_succeeded: Duration = timedelta(days=1)
+    """How long succeeded jobs are kept after they finish."""
+    retention_cancelled: Duration = timedelta(days=7)
+    """How long cancelled jobs are kept after they finish."""
+    retention_dead: Duration = timedelta(days=14)
+    """How long dead jobs are kept after they die."""
+    retention_events: Duration = timedelta(days=14)
+    """How long job events are kept (a purged job's events go with it)."""
+    retention_effects: Duration = timedelta(days=90)
+    """How long effect-ledger rows are kept, once their job is gone (>= retention_succeeded)."""
 
     if not TYPE_CHECKING:  # mypy keeps the pydantic plugin's typed __init__
 
@@ -116,6 +131,7 @@ class Config(BaseSettings):
             "commit_timeout",
             "scheduler_tick",
             "queue_stats_every",
+            "maintenance_every",
         ):
             value: timedelta = getattr(self, name)
             if value < timedelta(0) or (name != "shutdown_grace" and value == timedelta(0)):
@@ -124,6 +140,16 @@ class Config(BaseSettings):
             maybe: timedelta | None = getattr(self, name)
             if maybe is not None and maybe <= timedelta(0):
                 raise ValueError(f"{name} must be positive, got {maybe}")
+        problem = retention_problem(
+            "retention_",
+            succeeded=self.retention_succeeded,
+            cancelled=self.retention_cancelled,
+            dead=self.retention_dead,
+            events=self.retention_events,
+            effects=self.retention_effects,
+        )
+        if problem is not None:
+            raise ValueError(problem)
         if not self.queues or any(not q or "\x00" in q for q in self.queues):
             raise ValueError("queues must be non-empty names")
         if self.heartbeat_every is not None and self.heartbeat_every > self.lease / 3:
@@ -139,6 +165,17 @@ class Config(BaseSettings):
         if self.heartbeat_every is not None:
             return self.heartbeat_every
         return min(timedelta(seconds=10), self.lease / 3)
+
+    @property
+    def retention(self) -> Retention:
+        """The retention settings together, as the maintenance service takes them."""
+        return Retention(
+            succeeded=self.retention_succeeded,
+            cancelled=self.retention_cancelled,
+            dead=self.retention_dead,
+            events=self.retention_events,
+            effects=self.retention_effects,
+        )
 
     def replace(self, **changes: Any) -> Config:
         """A copy with ``changes``, validated like a new configuration (environment ignored)."""

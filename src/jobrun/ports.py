@@ -8,10 +8,13 @@ depend on the few operations they use, never on PostgreSQL:
   ended (the worker and its completer).
 * :class:`Reaping`: requeue jobs whose lease ran out (the reaper).
 * :class:`Admin`: inspect and steer jobs (operators, the CLI).
+* :class:`Pruning`: delete what retention says is old, one bounded batch per
+  call (the maintenance service).
 * :class:`ScheduleStore`: create and fire schedules (the scheduler, operators).
 * :class:`Dispatcher`: wake idle workers early (LISTEN/NOTIFY; polling is the
   guarantee).
-* :class:`Locker` / :class:`LockHandle`: elect one leader (the scheduler).
+* :class:`Locker` / :class:`LockHandle`: elect one leader (the scheduler, the
+  maintenance service).
 
 :class:`Store` is all of the storage ports together, which is what
 :class:`jobrun.postgres.Store` implements. The lease fence: the owner, the
@@ -36,6 +39,7 @@ from jobrun.job import (
     Job,
     JobFilter,
     JobPage,
+    JobState,
     NewJob,
     NewSchedule,
     Outcome,
@@ -52,6 +56,7 @@ __all__ = [
     "LockHandle",
     "Locker",
     "Producer",
+    "Pruning",
     "Reaping",
     "ScheduleStore",
     "Schedules",
@@ -173,6 +178,40 @@ class Admin(Protocol):
 
 
 @runtime_checkable
+class Pruning(Protocol):
+    """Retention: what the maintenance service needs, one short bounded batch per call.
+
+    Each method deletes at most ``limit`` rows in one short transaction and
+    returns how many it deleted (fewer than ``limit``: nothing old is left), so
+    the caller decides how fast to go. Ages are measured from database now, or
+    from ``now`` when given.
+    """
+
+    async def purge_finished_batch(
+        self,
+        state: JobState,
+        older_than: timedelta,
+        limit: int = 1000,
+        *,
+        now: datetime | None = None,
+    ) -> int:
+        """Delete up to ``limit`` jobs that finished in ``state`` more than ``older_than`` ago."""
+        ...
+
+    async def prune_events_batch(
+        self, older_than: timedelta, limit: int = 5000, *, now: datetime | None = None
+    ) -> int:
+        """Delete up to ``limit`` events older than ``older_than``."""
+        ...
+
+    async def prune_effects_batch(
+        self, older_than: timedelta, limit: int = 5000, *, now: datetime | None = None
+    ) -> int:
+        """Delete up to ``limit`` ledger rows older than ``older_than`` whose job is gone."""
+        ...
+
+
+@runtime_checkable
 class ScheduleStore(Protocol):
     """What the scheduler and operators do with schedules: the schedules half of the store."""
 
@@ -223,7 +262,7 @@ Schedules = ScheduleStore
 
 
 @runtime_checkable
-class Store(Producer, Executor, Reaping, Admin, ScheduleStore, Protocol):
+class Store(Producer, Executor, Reaping, Admin, Pruning, ScheduleStore, Protocol):
     """Every storage port together, with the one-outcome conveniences.
 
     Each mutating method is one transaction (see the module docstring for the

@@ -4,9 +4,10 @@ The command loads the application's :class:`~jobrun.registry.Registry` from
 ``--app module[:attribute]`` (:func:`load_registry`), checks its options before
 connecting, and runs the worker through :class:`~jobrun.client.Client`, exactly
 as a service embedding jobrun does: pool, schema check, LISTEN/NOTIFY
-dispatcher, worker and, with ``--scheduler``, the leader-elected scheduler.
-``--metrics-port`` adds Prometheus metrics and the health endpoints
-(:mod:`jobrun.metrics`).
+dispatcher, worker, with ``--scheduler`` the leader-elected scheduler and,
+unless ``--no-maintenance``, the leader-elected maintenance service that
+prunes old jobs by the ``JOBRUN_RETENTION_*`` settings. ``--metrics-port``
+adds Prometheus metrics and the health endpoints (:mod:`jobrun.metrics`).
 """
 
 from __future__ import annotations
@@ -108,6 +109,16 @@ def worker_command(
             help="Also run the leader-elected scheduler.",
         ),
     ] = False,
+    maintenance: Annotated[
+        bool | None,
+        typer.Option(
+            "--maintenance/--no-maintenance",
+            envvar="JOBRUN_MAINTENANCE",
+            show_envvar=True,
+            help="Also run the leader-elected retention service (default: on). "
+            "Ages: JOBRUN_RETENTION_SUCCEEDED|CANCELLED|DEAD|EVENTS|EFFECTS.",
+        ),
+    ] = None,
     shutdown_grace: Annotated[
         str,
         typer.Option(
@@ -178,6 +189,8 @@ def worker_command(
             metrics_host=metrics_host,
             queue_stats_every=stats_td,
         )
+        if maintenance is not None:  # unset: the Config's default (on) decides
+            config = config.replace(maintenance=maintenance)
     except JobrunError as exc:
         raise fail(str(exc)) from None
 

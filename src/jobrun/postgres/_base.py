@@ -35,6 +35,7 @@ from jobrun.job import (
     Job,
     JobFilter,
     JobPage,
+    JobState,
     NewJob,
     duration_problem,
     new_job_problem,
@@ -45,12 +46,14 @@ from jobrun.sqlc import models
 
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
+    "FINISHED_STATES",
     "CancelAction",
     "CommitDeadline",
     "CopyRow",
     "PreparedJob",
     "SyncCommitDeadline",
     "cancel_action",
+    "check_batch_limit",
     "check_older_than",
     "check_replay",
     "check_retryable",
@@ -302,6 +305,16 @@ def check_retryable(job_id: UUID, state: models.JobState) -> None:
     """Raise InvalidTransition unless the job is dead or cancelled."""
     if state not in (models.JobState.DEAD, models.JobState.CANCELLED):
         raise InvalidTransition(job_id, str(state), "retry")
+
+
+FINISHED_STATES = frozenset({JobState.SUCCEEDED, JobState.CANCELLED, JobState.DEAD})
+"""The terminal states: the jobs retention may purge."""
+
+
+def check_batch_limit(limit: int) -> None:
+    """Raise ConfigurationError unless ``limit`` is a usable batch size (at least 1)."""
+    if limit < 1:
+        raise ConfigurationError(f"batch limit must be at least 1, got {limit}")
 
 
 def check_older_than(older_than: timedelta) -> None:

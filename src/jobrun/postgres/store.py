@@ -55,6 +55,7 @@ from jobrun.job import (
     Job,
     JobFilter,
     JobPage,
+    JobState,
     NewJob,
     Outcome,
     OutcomeKind,
@@ -760,6 +761,66 @@ class Store(ScheduleMethods):
             total += deleted
             if deleted < batch_size:
                 return total
+
+    # -- retention: one bounded batch per call; the maintenance service paces them ---------
+
+    async def purge_finished_batch(
+        self,
+        state: JobState,
+        older_than: timedelta,
+        limit: int = 1000,
+        *,
+        now: datetime | None = None,
+    ) -> int:
+        """Delete up to ``limit`` jobs that finished in ``state`` more than ``older_than`` ago.
+
+        One short transaction: the oldest such jobs go first, with their
+        events; rows another transaction holds are skipped (SKIP LOCKED), and
+        the effect ledger keeps its rows. ``state`` is a terminal state. Age is
+        measured from database now, or from ``now`` when given (tests pin it).
+        Returns how many jobs it deleted: fewer than ``limit`` means none is left.
+        """
+        _base.check_older_than(older_than)
+        _base.check_batch_limit(limit)
+        if state not in _base.FINISHED_STATES:
+            raise ConfigurationError(f"only finished jobs are purged, not {state.value!r} ones")
+        async with self._connection() as conn:
+            return await job_queries.AsyncQuerier(conn).job_purge_state(
+                state=models.JobState(state.value),
+                older_than=older_than,
+                batch_size=limit,
+                now=now,
+            )
+
+    async def prune_events_batch(
+        self, older_than: timedelta, limit: int = 5000, *, now: datetime | None = None
+    ) -> int:
+        """Delete up to ``limit`` events older than ``older_than``; one short statement.
+
+        Returns how many it deleted: fewer than ``limit`` means none is left.
+        """
+        _base.check_older_than(older_than)
+        _base.check_batch_limit(limit)
+        async with self._connection() as conn:
+            return await event_queries.AsyncQuerier(conn).event_prune(
+                older_than=older_than, batch_size=limit, now=now
+            )
+
+    async def prune_effects_batch(
+        self, older_than: timedelta, limit: int = 5000, *, now: datetime | None = None
+    ) -> int:
+        """Delete up to ``limit`` ledger rows older than ``older_than`` whose job is gone.
+
+        One short statement (see :meth:`prune_effects` for why the ledger
+        outlives its jobs). Returns how many it deleted: fewer than ``limit``
+        means none is left.
+        """
+        _base.check_older_than(older_than)
+        _base.check_batch_limit(limit)
+        async with self._connection() as conn:
+            return await effect_queries.AsyncQuerier(conn).effect_prune(
+                older_than=older_than, batch_size=limit, now=now
+            )
 
 
 class _CallbackFailed(Exception):

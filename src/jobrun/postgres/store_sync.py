@@ -61,6 +61,7 @@ from jobrun.job import (
     Job,
     JobFilter,
     JobPage,
+    JobState,
     NewJob,
     OutcomeKind,
     QueueDepth,
@@ -713,6 +714,61 @@ class SyncStore(SyncScheduleMethods):
             total += deleted
             if deleted < batch_size:
                 return total
+
+    def purge_finished_batch(
+        self,
+        state: JobState,
+        older_than: timedelta,
+        limit: int = 1000,
+        *,
+        now: datetime | None = None,
+    ) -> int:
+        """Delete up to ``limit`` jobs that finished in ``state`` more than ``older_than`` ago.
+
+        One short transaction: the oldest such jobs go first, with their
+        events; rows another transaction holds are skipped (SKIP LOCKED), and
+        the effect ledger keeps its rows. ``state`` is a terminal state. Age is
+        measured from database now, or from ``now`` when given (tests pin it).
+        Returns how many jobs it deleted: fewer than ``limit`` means none is left.
+        """
+        _base.check_older_than(older_than)
+        _base.check_batch_limit(limit)
+        if state not in _base.FINISHED_STATES:
+            raise ConfigurationError(f"only finished jobs are purged, not {state.value!r} ones")
+        with self._connection() as conn:
+            return job_queries.Querier(conn).job_purge_state(
+                state=models.JobState(state.value), older_than=older_than, batch_size=limit, now=now
+            )
+
+    def prune_events_batch(
+        self, older_than: timedelta, limit: int = 5000, *, now: datetime | None = None
+    ) -> int:
+        """Delete up to ``limit`` events older than ``older_than``; one short statement.
+
+        Returns how many it deleted: fewer than ``limit`` means none is left.
+        """
+        _base.check_older_than(older_than)
+        _base.check_batch_limit(limit)
+        with self._connection() as conn:
+            return event_queries.Querier(conn).event_prune(
+                older_than=older_than, batch_size=limit, now=now
+            )
+
+    def prune_effects_batch(
+        self, older_than: timedelta, limit: int = 5000, *, now: datetime | None = None
+    ) -> int:
+        """Delete up to ``limit`` ledger rows older than ``older_than`` whose job is gone.
+
+        One short statement (see :meth:`prune_effects` for why the ledger
+        outlives its jobs). Returns how many it deleted: fewer than ``limit``
+        means none is left.
+        """
+        _base.check_older_than(older_than)
+        _base.check_batch_limit(limit)
+        with self._connection() as conn:
+            return effect_queries.Querier(conn).effect_prune(
+                older_than=older_than, batch_size=limit, now=now
+            )
 
 
 class _CallbackFailed(Exception):

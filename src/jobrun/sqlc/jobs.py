@@ -317,6 +317,22 @@ WITH doomed AS (
 DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)
 """
 
+JOB_PURGE_STATE = """
+WITH doomed AS (
+    SELECT id
+    FROM jobs
+    WHERE state = %(state)s::job_state
+      AND finished_at IS NOT NULL
+      AND finished_at < coalesce(%(now)s::timestamptz, now()) - %(older_than)s::interval
+    ORDER BY finished_at
+    LIMIT %(batch_size)s
+    FOR UPDATE SKIP LOCKED
+), dropped_events AS (
+    DELETE FROM job_events WHERE job_id IN (SELECT id FROM doomed)
+)
+DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)
+"""
+
 JOB_LIST = """
 SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta
 FROM jobs
@@ -944,6 +960,36 @@ class AsyncQuerier:
                 await _cur.execute(JOB_PURGE, _args)
             return _cur.rowcount
 
+    async def job_purge_state(
+        self,
+        *,
+        state: JobState,
+        now: datetime | None,
+        older_than: timedelta,
+        batch_size: int,
+    ) -> int:
+        """Retention: delete up to batch_size jobs that finished in one terminal state
+        more than the given age ago, with their events, oldest first. The same rules
+        as JobPurge (ledger rows stay; SKIP LOCKED, so a batch never waits on a row
+        someone else holds), one state at a time so each state keeps its own age;
+        jobs_finished_state_idx (migration 00006) makes it one index range scan.
+
+        Run ``JobPurgeState``; return the number of rows it affected.
+        """
+        _args = {
+            "state": state,
+            "now": now,
+            "older_than": older_than,
+            "batch_size": batch_size,
+        }
+        async with self._conn.cursor() as _cur:
+            if self._conn.pgconn.pipeline_status:
+                async with self._conn.pipeline():
+                    await _cur.execute(JOB_PURGE_STATE, _args)
+            else:
+                await _cur.execute(JOB_PURGE_STATE, _args)
+            return _cur.rowcount
+
     async def job_list(self, *, params: JobListParams) -> list[Job]:
         """A page of jobs, newest first (ids are UUIDv7, ordered by creation). The
         cursor is the last id of the previous page.
@@ -1285,6 +1331,36 @@ class Querier:
                     _cur.execute(JOB_PURGE, _args)
             else:
                 _cur.execute(JOB_PURGE, _args)
+            return _cur.rowcount
+
+    def job_purge_state(
+        self,
+        *,
+        state: JobState,
+        now: datetime | None,
+        older_than: timedelta,
+        batch_size: int,
+    ) -> int:
+        """Retention: delete up to batch_size jobs that finished in one terminal state
+        more than the given age ago, with their events, oldest first. The same rules
+        as JobPurge (ledger rows stay; SKIP LOCKED, so a batch never waits on a row
+        someone else holds), one state at a time so each state keeps its own age;
+        jobs_finished_state_idx (migration 00006) makes it one index range scan.
+
+        Run ``JobPurgeState``; return the number of rows it affected.
+        """
+        _args = {
+            "state": state,
+            "now": now,
+            "older_than": older_than,
+            "batch_size": batch_size,
+        }
+        with self._conn.cursor() as _cur:
+            if self._conn.pgconn.pipeline_status:
+                with self._conn.pipeline():
+                    _cur.execute(JOB_PURGE_STATE, _args)
+            else:
+                _cur.execute(JOB_PURGE_STATE, _args)
             return _cur.rowcount
 
     def job_list(self, *, params: JobListParams) -> list[Job]:

@@ -1,0 +1,376 @@
+"""Retention: one elected leader deletes finished jobs, old events and old ledger rows.
+
+A queue table that only grows slows every claim and every vacuum, so the
+:class:`Maintenance` service prunes on a timer. Every worker process may run
+one (``Config.maintenance``, on by default); an advisory lock on
+:data:`MAINTENANCE_LOCK_KEY` elects the one that prunes, as for the
+scheduler, so N workers cost one pass per tick, not N.
+
+Each tick (``every``, default 1 minute) the leader deletes, in this order:
+
+* succeeded jobs finished more than ``Retention.succeeded`` ago (1 day),
+* cancelled jobs finished more than ``Retention.cancelled`` ago (7 days),
+* dead jobs finished more than ``Retention.dead`` ago (14 days),
+
+  each with its events; then
+
+* events older than ``Retention.events`` (14 days), whatever their job's
+  state (a long-lived job keeps its recent history), and
+* effect-ledger rows older than ``Retention.effects`` (90 days) whose job is
+  gone. The ledger is what keeps a replayed idempotency key from running its
+  effect twice, so it outlives the jobs; a row whose job still exists is
+  never pruned.
+
+Every pass deletes in batches of ``batch_size`` rows, each batch its own short
+transaction that skips rows someone else holds, with ``pause`` seconds between
+batches: a backlog of millions drains steadily instead of holding locks or
+monopolising the database the workers need. A full pass ends when a batch
+comes back short. Losing leadership or a stop request ends a pass between two
+batches; deleting twice is harmless anyway (a row can only go once).
+
+This module uses the ports only: no psycopg, no SQL (import-linter checks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from jobrun.errors import ConfigurationError, JobrunError
+from jobrun.job import JobState, duration_problem
+from jobrun.ports import Locker, LockHandle, Pruning
+
+__all__ = [
+    "DEFAULT_BATCH_PAUSE",
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_EVERY",
+    "DEFAULT_RETRY_LEADERSHIP_EVERY",
+    "MAINTENANCE_LOCK_KEY",
+    "Maintenance",
+    "Pruned",
+    "Retention",
+    "retention_problem",
+]
+
+MAINTENANCE_LOCK_KEY = 0x6A6F6272756E0002
+"""The advisory lock key every maintenance service competes for ("jobrun" then 2)."""
+
+DEFAULT_EVERY = timedelta(minutes=1)
+"""Time between two pruning passes of the leader."""
+
+DEFAULT_BATCH_SIZE = 1000
+"""Rows deleted by one batch (one short transaction)."""
+
+DEFAULT_BATCH_PAUSE = 0.05
+"""Seconds the leader waits between two batches of one pass."""
+
+DEFAULT_RETRY_LEADERSHIP_EVERY = 30.0
+"""Seconds between a follower's attempts to lead (each one opens a connection)."""
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long each kind of row is kept; the defaults are jobrun's documented ones.
+
+    Job ages count from when the job finished; event and ledger ages from
+    when the row was written. ``effects`` must be at least ``succeeded``: a
+    ledger row should outlive the succeeded job it guards, so an idempotency
+    key replayed after the job is purged still finds its effect recorded.
+    """
+
+    succeeded: timedelta = timedelta(days=1)
+    """Succeeded jobs are deleted this long after they finished."""
+    cancelled: timedelta = timedelta(days=7)
+    """Cancelled jobs are deleted this long after they finished."""
+    dead: timedelta = timedelta(days=14)
+    """Dead jobs (attempts spent) are deleted this long after they died."""
+    events: timedelta = timedelta(days=14)
+    """Events are deleted this long after they were recorded."""
+    effects: timedelta = timedelta(days=90)
+    """Effect-ledger rows are deleted this long after their effect, once their job is gone."""
+
+    def __post_init__(self) -> None:
+        problem = retention_problem(
+            "retention.",
+            succeeded=self.succeeded,
+            cancelled=self.cancelled,
+            dead=self.dead,
+            events=self.events,
+            effects=self.effects,
+        )
+        if problem is not None:
+            raise ConfigurationError(problem)
+
+    def job_ages(self) -> list[tuple[JobState, timedelta]]:
+        """Each terminal state with its retention, in the order a pass purges them."""
+        return [
+            (JobState.SUCCEEDED, self.succeeded),
+            (JobState.CANCELLED, self.cancelled),
+            (JobState.DEAD, self.dead),
+        ]
+
+
+def retention_problem(
+    prefix: str,
+    *,
+    succeeded: timedelta,
+    cancelled: timedelta,
+    dead: timedelta,
+    events: timedelta,
+    effects: timedelta,
+) -> str | None:
+    """Why these retention ages cannot work together, or None; names are ``prefix`` + field."""
+    ages = {
+        "succeeded": succeeded,
+        "cancelled": cancelled,
+        "dead": dead,
+        "events": events,
+        "effects": effects,
+    }
+    for name, age in ages.items():
+        problem = duration_problem(prefix + name, age, positive=True)
+        if problem is not None:
+            return problem
+    if effects < succeeded:
+        return (
+            f"{prefix}effects ({effects}) must be at least {prefix}succeeded "
+            f"({succeeded}): the ledger must outlive the jobs it guards"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What one pruning pass deleted."""
+
+    succeeded: int = 0
+    """Succeeded jobs deleted (with their events)."""
+    cancelled: int = 0
+    """Cancelled jobs deleted (with their events)."""
+    dead: int = 0
+    """Dead jobs deleted (with their events)."""
+    events: int = 0
+    """Events deleted by their own age (besides those of the deleted jobs)."""
+    effects: int = 0
+    """Effect-ledger rows deleted."""
+    complete: bool = True
+    """False when the pass stopped early (stop requested or leadership lost)."""
+
+    @property
+    def jobs(self) -> int:
+        """Jobs deleted, every state together."""
+        return self.succeeded + self.cancelled + self.dead
+
+    @property
+    def total(self) -> int:
+        """Rows deleted, every kind together."""
+        return self.jobs + self.events + self.effects
+
+
+class Maintenance:
+    """Prune by ``retention`` every ``every`` while leading; stand by while not.
+
+    ``run(stop)`` returns when ``stop`` is set, releasing the lock if held.
+    Store and locker errors are logged and retried on the next tick, never
+    raised: maintenance outlives a database restart. :meth:`prune_once` runs
+    one pass without any lock (operators, tests).
+    """
+
+    def __init__(
+        self,
+        store: Pruning,
+        locker: Locker,
+        retention: Retention | None = None,
+        *,
+        every: timedelta = DEFAULT_EVERY,
+        key: int = MAINTENANCE_LOCK_KEY,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        pause: float = DEFAULT_BATCH_PAUSE,
+        retry_leadership_every: float = DEFAULT_RETRY_LEADERSHIP_EVERY,
+    ) -> None:
+        if every <= timedelta(0):
+            raise ConfigurationError(f"maintenance interval must be positive, got {every}")
+        if batch_size < 1:
+            raise ConfigurationError(f"batch_size must be at least 1, got {batch_size}")
+        if pause < 0:
+            raise ConfigurationError(f"pause must not be negative, got {pause}")
+        if retry_leadership_every <= 0:
+            raise ConfigurationError(
+                f"retry_leadership_every must be positive, got {retry_leadership_every}"
+            )
+        self._store = store
+        self._locker = locker
+        self._retention = retention if retention is not None else Retention()
+        self._every = every.total_seconds()
+        self._key = key
+        self._batch = batch_size
+        self._pause = pause
+        self._retry = retry_leadership_every
+        self._handle: LockHandle | None = None
+        self._passes = 0
+        self._deleted = 0
+
+    @property
+    def retention(self) -> Retention:
+        """The ages this service prunes by."""
+        return self._retention
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this service holds the maintenance lock right now."""
+        return self._handle is not None and not self._handle.lost
+
+    @property
+    def passes(self) -> int:
+        """Pruning passes this service has started while leading (finished, cut short or failed)."""
+        return self._passes
+
+    @property
+    def deleted(self) -> int:
+        """Rows this service has deleted since it started, every kind together."""
+        return self._deleted
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Compete for leadership and prune every ``every`` while leading, until ``stop``."""
+        while not stop.is_set():
+            handle = await self._try_lead()
+            if handle is None:
+                await _sleep_unless(stop, self._retry)
+                continue
+            self._handle = handle
+            log.info("maintenance: leading (lock key %d)", self._key)
+            try:
+                await self._lead(handle, stop)
+            finally:
+                self._handle = None
+                lost = handle.lost
+                await handle.release()
+            if lost:
+                log.warning("maintenance: lost leadership; standing by")
+                # As the scheduler does: let a healthy follower take over.
+                await _sleep_unless(stop, 2 * self._retry)
+            else:
+                log.info("maintenance: stepped down")
+
+    async def prune_once(
+        self,
+        now: datetime | None = None,
+        *,
+        stop: asyncio.Event | None = None,
+        handle: LockHandle | None = None,
+    ) -> Pruned:
+        """Run one pass: every kind of row, in bounded batches; return what it deleted.
+
+        Ages are measured from database now, or from ``now`` (pinned, for
+        tests). The pass ends early, between two batches, when ``stop`` is set
+        or ``handle`` is lost. Store errors are raised.
+        """
+        r = self._retention
+        counts: dict[str, int] = {}
+        complete = True
+        steps: list[tuple[str, Callable[[], Awaitable[int]]]] = [
+            (state.value, self._job_batch(state, age, now)) for state, age in r.job_ages()
+        ]
+        steps.append(
+            ("events", lambda: self._store.prune_events_batch(r.events, self._batch, now=now))
+        )
+        steps.append(
+            ("effects", lambda: self._store.prune_effects_batch(r.effects, self._batch, now=now))
+        )
+        for name, batch in steps:
+            done, counts[name] = await self._drain(batch, stop, handle)
+            self._deleted += counts[name]
+            if not done:
+                complete = False
+                break
+        return Pruned(
+            succeeded=counts.get("succeeded", 0),
+            cancelled=counts.get("cancelled", 0),
+            dead=counts.get("dead", 0),
+            events=counts.get("events", 0),
+            effects=counts.get("effects", 0),
+            complete=complete,
+        )
+
+    def _job_batch(
+        self, state: JobState, age: timedelta, now: datetime | None
+    ) -> Callable[[], Awaitable[int]]:
+        return lambda: self._store.purge_finished_batch(state, age, self._batch, now=now)
+
+    async def _drain(
+        self,
+        batch: Callable[[], Awaitable[int]],
+        stop: asyncio.Event | None,
+        handle: LockHandle | None,
+    ) -> tuple[bool, int]:
+        """Run ``batch`` until one comes back short; (finished, rows deleted)."""
+        total = 0
+        while True:
+            deleted = await batch()
+            total += deleted
+            if deleted < self._batch:
+                return True, total
+            if self._pause > 0:
+                await _sleep_unless(stop, self._pause, handle)
+            if (stop is not None and stop.is_set()) or (handle is not None and handle.lost):
+                return False, total
+
+    async def _try_lead(self) -> LockHandle | None:
+        try:
+            return await self._locker.try_acquire(self._key)
+        except (JobrunError, OSError) as exc:
+            log.warning("maintenance: cannot try for leadership: %s", exc)
+            return None
+
+    async def _lead(self, handle: LockHandle, stop: asyncio.Event) -> None:
+        while not stop.is_set() and not handle.lost:
+            await self._pass(handle, stop)
+            await _sleep_unless(stop, self._every, handle)
+
+    async def _pass(self, handle: LockHandle, stop: asyncio.Event) -> None:
+        try:
+            pruned = await self.prune_once(stop=stop, handle=handle)
+        except (JobrunError, OSError) as exc:
+            log.warning("maintenance: pruning failed: %s", exc)
+            return
+        finally:
+            self._passes += 1
+        if pruned.total:
+            log.info(
+                "maintenance: deleted %d succeeded, %d cancelled, %d dead job(s), "
+                "%d event(s), %d ledger row(s)%s",
+                pruned.succeeded,
+                pruned.cancelled,
+                pruned.dead,
+                pruned.events,
+                pruned.effects,
+                "" if pruned.complete else " (pass cut short)",
+            )
+
+
+async def _sleep_unless(
+    stop: asyncio.Event | None, seconds: float, handle: LockHandle | None = None
+) -> None:
+    """Sleep ``seconds``, returning early when ``stop`` is set or ``handle`` is lost."""
+    waits: list[asyncio.Task[object]] = []
+    if stop is not None:
+        waits.append(asyncio.create_task(stop.wait()))
+    if handle is not None:
+        waits.append(asyncio.create_task(handle.wait_lost()))
+    if not waits:
+        await asyncio.sleep(seconds)
+        return
+    try:
+        await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in waits:
+            task.cancel()
+        for task in waits:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
