@@ -405,7 +405,7 @@ async def migrate(pool: Pool, *, source: Traversable | Path | None = None) -> li
         # Polled rather than waited for (see GooseLockTry): between tries this
         # session holds no snapshot, so a concurrent runner's CREATE INDEX
         # CONCURRENTLY does not wait on it.
-        while not await q.goose_lock_try(lock_key=MIGRATION_LOCK_KEY):
+        while not await q.goose_lock_try(lock_key=MIGRATION_LOCK_KEY):  # noqa: ASYNC110 - the lock is another process's
             await asyncio.sleep(_LOCK_POLL_SECONDS)
         try:
             await _ensure_version_table(conn)
