@@ -12,9 +12,12 @@ ORDER BY id;
 INSERT INTO goose_db_version (version_id, is_applied)
 VALUES (sqlc.arg(version_id), sqlc.arg(is_applied));
 
--- name: GooseLockAcquire :exec
+-- name: GooseLockTry :one
 -- Session-level: held across the per-file transactions until GooseLockRelease.
-SELECT pg_advisory_lock(sqlc.arg(lock_key)::bigint);
+-- Tried, never waited for: a session waiting inside pg_advisory_lock holds a
+-- snapshot, and CREATE INDEX CONCURRENTLY in the lock holder's migration
+-- waits for every such snapshot to go away: a deadlock.
+SELECT pg_try_advisory_lock(sqlc.arg(lock_key)::bigint) AS acquired;
 
 -- name: GooseLockRelease :one
 SELECT pg_advisory_unlock(sqlc.arg(lock_key)::bigint) AS released;

@@ -96,23 +96,82 @@ SELECT * FROM jobs WHERE id = @id;
 -- order, and record one claimed event per job when record_events is set (the
 -- terminal event mode skips them). SKIP LOCKED lets concurrent claimers take
 -- disjoint rows without waiting on each other.
-WITH picked AS (
-    -- One index-ordered scan per queue (jobs_claim_idx yields the first
-    -- max_jobs due rows of that queue and stops), then the best of those.
-    SELECT candidate.id
+--
+-- The queue controls (migration 00004) are enforced here, per queue, so they
+-- hold across every worker: a paused queue yields nothing; a queue with a
+-- concurrency limit yields at most its limit minus its leased jobs; a queue
+-- with a rate limit at most what is left of its current window, and the
+-- claims are counted on its row in the same statement. Queues without a row,
+-- or whose row sets no limit, keep the lock-free path.
+WITH controls AS MATERIALIZED (
+    -- The row of every wanted queue that has a limit, locked until the claim
+    -- commits: claimers of one limited queue take turns, so two of them can
+    -- never both see room for its last slot or its last claim of a window.
+    -- Locked in name order, so claimers of overlapping queue lists cannot
+    -- deadlock. FOR UPDATE returns the newest committed version of a row it
+    -- waited for, so the window counter read here includes the claims of the
+    -- claimer that held the lock before.
+    SELECT queues.name, queues.paused, queues.concurrency_limit, queues.rate_limit,
+           queues.rate_interval, queues.window_start, queues.window_claims
+    FROM queues
+    WHERE queues.name = ANY (@queues::text[])
+      AND (queues.concurrency_limit IS NOT NULL OR queues.rate_limit IS NOT NULL)
+    ORDER BY queues.name
+    FOR UPDATE OF queues
+), allowance AS MATERIALIZED (
+    -- How many jobs each wanted queue may yield to this claim.
+    SELECT wanted.queue,
+           CASE
+               WHEN coalesce(controls.paused, queues.paused, false) THEN 0
+               ELSE least(
+                   @max_jobs::integer,
+                   -- queue_leased_count takes a fresh snapshot, after the
+                   -- lock above: it sees the leases of earlier lock holders.
+                   CASE WHEN controls.concurrency_limit IS NULL THEN @max_jobs::integer
+                        ELSE greatest(0, controls.concurrency_limit
+                                         - queue_leased_count(wanted.queue)) END,
+                   CASE
+                       WHEN controls.rate_limit IS NULL THEN @max_jobs::integer
+                       WHEN controls.window_start IS NULL
+                            OR controls.window_start < date_bin(
+                                controls.rate_interval,
+                                coalesce(sqlc.narg('now')::timestamptz, now()),
+                                timestamptz '1970-01-01 00:00:00+00')
+                           THEN controls.rate_limit
+                       WHEN controls.window_start = date_bin(
+                                controls.rate_interval,
+                                coalesce(sqlc.narg('now')::timestamptz, now()),
+                                timestamptz '1970-01-01 00:00:00+00')
+                           THEN greatest(0, controls.rate_limit - controls.window_claims)
+                       -- The row is already in a later window than this
+                       -- claim's clock (a claimer that began earlier and
+                       -- waited for the lock): claim nothing rather than
+                       -- count against a window the row no longer tracks.
+                       ELSE 0
+                   END)
+           END AS room
     FROM unnest(@queues::text[]) AS wanted (queue)
+    -- Paused as of this statement's snapshot, for queues without limits.
+    LEFT JOIN queues ON queues.name = wanted.queue
+    LEFT JOIN controls ON controls.name = wanted.queue
+), picked AS (
+    -- One index-ordered scan per queue (jobs_claim_idx yields the first
+    -- room due rows of that queue and stops; LIMIT 0 reads nothing), then
+    -- the best of those.
+    SELECT candidate.id
+    FROM allowance
     CROSS JOIN LATERAL (
         SELECT jobs.id, jobs.priority, jobs.run_at
         FROM jobs
         WHERE jobs.state = 'queued'
-          AND jobs.queue = wanted.queue
+          AND jobs.queue = allowance.queue
           AND jobs.run_at <= coalesce(sqlc.narg('now')::timestamptz, now())
         ORDER BY jobs.priority, jobs.run_at, jobs.id
-        LIMIT @max_jobs
+        LIMIT allowance.room
         FOR UPDATE SKIP LOCKED
     ) AS candidate
     ORDER BY candidate.priority, candidate.run_at, candidate.id
-    LIMIT @max_jobs
+    LIMIT @max_jobs::integer
 ), claimed AS (
     UPDATE jobs
     SET state = 'leased',
@@ -129,6 +188,25 @@ WITH picked AS (
            claimed.attempts, claimed.lease_owner
     FROM claimed
     WHERE @record_events::boolean
+), counted AS (
+    -- Count this claim's jobs into the window of each rate-limited queue
+    -- (its row is locked by controls above). The counter is reset when the
+    -- claim falls in a new window.
+    UPDATE queues
+    SET window_claims = CASE
+            WHEN queues.window_start = date_bin(
+                    queues.rate_interval, coalesce(sqlc.narg('now')::timestamptz, now()),
+                    timestamptz '1970-01-01 00:00:00+00')
+                THEN queues.window_claims
+            ELSE 0 END + tally.claims,
+        window_start = date_bin(
+            queues.rate_interval, coalesce(sqlc.narg('now')::timestamptz, now()),
+            timestamptz '1970-01-01 00:00:00+00')
+    FROM (
+        SELECT claimed.queue, count(*)::integer AS claims FROM claimed GROUP BY claimed.queue
+    ) AS tally
+    WHERE queues.name = tally.queue
+      AND queues.rate_limit IS NOT NULL
 )
 SELECT * FROM claimed;
 

@@ -106,7 +106,9 @@ __all__ = [
     "OutcomeKind",
     "PayloadTooLarge",
     "PoolExhausted",
+    "QueueControls",
     "QueueDepth",
+    "QueueInfo",
     "QueueStats",
     "Schedule",
     "ScheduleNotFound",
@@ -576,6 +578,57 @@ class QueueStats(BaseModel):
     """Jobs running (leased) right now."""
     lag: timedelta
     """Database now minus the oldest due job's run_at; zero when none is due."""
+
+
+MAX_QUEUE_LIMIT = 2**31 - 1
+"""The largest concurrency limit or rate count a queue can have (a PostgreSQL integer)."""
+
+
+def queue_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a queue (empty, longer than 128, not storable), or None."""
+    if not name:
+        return "queue name must not be empty"
+    if len(name) > 128:
+        return "queue name must be at most 128 characters"
+    return text_problem("queue name", name)
+
+
+def queue_limits_problem(concurrency: int | None, rate: tuple[int, timedelta] | None) -> str | None:
+    """Why ``concurrency`` and ``rate`` are not limits a queue can have, or None."""
+    if concurrency is None and rate is None:
+        return "give a concurrency limit, a rate, or both"
+    if concurrency is not None and not 1 <= concurrency <= MAX_QUEUE_LIMIT:
+        return f"concurrency limit must be between 1 and {MAX_QUEUE_LIMIT}, got {concurrency}"
+    if rate is not None:
+        count, interval = rate
+        if not 1 <= count <= MAX_QUEUE_LIMIT:
+            return f"rate count must be between 1 and {MAX_QUEUE_LIMIT}, got {count}"
+        return duration_problem("rate interval", interval, positive=True)
+    return None
+
+
+class QueueControls(BaseModel):
+    """A queue's controls, as the claim enforces them across every worker.
+
+    A queue nobody has paused or limited has no stored row and reads as these
+    defaults: not paused, no limits. ``concurrency_limit`` caps the queue's
+    leased jobs across all workers; ``rate_limit`` claims per ``rate_interval``
+    cap how fast its jobs are claimed (counted in fixed windows aligned to the
+    epoch, see the README's "Queue controls").
+    """
+
+    name: str
+    paused: bool = False
+    concurrency_limit: int | None = None
+    rate_limit: int | None = None
+    rate_interval: timedelta | None = None
+
+
+class QueueInfo(QueueControls):
+    """A queue's controls and its load right now: jobs queued (due or not) and leased."""
+
+    queued: int = 0
+    leased: int = 0
 
 
 class NewSchedule(_Input):

@@ -7,7 +7,7 @@ depend on the few operations they use, never on PostgreSQL:
 * :class:`Executor`: claim jobs, keep their leases, record how each attempt
   ended (the worker and its completer).
 * :class:`Reaping`: requeue jobs whose lease ran out (the reaper).
-* :class:`Admin`: inspect and steer jobs (operators, the CLI).
+* :class:`Admin`: inspect and steer jobs and queues (operators, the CLI).
 * :class:`Pruning`: delete what retention says is old, one bounded batch per
   call (the maintenance service).
 * :class:`ScheduleStore`: create and fire schedules (the scheduler, operators).
@@ -43,7 +43,9 @@ from jobrun.job import (
     NewJob,
     NewSchedule,
     Outcome,
+    QueueControls,
     QueueDepth,
+    QueueInfo,
     QueueStats,
     Schedule,
     SchedulePatch,
@@ -124,7 +126,7 @@ class Reaping(Protocol):
 
 @runtime_checkable
 class Admin(Protocol):
-    """Inspecting and steering jobs: what operators and the CLI need."""
+    """Inspecting and steering jobs and queues: what operators and the CLI need."""
 
     async def get(self, job_id: UUID) -> Job:
         """One job by id."""
@@ -162,6 +164,32 @@ class Admin(Protocol):
 
     async def events(self, job_id: UUID) -> list[Event]:
         """A job's recorded transitions, oldest first."""
+        ...
+
+    async def list_queues(self) -> list[QueueInfo]:
+        """Every queue with controls or queued or leased jobs: its controls and load."""
+        ...
+
+    async def pause_queue(self, name: str) -> QueueControls:
+        """Stop every worker from claiming the queue's jobs; leased ones run on."""
+        ...
+
+    async def resume_queue(self, name: str) -> QueueControls:
+        """Let workers claim the queue's jobs again."""
+        ...
+
+    async def set_queue_limits(
+        self,
+        name: str,
+        *,
+        concurrency: int | None = None,
+        rate: tuple[int, timedelta] | None = None,
+    ) -> QueueControls:
+        """Cap the queue's leased jobs and/or its claims per interval, fleet-wide."""
+        ...
+
+    async def clear_queue_limits(self, name: str) -> QueueControls:
+        """Remove the queue's limits."""
         ...
 
     async def prune_events(self, older_than: timedelta) -> int:

@@ -259,3 +259,49 @@ def test_usage_errors_are_one_line_and_exit_2(db_url: str) -> None:
     missing = jobrun("enqueue", "--database-url", db_url)
     assert "TYPE" in one_line_error(missing)
     assert count_rows(db_url, "jobs") == 0
+
+
+def test_queues_pause_limit_list_resume_unlimit(db_url: str) -> None:
+    ok("enqueue", "mail.send", "--queue", "mail", "--database-url", db_url)
+    assert "queue 'mail' paused" in ok("queues", "pause", "mail", "--database-url", db_url)
+    out = ok(
+        "queues", "limit", "mail", "--concurrency", "5", "--rate", "10/m",
+        "--database-url", db_url,
+    )  # fmt: skip
+    assert "concurrency 5, rate 10/1m" in out
+    # A limit given alone leaves the other as it was.
+    out = ok("queues", "limit", "mail", "--rate", "100/1s", "--database-url", db_url)
+    assert "concurrency 5, rate 100/1s" in out
+
+    listed = ok("queues", "list", "--database-url", db_url)
+    row = next(line for line in listed.splitlines() if " mail " in line)
+    assert row.split("│")[2:7] == [" paused ", "           5 ", " 100/1s ", "      1 ", "      0 "]
+
+    ok("queues", "resume", "mail", "--database-url", db_url)
+    assert "has no limits" in ok("queues", "unlimit", "mail", "--database-url", db_url)
+    row = next(line for line in ok("queues", "list", "--database-url", db_url).splitlines()
+               if " mail " in line)  # fmt: skip
+    assert " active " in row and "100/1s" not in row
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("limit", "q"), "give --concurrency, --rate or both"),
+        (("limit", "q", "--rate", "10"), "--rate: invalid rate '10'"),
+        (("limit", "q", "--rate", "10/fortnight"), "--rate: invalid duration"),
+        (("limit", "q", "--rate", "0/1s"), "rate count must be between 1"),
+        (("limit", "q", "--rate", "5/0s"), "rate interval must be positive"),
+        (("limit", "q", "--concurrency", "0"), "concurrency limit must be between 1"),
+        (("limit", "q", "--concurrency", "abc"), "--concurrency"),
+        (("pause", ""), "queue name must not be empty"),
+        (("resume", "x" * 129), "at most 128 characters"),
+        (("unlimit",), "Missing argument"),
+    ],
+)
+def test_queues_bad_input_is_one_error_line_and_writes_nothing(
+    db_url: str, args: tuple[str, ...], message: str
+) -> None:
+    line = one_line_error(jobrun("queues", *args, "--database-url", db_url))
+    assert message in line, line
+    assert count_rows(db_url, "queues") == 0

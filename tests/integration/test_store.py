@@ -1484,3 +1484,18 @@ async def test_release_hands_a_job_back_without_spending_its_attempt(store: Stor
     assert (await store.release(again, "w1", "bye")).state is JobState.CANCELLED
     kinds = [e.kind for e in await store.events(job.id)]
     assert kinds == ["enqueued", "claimed", "released", "claimed", "cancel_requested", "cancelled"]
+
+
+async def test_queue_controls_through_either_store(stores: Stores) -> None:
+    store = await stores.make()
+    await store.enqueue_batch([NewJob(type="t", queue="q") for _ in range(5)])
+    assert (await store.pause_queue("q")).paused
+    assert await store.claim(["q"], "w", 5, LEASE) == []
+    await store.resume_queue("q")
+    limited = await store.set_queue_limits("q", concurrency=2, rate=(10, timedelta(seconds=60)))
+    assert (limited.concurrency_limit, limited.rate_limit) == (2, 10)
+    assert len(await store.claim(["q"], "w", 5, LEASE)) == 2
+    (info,) = await store.list_queues()
+    assert (info.name, info.queued, info.leased, info.concurrency_limit) == ("q", 3, 2, 2)
+    assert (await store.clear_queue_limits("q")).concurrency_limit is None
+    assert len(await store.claim(["q"], "w", 5, LEASE)) == 3

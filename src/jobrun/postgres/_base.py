@@ -39,10 +39,13 @@ from jobrun.job import (
     NewJob,
     duration_problem,
     new_job_problem,
+    queue_limits_problem,
+    queue_name_problem,
 )
 from jobrun.postgres.convert import encode_payload, job_from_new, job_from_row, normal_json, utc
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import models
+from jobrun.sqlc import queues as queue_queries
 
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
@@ -55,11 +58,13 @@ __all__ = [
     "cancel_action",
     "check_batch_limit",
     "check_older_than",
+    "check_queue_name",
     "check_replay",
     "check_retryable",
     "job_copy_row",
     "keyed_arrays",
     "keyed_results",
+    "limits_args",
     "list_args",
     "needs_transaction_block",
     "page_of",
@@ -326,6 +331,31 @@ def check_older_than(older_than: timedelta) -> None:
     problem = duration_problem("older_than", older_than)
     if problem is not None:
         raise ConfigurationError(problem)
+
+
+def check_queue_name(name: str) -> None:
+    """Raise ConfigurationError unless ``name`` can name a queue."""
+    problem = queue_name_problem(name)
+    if problem is not None:
+        raise ConfigurationError(problem)
+
+
+def limits_args(
+    name: str, concurrency: int | None, rate: tuple[int, timedelta] | None
+) -> queue_queries.QueueSetLimitsParams:
+    """The checked arguments of QueueSetLimits; ConfigurationError for bad limits."""
+    check_queue_name(name)
+    problem = queue_limits_problem(concurrency, rate)
+    if problem is not None:
+        raise ConfigurationError(problem)
+    return queue_queries.QueueSetLimitsParams(
+        name=name,
+        concurrency_limit=concurrency,
+        rate_limit=rate[0] if rate is not None else None,
+        rate_interval=rate[1] if rate is not None else None,
+        set_concurrency=concurrency is not None,
+        set_rate=rate is not None,
+    )
 
 
 def list_args(

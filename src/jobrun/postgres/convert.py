@@ -37,7 +37,9 @@ from jobrun.job import (
     Job,
     JobState,
     NewJob,
+    QueueControls,
     QueueDepth,
+    QueueInfo,
     QueueStats,
     Schedule,
     payload_problem,
@@ -55,6 +57,8 @@ __all__ = [
     "job_recorded",
     "map_error",
     "normal_json",
+    "queue_from_row",
+    "queue_info_from_row",
     "queue_stats_from_row",
     "schedule_from_row",
     "utc",
@@ -244,6 +248,36 @@ def queue_stats_from_row(row: Any) -> QueueStats:
     return _trusted(
         QueueStats,
         dict(queue=row.queue, queued=row.queued, due=row.due, leased=row.leased, lag=row.lag),
+    )
+
+
+def queue_from_row(row: models.Queue) -> QueueControls:
+    """The domain QueueControls for a queues row."""
+    return _trusted(
+        QueueControls,
+        dict(
+            name=row.name,
+            paused=row.paused,
+            concurrency_limit=row.concurrency_limit,
+            rate_limit=row.rate_limit,
+            rate_interval=row.rate_interval,
+        ),
+    )
+
+
+def queue_info_from_row(row: Any) -> QueueInfo:
+    """The domain QueueInfo for a QueueList row."""
+    return _trusted(
+        QueueInfo,
+        dict(
+            name=row.name,
+            paused=row.paused,
+            concurrency_limit=row.concurrency_limit,
+            rate_limit=row.rate_limit,
+            rate_interval=row.rate_interval,
+            queued=row.queued,
+            leased=row.leased,
+        ),
     )
 
 

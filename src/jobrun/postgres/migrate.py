@@ -19,6 +19,7 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import importlib.resources
 import re
 from collections.abc import Iterable
@@ -50,6 +51,8 @@ __all__ = [
 
 MIGRATION_LOCK_KEY = 0x6A6F6272756E  # "jobrun" in ASCII: the advisory lock key of every run.
 """The ``pg_advisory_lock`` key held while migrating; fixed so all processes agree."""
+
+_LOCK_POLL_SECONDS = 0.05
 
 _FILE_NAME = re.compile(r"^(?P<version>[0-9]+)_(?P<name>[A-Za-z0-9_.\-]+)\.sql$")
 _ANNOTATION = re.compile(r"^--\s*\+goose\s+(?P<command>.*?)\s*$", re.IGNORECASE)
@@ -399,7 +402,11 @@ async def migrate(pool: Pool, *, source: Traversable | Path | None = None) -> li
         was_autocommit = conn.autocommit
         await conn.set_autocommit(True)
         q = goose_queries.AsyncQuerier(conn)
-        await q.goose_lock_acquire(lock_key=MIGRATION_LOCK_KEY)
+        # Polled rather than waited for (see GooseLockTry): between tries this
+        # session holds no snapshot, so a concurrent runner's CREATE INDEX
+        # CONCURRENTLY does not wait on it.
+        while not await q.goose_lock_try(lock_key=MIGRATION_LOCK_KEY):  # noqa: ASYNC110 - the lock is another process's
+            await asyncio.sleep(_LOCK_POLL_SECONDS)
         try:
             await _ensure_version_table(conn)
             applied = _applied(await q.goose_version_list())

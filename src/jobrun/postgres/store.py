@@ -59,7 +59,9 @@ from jobrun.job import (
     NewJob,
     Outcome,
     OutcomeKind,
+    QueueControls,
     QueueDepth,
+    QueueInfo,
     QueueStats,
     key_lock_id,
 )
@@ -71,6 +73,8 @@ from jobrun.postgres.convert import (
     job_from_row,
     job_recorded,
     map_error,
+    queue_from_row,
+    queue_info_from_row,
     queue_stats_from_row,
     utc,
 )
@@ -81,6 +85,7 @@ from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import locks as lock_queries
 from jobrun.sqlc import models
+from jobrun.sqlc import queues as queue_queries
 from jobrun.sqlc import system as system_queries
 from jobrun.tracing import current_trace_meta
 
@@ -737,6 +742,66 @@ class Store(ScheduleMethods):
         async with self._connection() as conn:
             rows = await job_queries.AsyncQuerier(conn).job_queue_stats()
         return [queue_stats_from_row(r) for r in rows]
+
+    # -- queue controls --------------------------------------------------------------
+
+    async def list_queues(self) -> list[QueueInfo]:
+        """Every queue with controls or with queued or leased jobs, by name.
+
+        Each comes with its controls and how many of its jobs are queued and
+        leased right now (counted from the partial indexes of those states).
+        """
+        async with self._connection() as conn:
+            rows = await queue_queries.AsyncQuerier(conn).queue_list()
+        return [queue_info_from_row(r) for r in rows]
+
+    async def pause_queue(self, name: str) -> QueueControls:
+        """Stop every worker from claiming jobs of queue ``name``, from the next claim on.
+
+        Jobs already leased run to their end; jobs can still be enqueued.
+        """
+        return await self._set_paused(name, paused=True)
+
+    async def resume_queue(self, name: str) -> QueueControls:
+        """Let workers claim jobs of a paused queue again."""
+        return await self._set_paused(name, paused=False)
+
+    async def _set_paused(self, name: str, *, paused: bool) -> QueueControls:
+        _base.check_queue_name(name)
+        async with self._connection() as conn:
+            row = await queue_queries.AsyncQuerier(conn).queue_set_paused(name=name, paused=paused)
+        assert row is not None  # an upsert always returns its row
+        return queue_from_row(row)
+
+    async def set_queue_limits(
+        self,
+        name: str,
+        *,
+        concurrency: int | None = None,
+        rate: tuple[int, timedelta] | None = None,
+    ) -> QueueControls:
+        """Limit queue ``name`` across every worker; a limit left None stays as it was.
+
+        ``concurrency``: at most that many of its jobs leased at once.
+        ``rate``: ``(count, interval)``, at most ``count`` claims per
+        ``interval``, counted in fixed windows of ``interval`` aligned to the
+        epoch. Applies from the next claim on; leases above a lowered
+        concurrency limit are not taken back, the queue just claims nothing
+        until it is below it. ConfigurationError when neither is given or a
+        value is out of range.
+        """
+        args = _base.limits_args(name, concurrency, rate)
+        async with self._connection() as conn:
+            row = await queue_queries.AsyncQuerier(conn).queue_set_limits(params=args)
+        assert row is not None  # an upsert always returns its row
+        return queue_from_row(row)
+
+    async def clear_queue_limits(self, name: str) -> QueueControls:
+        """Remove both limits of queue ``name``; a pause stays as it is."""
+        _base.check_queue_name(name)
+        async with self._connection() as conn:
+            row = await queue_queries.AsyncQuerier(conn).queue_clear_limits(name=name)
+        return queue_from_row(row) if row is not None else QueueControls(name=name)
 
     async def events(self, job_id: UUID) -> list[Event]:
         """The recorded transitions of a job, oldest first."""

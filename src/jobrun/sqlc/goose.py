@@ -21,8 +21,8 @@ INSERT INTO goose_db_version (version_id, is_applied)
 VALUES (%(version_id)s, %(is_applied)s)
 """
 
-GOOSE_LOCK_ACQUIRE = """
-SELECT pg_advisory_lock(%(lock_key)s::bigint)
+GOOSE_LOCK_TRY = """
+SELECT pg_try_advisory_lock(%(lock_key)s::bigint) AS acquired
 """
 
 GOOSE_LOCK_RELEASE = """
@@ -64,13 +64,21 @@ class AsyncQuerier:
         async with self._conn.cursor() as _cur:
             await _cur.execute(GOOSE_VERSION_INSERT, {"version_id": version_id, "is_applied": is_applied})
 
-    async def goose_lock_acquire(self, *, lock_key: int) -> None:
+    async def goose_lock_try(self, *, lock_key: int) -> bool | None:
         """Session-level: held across the per-file transactions until GooseLockRelease.
+        Tried, never waited for: a session waiting inside pg_advisory_lock holds a
+        snapshot, and CREATE INDEX CONCURRENTLY in the lock holder's migration
+        waits for every such snapshot to go away: a deadlock.
 
-        Run ``GooseLockAcquire``.
+        Run ``GooseLockTry``; return its first row, or None.
         """
         async with self._conn.cursor() as _cur:
-            await _cur.execute(GOOSE_LOCK_ACQUIRE, {"lock_key": lock_key})
+            await _cur.execute(GOOSE_LOCK_TRY, {"lock_key": lock_key})
+            _row = await _cur.fetchone()
+        if _row is None:
+            return None
+        _value: bool = _row[0]
+        return _value
 
     async def goose_lock_release(self, *, lock_key: int) -> bool | None:
         """Run ``GooseLockRelease``; return its first row, or None."""
@@ -125,13 +133,21 @@ class Querier:
         with self._conn.cursor() as _cur:
             _cur.execute(GOOSE_VERSION_INSERT, {"version_id": version_id, "is_applied": is_applied})
 
-    def goose_lock_acquire(self, *, lock_key: int) -> None:
+    def goose_lock_try(self, *, lock_key: int) -> bool | None:
         """Session-level: held across the per-file transactions until GooseLockRelease.
+        Tried, never waited for: a session waiting inside pg_advisory_lock holds a
+        snapshot, and CREATE INDEX CONCURRENTLY in the lock holder's migration
+        waits for every such snapshot to go away: a deadlock.
 
-        Run ``GooseLockAcquire``.
+        Run ``GooseLockTry``; return its first row, or None.
         """
         with self._conn.cursor() as _cur:
-            _cur.execute(GOOSE_LOCK_ACQUIRE, {"lock_key": lock_key})
+            _cur.execute(GOOSE_LOCK_TRY, {"lock_key": lock_key})
+            _row = _cur.fetchone()
+        if _row is None:
+            return None
+        _value: bool = _row[0]
+        return _value
 
     def goose_lock_release(self, *, lock_key: int) -> bool | None:
         """Run ``GooseLockRelease``; return its first row, or None."""

@@ -240,6 +240,47 @@ def row_to_processed_effect(row: Sequence[Any]) -> ProcessedEffect:
     return obj
 
 
+class Queue(pydantic.BaseModel):
+    """A row of the ``queues`` table."""
+
+    name: str
+    paused: bool
+    concurrency_limit: int | None
+    rate_limit: int | None
+    rate_interval: timedelta | None
+    window_start: datetime | None
+    window_claims: int
+    created_at: datetime
+    updated_at: datetime
+
+
+_QUEUE_FIELDS = frozenset({'name', 'paused', 'concurrency_limit', 'rate_limit', 'rate_interval', 'window_start', 'window_claims', 'created_at', 'updated_at'})
+
+
+def row_to_queue(row: Sequence[Any]) -> Queue:
+    """Build a :class:`Queue` from a driver row, without re-validating it."""
+    obj = Queue.__new__(Queue)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "name": row[0],
+            "paused": row[1],
+            "concurrency_limit": row[2],
+            "rate_limit": row[3],
+            "rate_interval": row[4],
+            "window_start": row[5],
+            "window_claims": row[6],
+            "created_at": row[7],
+            "updated_at": row[8],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_QUEUE_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
 class Schedule(pydantic.BaseModel):
     """A row of the ``schedules`` table."""
 

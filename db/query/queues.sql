@@ -1,0 +1,64 @@
+-- Queries on queues: the per-queue controls the claim enforces (JobClaim).
+-- A queue needs no row to be used; a row is created the first time an
+-- operator pauses or limits the queue.
+
+-- name: QueueSetPaused :one
+INSERT INTO queues (name, paused) VALUES (@name, @paused)
+ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = now()
+RETURNING *;
+
+-- name: QueueSetLimits :one
+-- Set the concurrency limit and/or the rate; a NULL argument leaves that
+-- control as it was (set_concurrency / set_rate say which to change). The
+-- window counter is kept: the claim resets it when the window it names is
+-- not the current one.
+INSERT INTO queues (name, concurrency_limit, rate_limit, rate_interval)
+VALUES (@name, sqlc.narg('concurrency_limit'), sqlc.narg('rate_limit'),
+        sqlc.narg('rate_interval'))
+ON CONFLICT (name) DO UPDATE
+SET concurrency_limit = CASE WHEN @set_concurrency::boolean
+                             THEN excluded.concurrency_limit
+                             ELSE queues.concurrency_limit END,
+    rate_limit = CASE WHEN @set_rate::boolean THEN excluded.rate_limit
+                      ELSE queues.rate_limit END,
+    rate_interval = CASE WHEN @set_rate::boolean THEN excluded.rate_interval
+                         ELSE queues.rate_interval END,
+    updated_at = now()
+RETURNING *;
+
+-- name: QueueClearLimits :one
+-- No row back when the queue has none: it had no limits to clear.
+UPDATE queues
+SET concurrency_limit = NULL, rate_limit = NULL, rate_interval = NULL,
+    window_start = NULL, window_claims = 0, updated_at = now()
+WHERE name = @name
+RETURNING *;
+
+-- name: QueueList :many
+-- Every queue with a row or with queued or leased jobs, with its controls and
+-- how many of its jobs are queued and leased right now. The counts read only
+-- the partial indexes of queued (jobs_claim_idx) and leased
+-- (jobs_leased_queue_idx) rows, never finished jobs.
+WITH queued AS (
+    SELECT jobs.queue, count(*)::bigint AS n FROM jobs WHERE jobs.state = 'queued'
+    GROUP BY jobs.queue
+), leased AS (
+    SELECT jobs.queue, count(*)::bigint AS n FROM jobs WHERE jobs.state = 'leased'
+    GROUP BY jobs.queue
+), names AS (
+    SELECT queues.name FROM queues
+    UNION SELECT queued.queue FROM queued
+    UNION SELECT leased.queue FROM leased
+)
+SELECT names.name::text AS name,
+       coalesce(queues.paused, false)::boolean AS paused,
+       queues.concurrency_limit,
+       queues.rate_limit,
+       queues.rate_interval,
+       coalesce(queued.n, 0)::bigint AS queued,
+       coalesce(leased.n, 0)::bigint AS leased
+FROM names
+LEFT JOIN queues ON queues.name = names.name
+LEFT JOIN queued ON queued.queue = names.name
+LEFT JOIN leased ON leased.queue = names.name
+ORDER BY names.name;

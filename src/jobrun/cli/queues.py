@@ -1,0 +1,154 @@
+"""``jobrun queues list|pause|resume|limit|unlimit``: the controls every worker's claim obeys.
+
+A queue needs no setup to be used; these commands store a pause or limits for
+it, and the claim statement enforces them across every worker at once: a
+paused queue is not claimed from (its running jobs finish), a concurrency
+limit caps its leased jobs fleet-wide, a rate caps its claims per interval.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from jobrun.cli.app import DatabaseUrlOption, app, fail, run_with_store
+from jobrun.cli.durations import DurationError, format_duration, parse_duration
+from jobrun.cli.rendering import stdout
+from jobrun.job import QueueControls, queue_limits_problem, queue_name_problem
+
+__all__ = ["parse_rate", "queues_app"]
+
+queues_app = typer.Typer(
+    help="Pause, resume and limit queues across every worker.", no_args_is_help=True
+)
+app.add_typer(queues_app, name="queues")
+
+QueueArgument = Annotated[str, typer.Argument(help="The queue name.")]
+
+_RATE = re.compile(r"\s*(\d+)\s*/\s*(\S+)\s*")
+
+
+def parse_rate(text: str) -> tuple[int, timedelta]:
+    """Read ``N/INTERVAL`` (``100/1s``, ``10/1m``; ``10/m`` for one minute) into (N, interval).
+
+    Raises DurationError (a ConfigurationError) with a message fit for the user.
+    """
+    match = _RATE.fullmatch(text)
+    if match is None:
+        raise DurationError(f"invalid rate {text!r}: use COUNT/INTERVAL, like 100/1s or 10/1m")
+    per = match.group(2)
+    # "10/m" reads as ten a minute: a bare unit means one of it.
+    interval = parse_duration(f"1{per}" if per.isalpha() else per)
+    return int(match.group(1)), interval
+
+
+def _checked_name(name: str) -> str:
+    problem = queue_name_problem(name)
+    if problem is not None:
+        raise fail(problem)
+    return name
+
+
+def _limits(controls: QueueControls) -> str:
+    parts = []
+    if controls.concurrency_limit is not None:
+        parts.append(f"concurrency {controls.concurrency_limit}")
+    if controls.rate_limit is not None and controls.rate_interval is not None:
+        parts.append(f"rate {controls.rate_limit}/{format_duration(controls.rate_interval)}")
+    return ", ".join(parts) or "no limits"
+
+
+@queues_app.command("list")
+def queues_list_command(database_url: DatabaseUrlOption = None) -> None:
+    """List queues with controls or jobs waiting or running: controls and load."""
+    queues = run_with_store(database_url, lambda store: store.list_queues())
+    table = Table(title=f"queues ({len(queues)})")
+    table.add_column("queue")
+    table.add_column("status")
+    table.add_column("concurrency", justify="right")
+    table.add_column("rate", justify="right")
+    table.add_column("queued", justify="right")
+    table.add_column("leased", justify="right")
+    for q in queues:
+        rate = ""
+        if q.rate_limit is not None and q.rate_interval is not None:
+            rate = f"{q.rate_limit}/{format_duration(q.rate_interval)}"
+        table.add_row(
+            q.name,
+            "paused" if q.paused else "active",
+            str(q.concurrency_limit) if q.concurrency_limit is not None else "",
+            rate,
+            str(q.queued),
+            str(q.leased),
+        )
+    stdout.print(table)
+
+
+@queues_app.command("pause")
+def queues_pause_command(queue: QueueArgument, database_url: DatabaseUrlOption = None) -> None:
+    """Stop every worker from claiming the queue's jobs; running jobs finish."""
+    name = _checked_name(queue)
+    run_with_store(database_url, lambda store: store.pause_queue(name))
+    typer.echo(f"queue {name!r} paused")
+
+
+@queues_app.command("resume")
+def queues_resume_command(queue: QueueArgument, database_url: DatabaseUrlOption = None) -> None:
+    """Let workers claim the queue's jobs again."""
+    name = _checked_name(queue)
+    run_with_store(database_url, lambda store: store.resume_queue(name))
+    typer.echo(f"queue {name!r} resumed")
+
+
+@queues_app.command("limit")
+def queues_limit_command(
+    queue: QueueArgument,
+    database_url: DatabaseUrlOption = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            # Not JOBRUN_CONCURRENCY: that is the worker's own slot count.
+            envvar="JOBRUN_QUEUE_CONCURRENCY",
+            show_envvar=True,
+            help="At most this many of the queue's jobs leased at once, fleet-wide.",
+        ),
+    ] = None,
+    rate: Annotated[
+        str | None,
+        typer.Option(
+            envvar="JOBRUN_QUEUE_RATE",
+            show_envvar=True,
+            help="At most COUNT claims per INTERVAL, fleet-wide, e.g. 100/1s or 10/1m.",
+        ),
+    ] = None,
+) -> None:
+    """Limit the queue across every worker; a limit not given stays as it was."""
+    name = _checked_name(queue)
+    parsed = None
+    if rate is not None:
+        try:
+            parsed = parse_rate(rate)
+        except DurationError as exc:
+            raise fail(f"--rate: {exc}") from None
+    problem = queue_limits_problem(concurrency, parsed)
+    if problem is not None:
+        if concurrency is None and parsed is None:
+            problem = "give --concurrency, --rate or both"
+        raise fail(problem)
+    controls = run_with_store(
+        database_url,
+        lambda store: store.set_queue_limits(name, concurrency=concurrency, rate=parsed),
+    )
+    typer.echo(f"queue {name!r} limited: {_limits(controls)}")
+
+
+@queues_app.command("unlimit")
+def queues_unlimit_command(queue: QueueArgument, database_url: DatabaseUrlOption = None) -> None:
+    """Remove the queue's concurrency limit and rate; a pause stays."""
+    name = _checked_name(queue)
+    run_with_store(database_url, lambda store: store.clear_queue_limits(name))
+    typer.echo(f"queue {name!r} has no limits")
