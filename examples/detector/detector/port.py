@@ -10,7 +10,6 @@ the scenario suite checks one behaviour on two stores.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -26,6 +25,7 @@ from detector.domain import (
 )
 
 __all__ = [
+    "Abandoned",
     "DeliveryStore",
     "DetectionTx",
     "DetectorStore",
@@ -42,6 +42,14 @@ class SimulatedCrash(RuntimeError):
     """Raised by fault injection to stand for a process dying at that point."""
 
 
+class Abandoned(RuntimeError):
+    """Raised by fault injection: the delivery job is lost after allocation (not retried).
+
+    It stands for a job record that is gone (an operator cancelled it, a
+    notification-only design dropped it): only the durable scan can repair it.
+    """
+
+
 @dataclass
 class Faults:
     """Crashes to inject, each a count consumed as it fires (tests only)."""
@@ -50,6 +58,8 @@ class Faults:
     """Detections that raise after writing their effects, before the commit."""
     crash_after_allocation: int = 0
     """Deliveries that raise after allocating a snapshot, before signing it."""
+    abandon_after_allocation: int = 0
+    """Deliveries whose job ends, unretried, after allocating a snapshot."""
     crash_after_send: int = 0
     """Deliveries that raise after the agent accepted, before recording it."""
     fired: list[str] = field(default_factory=list)
@@ -177,6 +187,8 @@ async def deliver_agent(
         snapshot = await store.allocate_snapshot(agent_id, now_ms)
         if faults is not None and faults.take("crash_after_allocation"):
             raise SimulatedCrash("delivery crashed between allocation and signing")
+        if faults is not None and faults.take("abandon_after_allocation"):
+            raise Abandoned("delivery job lost between allocation and signing")
     if snapshot.signature is None:
         signature = sign(snapshot.body)
         await store.sign_snapshot(snapshot, signature)
@@ -190,11 +202,6 @@ async def deliver_agent(
         raise SimulatedCrash("delivery crashed after the agent accepted")
     await store.mark_delivered(snapshot, now_ms)
     return snapshot
-
-
-def signature_header(signature: bytes) -> str:
-    """The ``X-Signature`` header value of a signature (base64)."""
-    return base64.b64encode(signature).decode()
 
 
 class DetectorStore(Protocol):

@@ -1,9 +1,12 @@
 -- The detector's shared state, read and written under the shared key's lock.
 
--- name: HitInsert :execrows
--- Record that an event was counted; 0 rows: it already was (a redelivery).
+-- name: HitInsert :one
+-- Record that an event was counted; no row: it already was (a redelivery).
+-- RETURNING rather than a row count: in a completion transaction running in
+-- pipeline mode a row count is not known until the result is fetched.
 INSERT INTO detector_hits (event_id, key, occurred_ms) VALUES (@event_id, @key, @occurred_ms)
-ON CONFLICT (event_id) DO NOTHING;
+ON CONFLICT (event_id) DO NOTHING
+RETURNING event_id;
 
 -- name: HitWindowMax :one
 -- The largest rolling-window count among the windows that contain this event:

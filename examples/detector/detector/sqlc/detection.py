@@ -13,6 +13,7 @@ from .models import DetectorCounter, DetectorDecision, DetectorHit, row_to_detec
 HIT_INSERT = """
 INSERT INTO detector_hits (event_id, key, occurred_ms) VALUES (%(event_id)s, %(key)s, %(occurred_ms)s)
 ON CONFLICT (event_id) DO NOTHING
+RETURNING event_id
 """
 
 HIT_WINDOW_MAX = """
@@ -111,10 +112,12 @@ class AsyncQuerier:
         """The wrapped connection."""
         return self._conn
 
-    async def hit_insert(self, *, event_id: int, key: str, occurred_ms: int) -> int:
-        """Record that an event was counted; 0 rows: it already was (a redelivery).
+    async def hit_insert(self, *, event_id: int, key: str, occurred_ms: int) -> int | None:
+        """Record that an event was counted; no row: it already was (a redelivery).
+        RETURNING rather than a row count: in a completion transaction running in
+        pipeline mode a row count is not known until the result is fetched.
 
-        Run ``HitInsert``; return the number of rows it affected.
+        Run ``HitInsert``; return its first row, or None.
         """
         async with self._conn.cursor() as _cur:
             await _cur.execute(HIT_INSERT, {
@@ -122,7 +125,11 @@ class AsyncQuerier:
                 "key": key,
                 "occurred_ms": occurred_ms,
             })
-            return _cur.rowcount
+            _row = await _cur.fetchone()
+        if _row is None:
+            return None
+        _value: int = _row[0]
+        return _value
 
     async def hit_window_max(self, *, window_ms: int, key: str, occurred_ms: int) -> int | None:
         """The largest rolling-window count among the windows that contain this event:
@@ -259,10 +266,12 @@ class Querier:
         """The wrapped connection."""
         return self._conn
 
-    def hit_insert(self, *, event_id: int, key: str, occurred_ms: int) -> int:
-        """Record that an event was counted; 0 rows: it already was (a redelivery).
+    def hit_insert(self, *, event_id: int, key: str, occurred_ms: int) -> int | None:
+        """Record that an event was counted; no row: it already was (a redelivery).
+        RETURNING rather than a row count: in a completion transaction running in
+        pipeline mode a row count is not known until the result is fetched.
 
-        Run ``HitInsert``; return the number of rows it affected.
+        Run ``HitInsert``; return its first row, or None.
         """
         with self._conn.cursor() as _cur:
             _cur.execute(HIT_INSERT, {
@@ -270,7 +279,11 @@ class Querier:
                 "key": key,
                 "occurred_ms": occurred_ms,
             })
-            return _cur.rowcount
+            _row = _cur.fetchone()
+        if _row is None:
+            return None
+        _value: int = _row[0]
+        return _value
 
     def hit_window_max(self, *, window_ms: int, key: str, occurred_ms: int) -> int | None:
         """The largest rolling-window count among the windows that contain this event:
