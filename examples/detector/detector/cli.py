@@ -1,4 +1,4 @@
-"""The ``detector`` command: run a worker, migrate a laboratory, run the demo.
+"""The ``detector`` command: run a worker, migrate a laboratory.
 
 Commands:
 
@@ -7,7 +7,6 @@ Commands:
   comes from ``DETECTOR_SIGNING_KEY``, hex);
 - ``migrate-from-sqlite LAB.db --database-url URL [--force]``: copy a
   laboratory into PostgreSQL and verify it (:mod:`detector.migrate_lab`);
-- ``demo``: the end-to-end demo on the embedded server (:mod:`detector.demo`).
 
 Errors are one ``error:`` line on stderr and exit code 2.
 """
@@ -34,8 +33,6 @@ def main(argv: list[str] | None = None) -> None:
     mig.add_argument("lab")
     mig.add_argument("--database-url", default=os.environ.get("JOBRUN_DATABASE_URL"))
     mig.add_argument("--force", action="store_true", help="run onto a non-empty database")
-    demo = sub.add_parser("demo", help="the end-to-end demo on the embedded server")
-    demo.add_argument("--events", type=int, default=300)
     args = parser.parse_args(argv)
     try:
         if args.command == "worker":
@@ -46,17 +43,13 @@ def main(argv: list[str] | None = None) -> None:
                     _url(args.database_url), naive=args.naive, concurrency=args.concurrency
                 )
             )
-        elif args.command == "migrate-from-sqlite":
+        else:
             from detector.migrate_lab import migrate_from_sqlite
 
             report = asyncio.run(
                 migrate_from_sqlite(args.lab, _url(args.database_url), force=args.force)
             )
             print(report.summary())
-        else:
-            from detector.demo import run_demo
-
-            asyncio.run(run_demo(events=args.events))
     except KeyboardInterrupt:
         pass
     except Exception as exc:

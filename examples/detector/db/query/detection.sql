@@ -48,10 +48,11 @@ INSERT INTO detector_decisions (site, address, rule_version, event_id, decided_m
 VALUES (@site, @address, @rule_version, @event_id, @decided_ms, @expires_ms)
 RETURNING id;
 
--- name: DecisionImport :exec
+-- name: DecisionImport :one
 -- Copy a decision from the laboratory with its original times.
 INSERT INTO detector_decisions (site, address, rule_version, event_id, decided_ms, expires_ms)
-VALUES (@site, @address, @rule_version, @event_id, @decided_ms, @expires_ms);
+VALUES (@site, @address, @rule_version, @event_id, @decided_ms, @expires_ms)
+RETURNING id;
 
 -- name: DecisionList :many
 SELECT * FROM detector_decisions ORDER BY id;

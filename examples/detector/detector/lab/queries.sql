@@ -133,3 +133,6 @@ SELECT * FROM lab_jobs WHERE done_ms IS NULL ORDER BY id;
 
 -- name: agent_get
 SELECT * FROM detector_agents WHERE agent_id = :agent_id;
+
+-- name: hit_list
+SELECT * FROM detector_hits ORDER BY event_id;

@@ -62,6 +62,7 @@ RETURNING id
 DECISION_IMPORT = """
 INSERT INTO detector_decisions (site, address, rule_version, event_id, decided_ms, expires_ms)
 VALUES (%(site)s, %(address)s, %(rule_version)s, %(event_id)s, %(decided_ms)s, %(expires_ms)s)
+RETURNING id
 """
 
 DECISION_LIST = """
@@ -222,10 +223,10 @@ class AsyncQuerier:
         _value: int = _row[0]
         return _value
 
-    async def decision_import(self, *, params: DecisionImportParams) -> None:
+    async def decision_import(self, *, params: DecisionImportParams) -> int | None:
         """Copy a decision from the laboratory with its original times.
 
-        Run ``DecisionImport``.
+        Run ``DecisionImport``; return its first row, or None.
         """
         async with self._conn.cursor() as _cur:
             await _cur.execute(DECISION_IMPORT, {
@@ -236,6 +237,11 @@ class AsyncQuerier:
                 "decided_ms": params.decided_ms,
                 "expires_ms": params.expires_ms,
             })
+            _row = await _cur.fetchone()
+        if _row is None:
+            return None
+        _value: int = _row[0]
+        return _value
 
     async def decision_list(self) -> list[DetectorDecision]:
         """Run ``DecisionList``; return all its rows."""
@@ -376,10 +382,10 @@ class Querier:
         _value: int = _row[0]
         return _value
 
-    def decision_import(self, *, params: DecisionImportParams) -> None:
+    def decision_import(self, *, params: DecisionImportParams) -> int | None:
         """Copy a decision from the laboratory with its original times.
 
-        Run ``DecisionImport``.
+        Run ``DecisionImport``; return its first row, or None.
         """
         with self._conn.cursor() as _cur:
             _cur.execute(DECISION_IMPORT, {
@@ -390,6 +396,11 @@ class Querier:
                 "decided_ms": params.decided_ms,
                 "expires_ms": params.expires_ms,
             })
+            _row = _cur.fetchone()
+        if _row is None:
+            return None
+        _value: int = _row[0]
+        return _value
 
     def decision_list(self) -> list[DetectorDecision]:
         """Run ``DecisionList``; return all its rows."""
