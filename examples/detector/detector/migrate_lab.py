@@ -72,14 +72,15 @@ def _digest_ok(row: sqlite3.Row) -> bool:
         rule_version=row["rule_version"],
         occurred_ms=row["occurred_ms"],
     )
-    return hashlib.sha256(canonical_event(row["node_id"], event)).hexdigest() == row["digest"]
+    digest: str = row["digest"]
+    return hashlib.sha256(canonical_event(row["node_id"], event)).hexdigest() == digest
 
 
 async def migrate_from_sqlite(
     lab_path: str | Path, database_url: str, *, force: bool = False
 ) -> MigrationReport:
     """Copy the lab at ``lab_path`` into ``database_url``; verify; return the report."""
-    if not Path(lab_path).is_file():
+    if not Path(lab_path).is_file():  # noqa: ASYNC240 (one stat before any work)
         raise MigrationRefused(f"{lab_path}: no such laboratory file")
     lab = sqlite3.connect(f"file:{lab_path}?mode=ro", uri=True)
     lab.row_factory = sqlite3.Row

@@ -197,7 +197,9 @@ async def deliver_agent(
         )
     status = await send(agent_id, snapshot)
     if status not in (200, 204, 409):
-        raise RuntimeError(f"agent {agent_id} answered HTTP {status} to revision {snapshot.revision}")
+        raise RuntimeError(
+            f"agent {agent_id} answered HTTP {status} to revision {snapshot.revision}"
+        )
     if faults is not None and faults.take("crash_after_send"):
         raise SimulatedCrash("delivery crashed after the agent accepted")
     await store.mark_delivered(snapshot, now_ms)
@@ -225,7 +227,7 @@ class DetectorStore(Protocol):
         """Enqueue another detection job for a stored event (a duplicate delivery)."""
         ...
 
-    async def process(self, *, timeout: float = 30.0) -> None:
+    async def process(self, *, within: float = 30.0) -> None:
         """Run pending detection and delivery jobs until none is left (or raise TimeoutError)."""
         ...
 

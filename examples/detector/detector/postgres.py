@@ -262,7 +262,8 @@ def build_registry(app: PgDetector, *, naive: bool = False) -> Registry:
             raise Cancel(f"agent {agent_id!r} is not registered")
 
         async def send(_agent: str, snapshot: Snapshot) -> int:
-            return await app.send(agent.endpoint, snapshot)
+            status: int = await app.send(agent.endpoint, snapshot)
+            return status
 
         try:
             await deliver_agent(
@@ -286,7 +287,10 @@ async def _naive(app: PgDetector, event: StoredEvent, key: str) -> Any:
 
     async def commit(conn: psycopg.AsyncConnection[Any]) -> None:
         q = detection_q.AsyncQuerier(conn)
-        if await q.hit_insert(event_id=event.id, key=key, occurred_ms=event.occurred_ms) is not None:
+        if (
+            await q.hit_insert(event_id=event.id, key=key, occurred_ms=event.occurred_ms)
+            is not None
+        ):
             await q.counter_set(key=key, hits=seen + 1)
 
     return commit
@@ -409,13 +413,11 @@ class PgDetector:
     async def pending_jobs(self) -> int:
         """Detector jobs queued or running (retries waiting out their backoff included)."""
         depth = await self.client.store.depth()
-        return sum(
-            d.count for d in depth if d.queue in QUEUES and d.state in ("queued", "leased")
-        )
+        return sum(d.count for d in depth if d.queue in QUEUES and d.state in ("queued", "leased"))
 
-    async def process(self, *, timeout: float = 30.0) -> None:
-        """Run a worker here until no detector job is left; TimeoutError after ``timeout``."""
-        async with asyncio.timeout(timeout):
+    async def process(self, *, within: float = 30.0) -> None:
+        """Run a worker here until no detector job is left (TimeoutError after ``within`` s)."""
+        async with asyncio.timeout(within):
             while True:
                 await self.client.run_worker(drain=True)
                 if not await self.pending_jobs():
@@ -449,12 +451,12 @@ class PgDetector:
         }
 
 
-async def run_worker_process(database_url: str, *, naive: bool = False, concurrency: int = 8) -> None:
+async def run_worker_process(
+    database_url: str, *, naive: bool = False, concurrency: int = 8
+) -> None:
     """Run one detector worker until SIGTERM/SIGINT (``python -m detector worker``)."""
     signer = Signer(os.environ["DETECTOR_SIGNING_KEY"])
-    async with PgDetector(
-        database_url, signer=signer, naive=naive, concurrency=concurrency
-    ) as app:
+    async with PgDetector(database_url, signer=signer, naive=naive, concurrency=concurrency) as app:
         print("ready", flush=True)
         with contextlib.suppress(asyncio.CancelledError):
             await app.client.run_worker(handle_signals=True)

@@ -20,7 +20,7 @@ NULL_ENDPOINT = "null:"
 """An agent endpoint that accepts every snapshot without a request."""
 
 
-async def post_snapshot(endpoint: str, snapshot: Snapshot, *, timeout: float = 5.0) -> int:
+async def post_snapshot(endpoint: str, snapshot: Snapshot, *, seconds: float = 5.0) -> int:
     """POST ``snapshot`` to ``endpoint``; return the HTTP status (transport errors raise)."""
     if endpoint == NULL_ENDPOINT:
         return 200
@@ -31,6 +31,6 @@ async def post_snapshot(endpoint: str, snapshot: Snapshot, *, timeout: float = 5
         "x-revision": str(snapshot.revision),
         "x-signature": base64.b64encode(snapshot.signature).decode(),
     }
-    async with httpx.AsyncClient(timeout=timeout) as client:
+    async with httpx.AsyncClient(timeout=seconds) as client:
         response = await client.post(endpoint, content=snapshot.body, headers=headers)
     return response.status_code

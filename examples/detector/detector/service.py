@@ -13,7 +13,9 @@ from detector.port import DetectorStore
 __all__ = ["accept"]
 
 
-async def accept(store: DetectorStore, node_id: str, event: EventIn, *, now_ms: int) -> IngestResult:
+async def accept(
+    store: DetectorStore, node_id: str, event: EventIn, *, now_ms: int
+) -> IngestResult:
     """Check the event's rule and freshness, then ingest it (raises ValueError when refused)."""
     rule_for(event.rule_version)
     check_fresh(event.occurred_ms, now_ms)

@@ -51,7 +51,7 @@ async def build_lab(path: Path, signer: Signer) -> dict[str, object]:
                 await accept(lab, f"node-{i % 4}", event, now_ms=now[0] + i * 100)
                 n += 1
             now[0] += 200_000
-            await lab.process(timeout=60)
+            await lab.process(within=60)
         for i in range(40):  # pending work: ingested, not yet detected
             event = EventIn(
                 request_id=f"late-{i}",
@@ -85,7 +85,7 @@ async def test_a_generated_lab_moves_verified_and_a_second_run_refuses(
         expiries = [d[5] for d in state["decisions"]]
         end = T0 + 2 * HOUR + 400_000
         assert any(x < end for x in expiries) and any(x > end for x in expiries)
-        await pg.process(timeout=30)  # the pending lab work runs as jobrun jobs
+        await pg.process(within=30)  # the pending lab work runs as jobrun jobs
         after = await pg.state()
     assert sum(after["counters"].values()) == 3040
 

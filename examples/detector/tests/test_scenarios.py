@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from detector.domain import RULES, DigestConflict, EventIn, shared_key
-from detector.lab import Q, LabDetector
+from detector.lab import LabDetector, Q
 from detector.port import DetectorStore, Snapshot
 from detector.postgres import PgDetector
 from detector.service import accept
@@ -78,17 +78,23 @@ async def env(request: Any, tmp_path: Path) -> AsyncIterator[tuple[DetectorStore
         yield store, clock, agents
 
 
-def ev(n: int, *, at: int, address: str = "10.0.0.1", rule: str = "v1", site: str = "s1") -> EventIn:
-    return EventIn(request_id=f"r{n}", site=site, address=address, rule_version=rule, occurred_ms=at)
+def ev(
+    n: int, *, at: int, address: str = "10.0.0.1", rule: str = "v1", site: str = "s1"
+) -> EventIn:
+    return EventIn(
+        request_id=f"r{n}", site=site, address=address, rule_version=rule, occurred_ms=at
+    )
 
 
-async def ingest_all(store: DetectorStore, clock: Clock, events: list[EventIn], node: str = "n1") -> None:
+async def ingest_all(
+    store: DetectorStore, clock: Clock, events: list[EventIn], node: str = "n1"
+) -> None:
     for e in events:
         await accept(store, node, e, now_ms=clock())
 
 
 async def test_replay_returns_the_stored_result_and_enqueues_no_second_job(env: Any) -> None:
-    store, clock, _ = env
+    store, _clock, _ = env
     first = await accept(store, "n1", ev(1, at=T0), now_ms=T0)
     again = await accept(store, "n1", ev(1, at=T0), now_ms=T0 + 5)
     assert not first.replay and again.replay

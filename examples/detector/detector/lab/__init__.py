@@ -249,9 +249,9 @@ class LabDetector:
         """Lab jobs not done yet."""
         return len(self.conn.execute(Q["job_list_pending"]).fetchall())
 
-    async def process(self, *, timeout: float = 30.0) -> None:
+    async def process(self, *, within: float = 30.0) -> None:
         """Run lab jobs one at a time, oldest first, until none is left."""
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(within):
             while True:
                 job = self.conn.execute(Q["job_next"]).fetchone()
                 if job is None:
@@ -325,5 +325,7 @@ class LabDetector:
                 )
                 for s in snapshots
             ],
-            "snapshot_bodies": {(s["agent_id"], s["revision"]): bytes(s["body"]) for s in snapshots},
+            "snapshot_bodies": {
+                (s["agent_id"], s["revision"]): bytes(s["body"]) for s in snapshots
+            },
         }
