@@ -260,12 +260,15 @@ async def test_both_stores_end_in_the_same_state(tmp_path: Path, detector_db: st
         async with store:
             await store.add_agent("a1", "http://agent-1")
             events = [ev(i, at=T0 + i * 700, address=f"10.0.0.{i % 3}") for i in range(30)]
-            events += [ev(100 + i, at=T0 + i, rule="v2", site="s2") for i in range(4)]
+            # One instant: whichever of these a store counts third, the ban is the same.
+            events += [ev(100 + i, at=T0, rule="v2", site="s2") for i in range(4)]
             await ingest_all(store, clock, events)
             await store.process()
             await ingest_all(store, clock, events[:5], node="n2")
             await store.process()
             state = await store.state()
+            # Which event crossed the threshold depends on processing order, the ban does not.
+            state["decisions"] = [d[:3] + d[4:] for d in state["decisions"]]
             # Revisions differ with how delivery jobs interleave; the content may not.
             revisions = [s[1] for s in state.pop("snapshots")]
             assert revisions == list(range(1, len(revisions) + 1))
