@@ -236,5 +236,11 @@ class DetectorStore(Protocol):
         ...
 
     async def state(self) -> dict[str, Any]:
-        """Events, counters, decisions, intents and snapshots, as plain data for comparison."""
+        """Events, counters, decisions, intents and snapshots, as plain data for comparison.
+
+        ``coverage`` lists each covered intent as (agent, revision, (site,
+        address, rule version, expiry) of its decision): the bytes of that
+        revision must hold that decision unless it had expired when they were
+        generated.
+        """
         ...

@@ -195,6 +195,12 @@ class _Delivery:
             if revision is None:
                 raise Cancel(f"agent {agent_id!r} is not registered")
             await q.snapshot_supersede(agent_id=agent_id)
+            # Cover the intents *before* reading the decisions. Each statement of
+            # a READ COMMITTED transaction sees what is committed when it starts:
+            # covering last would also cover an intent whose decision committed
+            # after the read, marking it delivered in bytes that lack it. Read
+            # after, every covered intent's decision (same commit) is seen.
+            await q.intent_cover(revision=revision, agent_id=agent_id)
             decisions = await detection_q.AsyncQuerier(conn).decisions_in_force(at_ms=now)
             body = snapshot_bytes(
                 agent_id,
@@ -211,7 +217,6 @@ class _Delivery:
                 ],
             )
             await q.snapshot_insert(agent_id=agent_id, revision=revision, body=body, created_ms=now)
-            await q.intent_cover(revision=revision, agent_id=agent_id)
         return Snapshot(agent_id, revision, body, None, now)
 
     async def sign_snapshot(self, snapshot: Snapshot, signature: bytes) -> None:
@@ -435,6 +440,7 @@ class PgDetector:
             intents = await lq.intent_list()
             snapshots = await lq.snapshot_list()
         by_id = {e.id: (e.node_id, e.request_id) for e in events}
+        targets = {d.id: (d.site, d.address, d.rule_version, d.expires_ms) for d in decisions}
         return {
             "events": [(e.node_id, e.request_id, e.digest, e.occurred_ms) for e in events],
             "counters": {c.key: c.hits for c in counters},
@@ -443,6 +449,11 @@ class PgDetector:
                 for d in decisions
             ],
             "intents": sorted((i.agent_id, i.snapshot_revision is not None) for i in intents),
+            "coverage": sorted(
+                (i.agent_id, i.snapshot_revision, targets[i.decision_id])
+                for i in intents
+                if i.snapshot_revision is not None
+            ),
             "snapshots": [
                 (s.agent_id, s.revision, s.signature is not None, s.delivered_ms is not None)
                 for s in snapshots

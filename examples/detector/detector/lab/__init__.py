@@ -139,6 +139,8 @@ class _Delivery:
         with _tx(self._conn) as conn:
             revision = conn.execute(Q["agent_revision_next"], {"agent_id": agent_id}).fetchone()[0]
             conn.execute(Q["snapshot_supersede"], {"agent_id": agent_id})
+            # Same order as on PostgreSQL: cover the intents, then read the decisions.
+            conn.execute(Q["intent_cover"], {"revision": revision, "agent_id": agent_id})
             decisions = conn.execute(Q["decisions_in_force"], {"at_ms": now_ms}).fetchall()
             body = _snapshot_bytes(
                 agent_id,
@@ -158,7 +160,6 @@ class _Delivery:
                 Q["snapshot_insert"],
                 {"agent_id": agent_id, "revision": revision, "body": body, "created_ms": now_ms},
             )
-            conn.execute(Q["intent_cover"], {"revision": revision, "agent_id": agent_id})
         return Snapshot(agent_id, revision, body, None, now_ms)
 
     async def sign_snapshot(self, snapshot: Snapshot, signature: bytes) -> None:
@@ -296,6 +297,12 @@ class LabDetector:
         events = c.execute(Q["event_list"]).fetchall()
         by_id = {e["id"]: (e["node_id"], e["request_id"]) for e in events}
         snapshots = c.execute(Q["snapshot_list"]).fetchall()
+        decisions = c.execute(Q["decision_list"]).fetchall()
+        intents = c.execute(Q["intent_list"]).fetchall()
+        targets = {
+            d["id"]: (d["site"], d["address"], d["rule_version"], d["expires_ms"])
+            for d in decisions
+        }
         return {
             "events": [
                 (e["node_id"], e["request_id"], e["digest"], e["occurred_ms"]) for e in events
@@ -310,11 +317,13 @@ class LabDetector:
                     d["decided_ms"],
                     d["expires_ms"],
                 )
-                for d in c.execute(Q["decision_list"]).fetchall()
+                for d in decisions
             ],
-            "intents": sorted(
-                (i["agent_id"], i["snapshot_revision"] is not None)
-                for i in c.execute(Q["intent_list"]).fetchall()
+            "intents": sorted((i["agent_id"], i["snapshot_revision"] is not None) for i in intents),
+            "coverage": sorted(
+                (i["agent_id"], i["snapshot_revision"], targets[i["decision_id"]])
+                for i in intents
+                if i["snapshot_revision"] is not None
             ),
             "snapshots": [
                 (
