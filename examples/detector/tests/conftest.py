@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -99,3 +101,29 @@ def empty_pg(detector_server_url: str) -> Iterator[str]:
         yield url
     finally:
         _drop(detector_server_url, name)
+
+
+def missing_from_covering_snapshot(state: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """Covered intents whose decision is absent from the bytes of the revision covering it.
+
+    An intent marked covered by revision r is never delivered again, so r's
+    bytes must hold its decision (unless it had expired when they were made).
+    """
+    missing = []
+    for agent_id, revision, (site, address, rule_version, expires_ms) in state["coverage"]:
+        body = json.loads(state["snapshot_bodies"][(agent_id, revision)])
+        wanted = {
+            "site": site,
+            "address": address,
+            "rule_version": rule_version,
+            "expires_ms": expires_ms,
+        }
+        if expires_ms > body["generated_ms"] and wanted not in body["decisions"]:
+            missing.append((agent_id, revision, site, address, rule_version))
+    return missing
+
+
+@pytest.fixture
+def coverage_gaps() -> Callable[[dict[str, Any]], list[tuple[Any, ...]]]:
+    """:func:`missing_from_covering_snapshot`, for tests (they cannot import conftest)."""
+    return missing_from_covering_snapshot
