@@ -53,7 +53,7 @@ from detector.sqlc.models import DetectorEvent
 from jobrun import Client, NewJob
 from jobrun.job import Backoff, BackoffKind
 from jobrun.postgres import Pool, migrate
-from jobrun.registry import Cancel, JobContext, Registry
+from jobrun.registry import Cancel, JobContext, Registry, Snooze
 
 __all__ = [
     "DELIVER",
@@ -76,6 +76,7 @@ QUEUES = ["detector", "delivery"]
 """The queues of the detector's jobs."""
 _DETECT_BACKOFF = Backoff(kind=BackoffKind.CONSTANT, base=timedelta(milliseconds=50))
 _DELIVER_BACKOFF = Backoff(base=timedelta(milliseconds=200), max=timedelta(seconds=30))
+_AGENT_BUSY = timedelta(milliseconds=100)
 
 
 def now_ms() -> int:
@@ -270,17 +271,29 @@ def build_registry(app: PgDetector, *, naive: bool = False) -> Registry:
             status: int = await app.send(agent.endpoint, snapshot)
             return status
 
-        try:
-            await deliver_agent(
-                _Delivery(app.pool),
-                agent_id,
-                sign=app.signer.sign,
-                send=send,
-                now_ms=app.clock(),
-                faults=app.faults,
+        # One delivery per agent at a time, so an agent sees its revisions in
+        # increasing order: two concurrent jobs could otherwise send revision 2
+        # before revision 1. The lock is a transaction-scoped advisory lock on a
+        # connection of its own (released by the rollback even if this handler
+        # dies); a busy agent snoozes this job, which then finds whatever the
+        # holder did not cover. No detector key lock is held meanwhile.
+        async with app.pool.connection() as lock_conn, lock_conn.transaction():
+            taken = await delivery_q.AsyncQuerier(lock_conn).agent_delivery_try_lock(
+                agent_id=agent_id
             )
-        except Abandoned as exc:
-            raise Cancel(str(exc)) from exc
+            if not taken:
+                raise Snooze(_AGENT_BUSY)
+            try:
+                await deliver_agent(
+                    _Delivery(app.pool),
+                    agent_id,
+                    sign=app.signer.sign,
+                    send=send,
+                    now_ms=app.clock(),
+                    faults=app.faults,
+                )
+            except Abandoned as exc:
+                raise Cancel(str(exc)) from exc
 
     return registry
 

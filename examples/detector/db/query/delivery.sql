@@ -76,3 +76,10 @@ WHERE EXISTS (SELECT 1 FROM detector_intents i WHERE i.agent_id = a.agent_id AND
    OR EXISTS (SELECT 1 FROM detector_snapshots s
               WHERE s.agent_id = a.agent_id AND s.delivered_ms IS NULL AND NOT s.superseded)
 ORDER BY a.agent_id;
+
+-- name: AgentDeliveryTryLock :one
+-- Take the agent's delivery lock for this transaction, without waiting: true
+-- when taken. One delivery per agent at a time, so an agent receives its
+-- revisions in increasing order. (Should the hash collide with another
+-- advisory lock, a delivery only waits its turn.)
+SELECT pg_try_advisory_xact_lock(hashtextextended('detector.deliver:' || @agent_id::text, 0)) AS taken;

@@ -104,6 +104,10 @@ WHERE EXISTS (SELECT 1 FROM detector_intents i WHERE i.agent_id = a.agent_id AND
 ORDER BY a.agent_id
 """
 
+AGENT_DELIVERY_TRY_LOCK = """
+SELECT pg_try_advisory_xact_lock(hashtextextended('detector.deliver:' || %(agent_id)s::text, 0)) AS taken
+"""
+
 
 class IntentInsertForAllRow(pydantic.BaseModel):
     """A row returned by ``IntentInsertForAll``."""
@@ -348,6 +352,22 @@ class AsyncQuerier:
             _rows = await _cur.fetchall()
         return [_row[0] for _row in _rows]
 
+    async def agent_delivery_try_lock(self, *, agent_id: str) -> bool | None:
+        """Take the agent's delivery lock for this transaction, without waiting: true
+        when taken. One delivery per agent at a time, so an agent receives its
+        revisions in increasing order. (Should the hash collide with another
+        advisory lock, a delivery only waits its turn.)
+
+        Run ``AgentDeliveryTryLock``; return its first row, or None.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(AGENT_DELIVERY_TRY_LOCK, {"agent_id": agent_id})
+            _row = await _cur.fetchone()
+        if _row is None:
+            return None
+        _value: bool = _row[0]
+        return _value
+
 class Querier:
     """The queries of ``examples/detector/db/query/delivery.sql`` on a connection.
 
@@ -544,3 +564,19 @@ class Querier:
             _cur.execute(AGENTS_WITH_PENDING_WORK)
             _rows = _cur.fetchall()
         return [_row[0] for _row in _rows]
+
+    def agent_delivery_try_lock(self, *, agent_id: str) -> bool | None:
+        """Take the agent's delivery lock for this transaction, without waiting: true
+        when taken. One delivery per agent at a time, so an agent receives its
+        revisions in increasing order. (Should the hash collide with another
+        advisory lock, a delivery only waits its turn.)
+
+        Run ``AgentDeliveryTryLock``; return its first row, or None.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(AGENT_DELIVERY_TRY_LOCK, {"agent_id": agent_id})
+            _row = _cur.fetchone()
+        if _row is None:
+            return None
+        _value: bool = _row[0]
+        return _value
