@@ -7,6 +7,10 @@ Commands:
   comes from ``DETECTOR_SIGNING_KEY``, hex);
 - ``migrate-from-sqlite LAB.db --database-url URL [--force]``: copy a
   laboratory into PostgreSQL and verify it (:mod:`detector.migrate_lab`);
+- ``demo [--database-url URL]``: the whole pipeline over loopback sockets with
+  simulated nodes and agents, ending with a table of checks; exit code 1 when
+  one fails (:mod:`detector.demo`; a fresh database on the embedded server
+  unless a URL is given).
 
 Errors are one ``error:`` line on stderr and exit code 2.
 """
@@ -33,9 +37,30 @@ def main(argv: list[str] | None = None) -> None:
     mig.add_argument("lab")
     mig.add_argument("--database-url", default=os.environ.get("JOBRUN_DATABASE_URL"))
     mig.add_argument("--force", action="store_true", help="run onto a non-empty database")
+    demo = sub.add_parser("demo", help="run the pipeline with simulated nodes and agents")
+    demo.add_argument("--database-url", default=os.environ.get("JOBRUN_DATABASE_URL"))
+    demo.add_argument("--nodes", type=int, default=4)
+    demo.add_argument("--agents", type=int, default=3)
+    demo.add_argument("--workers", type=int, default=3)
     args = parser.parse_args(argv)
     try:
-        if args.command == "worker":
+        if args.command == "demo":
+            from rich.console import Console
+
+            from detector.demo import run_demo
+
+            ok = asyncio.run(
+                run_demo(
+                    args.database_url,
+                    console=Console(),
+                    nodes=args.nodes,
+                    agents=args.agents,
+                    workers=args.workers,
+                )
+            )
+            if not ok:
+                sys.exit(1)
+        elif args.command == "worker":
             from detector.postgres import run_worker_process
 
             asyncio.run(
