@@ -30,7 +30,6 @@ import json
 import logging
 import os
 import random
-import socket
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -38,7 +37,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
-import uvicorn
 from rich.console import Console
 from rich.table import Table
 from starlette.applications import Starlette
@@ -47,7 +45,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from detector.domain import RULES, EventIn, shared_key
-from detector.http import create_app, sign_body
+from detector.http import create_app, serve_loopback, sign_body
 from detector.postgres import PgDetector, now_ms
 from detector.signing import Signer, generate_seed, verify
 
@@ -116,31 +114,6 @@ class Check:
     value: int | str
     expected: int | str
     ok: bool
-
-
-@contextlib.asynccontextmanager
-async def _serve(app: Any) -> Any:
-    """Serve ``app`` with uvicorn on a free loopback port; yield its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
-    )
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        async with asyncio.timeout(10):
-            while not server.started:
-                if task.done():
-                    task.result()
-                await asyncio.sleep(0.02)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(task, 10)
-        sock.close()
 
 
 @dataclass
@@ -269,9 +242,10 @@ async def run_demo(
             for _ in range(workers)
         ]
         for agent in agent_servers:
-            base = await stack.enter_async_context(_serve(agent.app()))
+            base = await stack.enter_async_context(serve_loopback(agent.app()))
             await ingest_app.add_agent(agent.agent_id, f"{base}/snapshots")
-        ingest = await stack.enter_async_context(_serve(create_app(ingest_app, node_keys, now_ms)))
+        ingest_asgi = create_app(ingest_app, node_keys, now_ms)
+        ingest = await stack.enter_async_context(serve_loopback(ingest_asgi))
         console.print(
             f"ingest on {ingest}, {agents} agents, {workers} workers, {nodes} nodes sending"
         )

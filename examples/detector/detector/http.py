@@ -15,11 +15,16 @@ before any write and names its reason:
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
-from collections.abc import Callable, Mapping
+import socket
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
 
+import uvicorn
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -30,7 +35,7 @@ from detector.domain import MAX_BODY_BYTES, DigestConflict, EventIn, UnknownRule
 from detector.port import DetectorStore
 from detector.service import accept
 
-__all__ = ["create_app", "sign_body"]
+__all__ = ["create_app", "serve_loopback", "sign_body"]
 
 
 def sign_body(key: bytes, body: bytes) -> str:
@@ -83,3 +88,31 @@ def create_app(
         return JSONResponse(answer, status_code=200 if result.replay else 202)
 
     return Starlette(routes=[Route("/events", events, methods=["POST"])])
+
+
+@contextlib.asynccontextmanager
+async def serve_loopback(app: Any) -> AsyncIterator[str]:
+    """Serve the ASGI ``app`` with uvicorn on a free 127.0.0.1 port; yield its base URL.
+
+    The socket is bound before uvicorn starts, so the port is known and never
+    raced for; leaving the block shuts the server down.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
+    )
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        async with asyncio.timeout(10):
+            while not server.started:
+                if task.done():
+                    task.result()
+                await asyncio.sleep(0.02)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(task, 10)
+        sock.close()

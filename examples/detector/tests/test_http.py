@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from detector.domain import MAX_BODY_BYTES
-from detector.http import create_app, sign_body
+from detector.http import create_app, serve_loopback, sign_body
 from detector.postgres import PgDetector
 from detector.signing import Signer, generate_seed
 
@@ -101,3 +101,20 @@ async def test_bad_input_is_a_clear_4xx_and_writes_nothing(
     assert response.status_code == status
     assert message in response.json()["error"]
     await nothing_written(store)
+
+
+async def test_a_signed_event_over_a_real_socket_is_stored_with_its_job(detector_db: str) -> None:
+    async with (
+        PgDetector(detector_db, signer=Signer(generate_seed()), clock=lambda: T0) as store,
+        serve_loopback(create_app(store, KEYS, lambda: T0)) as base,
+        httpx.AsyncClient(base_url=base) as client,
+    ):
+        assert base.startswith("http://127.0.0.1:")
+        body = json.dumps(event()).encode()
+        created = await post(client, body)
+        assert created.status_code == 202, created.text
+        replay = await post(client, body)
+        assert replay.status_code == 200 and replay.json() == {**created.json(), "replay": True}
+        forged = await post(client, body, key=b"wrong")
+        assert forged.status_code == 401
+        await nothing_written(store, events=1)
