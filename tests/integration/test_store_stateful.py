@@ -32,12 +32,12 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from tests.conftest import create_database, drop_database
 
 from jobrun.errors import IdempotencyConflict, InvalidTransition, LeaseLost
 from jobrun.job import Backoff, Job, JobState, NewJob
 from jobrun.postgres import open_pool
 from jobrun.postgres.store import Store
+from tests.conftest import create_database, drop_database
 
 OWNERS = ("w1", "w2")
 QUEUES = ("q1", "q2")
