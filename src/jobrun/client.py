@@ -255,7 +255,7 @@ class Client:
                 runner = Scheduler(
                     self.store,
                     AdvisoryLocker(self.database_url),
-                    tick=self.config.scheduler_tick.total_seconds(),
+                    tick=self.config.scheduler_tick,
                 )
                 services.append(asyncio.create_task(runner.run(done), name="jobrun-scheduler"))
             if self.config.maintenance:
@@ -295,6 +295,6 @@ class Client:
             self.store,
             AdvisoryLocker(self.database_url),
             self._metrics,
-            every=config.queue_stats_every.total_seconds(),
+            every=config.queue_stats_every,
         )
         return asyncio.create_task(publisher.run(done), name="jobrun-queue-stats")

@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-from jobrun.errors import DurationError
+from jobrun.errors import ConfigurationError, DurationError
 from jobrun.job import MAX_DELAY
 
-__all__ = ["DurationError", "format_duration", "parse_duration"]
+__all__ = ["DurationError", "format_duration", "parse_duration", "positive_seconds"]
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
@@ -80,3 +80,17 @@ def format_duration(value: timedelta) -> str:
     if seconds or rest:
         parts.append(f"{seconds + rest / 1_000_000:g}s")
     return sign + "".join(parts)
+
+
+def positive_seconds(name: str, value: timedelta, *, allow_zero: bool = False) -> float:
+    """``value`` in seconds, after checking it is a positive timedelta (or zero if allowed).
+
+    Every duration jobrun takes is a :class:`~datetime.timedelta`; a bare
+    number, whose unit a reader has to guess, is refused with a message
+    naming the setting.
+    """
+    if not isinstance(value, timedelta):
+        raise ConfigurationError(f"{name} must be a timedelta, got {value!r}")
+    if value < timedelta(0) or (value == timedelta(0) and not allow_zero):
+        raise ConfigurationError(f"{name} must be positive, got {value}")
+    return value.total_seconds()

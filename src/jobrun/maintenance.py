@@ -40,6 +40,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError, JobrunError
 from jobrun.job import JobState, duration_problem
 from jobrun.ports import Locker, LockHandle, Pruning
@@ -65,10 +66,10 @@ DEFAULT_EVERY = timedelta(minutes=1)
 DEFAULT_BATCH_SIZE = 1000
 """Rows deleted by one batch (one short transaction)."""
 
-DEFAULT_BATCH_PAUSE = 0.05
-"""Seconds the leader waits between two batches of one pass."""
+DEFAULT_BATCH_PAUSE = timedelta(milliseconds=50)
+"""How long the leader waits between two batches of one pass."""
 
-DEFAULT_RETRY_LEADERSHIP_EVERY = 30.0
+DEFAULT_RETRY_LEADERSHIP_EVERY = timedelta(seconds=30)
 """Seconds between a follower's attempts to lead (each one opens a connection)."""
 
 log = logging.getLogger(__name__)
@@ -191,27 +192,21 @@ class Maintenance:
         every: timedelta = DEFAULT_EVERY,
         key: int = MAINTENANCE_LOCK_KEY,
         batch_size: int = DEFAULT_BATCH_SIZE,
-        pause: float = DEFAULT_BATCH_PAUSE,
-        retry_leadership_every: float = DEFAULT_RETRY_LEADERSHIP_EVERY,
+        pause: timedelta = DEFAULT_BATCH_PAUSE,
+        retry_leadership_every: timedelta = DEFAULT_RETRY_LEADERSHIP_EVERY,
     ) -> None:
         if every <= timedelta(0):
             raise ConfigurationError(f"maintenance interval must be positive, got {every}")
         if batch_size < 1:
             raise ConfigurationError(f"batch_size must be at least 1, got {batch_size}")
-        if pause < 0:
-            raise ConfigurationError(f"pause must not be negative, got {pause}")
-        if retry_leadership_every <= 0:
-            raise ConfigurationError(
-                f"retry_leadership_every must be positive, got {retry_leadership_every}"
-            )
         self._store = store
         self._locker = locker
         self._retention = retention if retention is not None else Retention()
         self._every = every.total_seconds()
         self._key = key
         self._batch = batch_size
-        self._pause = pause
-        self._retry = retry_leadership_every
+        self._pause = positive_seconds("pause", pause, allow_zero=True)
+        self._retry = positive_seconds("retry_leadership_every", retry_leadership_every)
         self._handle: LockHandle | None = None
         self._passes = 0
         self._deleted = 0

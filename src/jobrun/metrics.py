@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
 from typing import Any, Protocol
 
 from prometheus_client import (
@@ -44,6 +45,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError, JobrunError
 from jobrun.job import Job, JobState, QueueStats
 from jobrun.observe import FINISHED_OUTCOMES, Observer
@@ -247,10 +249,10 @@ class QueueStatsSource(Protocol):
 
 
 class QueueStatsPublisher:
-    """Sets ``metrics``' queue gauges every ``every`` seconds while it leads.
+    """Sets ``metrics``' queue gauges every ``every`` while it leads.
 
     Leadership is the advisory lock ``key`` taken through ``locker``; a
-    follower tries again every ``retry_every`` seconds. When it stops leading
+    follower tries again every ``retry_every``. When it stops leading
     (the lock's connection died, or ``run`` ends) it drops its gauge series,
     so no process exports stale depths. Store and locker errors are logged
     and retried, never raised.
@@ -262,17 +264,15 @@ class QueueStatsPublisher:
         locker: Locker,
         metrics: PrometheusObserver,
         *,
-        every: float = 10.0,
-        retry_every: float = 5.0,
+        every: timedelta = timedelta(seconds=10),
+        retry_every: timedelta = timedelta(seconds=5),
         key: int = QUEUE_STATS_LOCK_KEY,
     ) -> None:
-        if every <= 0 or retry_every <= 0:
-            raise ConfigurationError("queue stats intervals must be positive")
+        self._every = positive_seconds("every", every)
+        self._retry = positive_seconds("retry_every", retry_every)
         self._store = store
         self._locker = locker
         self._metrics = metrics
-        self._every = every
-        self._retry = retry_every
         self._key = key
         self.updates = 0
         """How many times this publisher has set the gauges."""

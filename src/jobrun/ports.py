@@ -314,8 +314,8 @@ class Store(Producer, Executor, Reaping, Admin, Pruning, ScheduleStore, Protocol
 class Dispatcher(Protocol):
     """Wakes waiting workers when jobs are enqueued; a latency optimisation only."""
 
-    async def wait(self, queues: Sequence[str], timeout: float) -> bool:  # noqa: ASYNC109
-        """Wait until one of ``queues`` is notified or ``timeout`` seconds pass.
+    async def wait(self, queues: Sequence[str], timeout: timedelta) -> bool:  # noqa: ASYNC109
+        """Wait until one of ``queues`` is notified or ``timeout`` passes.
 
         Returns True when woken by a notification. Notifications that arrive
         while nobody waits are coalesced into one pending wake-up.

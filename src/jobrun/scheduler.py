@@ -27,8 +27,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from datetime import timedelta
 
-from jobrun.errors import ConfigurationError, JobrunError
+from jobrun.durations import positive_seconds
+from jobrun.errors import JobrunError
 from jobrun.ports import Locker, LockHandle, ScheduleStore
 
 __all__ = ["DEFAULT_RETRY_LEADERSHIP_EVERY", "DEFAULT_TICK", "SCHEDULER_LOCK_KEY", "Scheduler"]
@@ -36,11 +38,11 @@ __all__ = ["DEFAULT_RETRY_LEADERSHIP_EVERY", "DEFAULT_TICK", "SCHEDULER_LOCK_KEY
 SCHEDULER_LOCK_KEY = 0x6A6F6272756E0001
 """The advisory lock key every jobrun scheduler competes for ("jobrun" then 1)."""
 
-DEFAULT_TICK = 1.0
-"""Seconds between two materialisations by the leader."""
+DEFAULT_TICK = timedelta(seconds=1)
+"""The time between two materialisations by the leader."""
 
-DEFAULT_RETRY_LEADERSHIP_EVERY = 5.0
-"""Seconds between a follower's attempts to take the lock: the failover bound."""
+DEFAULT_RETRY_LEADERSHIP_EVERY = timedelta(seconds=5)
+"""The time between a follower's attempts to take the lock: the failover bound."""
 
 log = logging.getLogger(__name__)
 
@@ -59,20 +61,14 @@ class Scheduler:
         locker: Locker,
         *,
         key: int = SCHEDULER_LOCK_KEY,
-        tick: float = DEFAULT_TICK,
-        retry_leadership_every: float = DEFAULT_RETRY_LEADERSHIP_EVERY,
+        tick: timedelta = DEFAULT_TICK,
+        retry_leadership_every: timedelta = DEFAULT_RETRY_LEADERSHIP_EVERY,
     ) -> None:
-        if tick <= 0:
-            raise ConfigurationError(f"tick must be positive, got {tick}")
-        if retry_leadership_every <= 0:
-            raise ConfigurationError(
-                f"retry_leadership_every must be positive, got {retry_leadership_every}"
-            )
+        self._tick = positive_seconds("tick", tick)
+        self._retry = positive_seconds("retry_leadership_every", retry_leadership_every)
         self._store = store
         self._locker = locker
         self._key = key
-        self._tick = tick
-        self._retry = retry_leadership_every
         self._handle: LockHandle | None = None
         self._materialised = 0
 

@@ -348,6 +348,7 @@ class Worker:
         """Wakes the idle worker on notifications; None: it only polls."""
         self._lease = lease
         self._heartbeat_every = heartbeat_every.total_seconds()
+        self._poll = poll_every
         self._poll_every = poll_every.total_seconds()
         self._job_timeout = job_timeout
         self._grace = shutdown_grace.total_seconds()
@@ -550,7 +551,7 @@ class Worker:
         stopper = asyncio.ensure_future(self._stopping.wait())
         if use_dispatcher and self.dispatcher is not None:
             waiter: asyncio.Future[Any] = asyncio.ensure_future(
-                self.dispatcher.wait(self._queues, self._poll_every)
+                self.dispatcher.wait(self._queues, self._poll)
             )
         else:
             waiter = asyncio.ensure_future(asyncio.sleep(self._poll_every))

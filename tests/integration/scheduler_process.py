@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from datetime import timedelta
 
 from jobrun.postgres import open_pool
 from jobrun.postgres.lock import AdvisoryLocker
@@ -27,10 +28,14 @@ async def main(url: str, key: int, retry: float, tick: float, probe: float) -> N
     pool = await open_pool(url, worker_concurrency=1)
     scheduler = Scheduler(
         Store(pool),
-        AdvisoryLocker(url, application_name=f"jobrun-sched-{os.getpid()}", probe_every=probe),
+        AdvisoryLocker(
+            url,
+            application_name=f"jobrun-sched-{os.getpid()}",
+            probe_every=timedelta(seconds=probe),
+        ),
         key=key,
-        tick=tick,
-        retry_leadership_every=retry,
+        tick=timedelta(seconds=tick),
+        retry_leadership_every=timedelta(seconds=retry),
     )
     stop = asyncio.Event()
     task = asyncio.create_task(scheduler.run(stop))

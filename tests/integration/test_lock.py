@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import timedelta
 
 import psycopg
 import pytest
@@ -16,7 +17,7 @@ KEY = 424242
 
 
 def locker(db_url: str, name: str) -> AdvisoryLocker:
-    return AdvisoryLocker(db_url, application_name=name, probe_every=0.1)
+    return AdvisoryLocker(db_url, application_name=name, probe_every=timedelta(milliseconds=100))
 
 
 def unique_name() -> str:
@@ -134,7 +135,9 @@ async def test_unlocked_behind_the_handles_back_is_lost(db_url: str) -> None:
 
 
 async def test_unreachable_server_raises_database_unavailable() -> None:
-    lk = AdvisoryLocker("postgresql://u:secret@127.0.0.1:1/nowhere", connect_timeout=1)
+    lk = AdvisoryLocker(
+        "postgresql://u:secret@127.0.0.1:1/nowhere", connect_timeout=timedelta(seconds=1)
+    )
     with pytest.raises(DatabaseUnavailable) as info:
         await lk.try_acquire(KEY)
     assert "secret" not in str(info.value)

@@ -86,7 +86,9 @@ async def test_a_pass_deletes_each_finished_state_by_its_own_age(
         await finished(store, db_url, JobState.CANCELLED, now - 8 * days),
         await finished(store, db_url, JobState.DEAD, now - 15 * days),
     }
-    maintenance = Maintenance(store, NoLocker(), Retention(), batch_size=batch_size, pause=0)
+    maintenance = Maintenance(
+        store, NoLocker(), Retention(), batch_size=batch_size, pause=timedelta(0)
+    )
 
     pruned = await maintenance.prune_once(now=now)
 
@@ -139,7 +141,9 @@ async def test_events_and_ledger_rows_are_pruned_by_their_own_age(pool: Pool, db
                 now - timedelta(days=89),
             ),
         )
-    pruned = await Maintenance(store, NoLocker(), batch_size=1, pause=0).prune_once(now=now)
+    pruned = await Maintenance(store, NoLocker(), batch_size=1, pause=timedelta(0)).prune_once(
+        now=now
+    )
     assert pruned == Pruned(events=1, effects=1)
     assert [e.kind for e in await store.events(live.id)] == ["note"]
     async with await psycopg.AsyncConnection.connect(db_url) as conn:
@@ -155,7 +159,7 @@ async def test_a_stop_request_ends_a_pass_between_batches(pool: Pool, db_url: st
         await finished(store, db_url, JobState.SUCCEEDED, now - timedelta(days=2))
     stop = asyncio.Event()
     stop.set()
-    pruned = await Maintenance(store, NoLocker(), batch_size=1, pause=0).prune_once(
+    pruned = await Maintenance(store, NoLocker(), batch_size=1, pause=timedelta(0)).prune_once(
         now=now, stop=stop
     )
     assert pruned == Pruned(succeeded=1, complete=False)
@@ -203,11 +207,15 @@ async def running(
     for _ in range(n):
         maintenance = Maintenance(
             Store(pool),
-            AdvisoryLocker(db_url, application_name="jobrun-maint-test", probe_every=0.2),
+            AdvisoryLocker(
+                db_url,
+                application_name="jobrun-maint-test",
+                probe_every=timedelta(milliseconds=200),
+            ),
             Retention(succeeded=timedelta(hours=1)),
             every=timedelta(seconds=0.1),
             key=key,
-            retry_leadership_every=0.2,
+            retry_leadership_every=timedelta(milliseconds=200),
         )
         stop = asyncio.Event()
         group.append((maintenance, stop, asyncio.create_task(maintenance.run(stop))))

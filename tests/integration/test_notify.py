@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import psycopg
 import pytest
@@ -24,7 +25,11 @@ def app_name() -> str:
 @pytest.fixture
 async def notifier(db_url: str, app_name: str) -> AsyncIterator[Notifier]:
     n = await Notifier.start(
-        db_url, "jobrun", application_name=app_name, reconnect_initial=0.02, reconnect_max=0.2
+        db_url,
+        "jobrun",
+        application_name=app_name,
+        reconnect_initial=timedelta(milliseconds=20),
+        reconnect_max=timedelta(milliseconds=200),
     )
     try:
         yield n
@@ -67,7 +72,7 @@ def test_notifier_is_a_dispatcher() -> None:
 async def test_committed_notify_wakes_waiter(
     notifier: Notifier, producer: psycopg.AsyncConnection[object]
 ) -> None:
-    waiter = asyncio.create_task(notifier.wait(["default"], timeout=5))
+    waiter = asyncio.create_task(notifier.wait(["default"], timeout=timedelta(seconds=5)))
     await asyncio.sleep(0.05)
     await notify(producer, "default")
     assert await asyncio.wait_for(waiter, 2) is True
@@ -79,8 +84,8 @@ async def test_nothing_wakes_before_commit(
     sub = notifier.subscribe(["default"])
     async with producer.transaction():
         await producer.execute(NOTIFY, ("jobrun", "default"))
-        assert await sub.wait(timeout=0.3) is False
-    assert await sub.wait(timeout=2) is True
+        assert await sub.wait(timeout=timedelta(seconds=0.3)) is False
+    assert await sub.wait(timeout=timedelta(seconds=2)) is True
 
 
 async def test_rolled_back_notify_wakes_nobody(
@@ -90,7 +95,7 @@ async def test_rolled_back_notify_wakes_nobody(
     await producer.execute("BEGIN")
     await producer.execute(NOTIFY, ("jobrun", "default"))
     await producer.execute("ROLLBACK")
-    assert await sub.wait(timeout=0.5) is False
+    assert await sub.wait(timeout=timedelta(seconds=0.5)) is False
 
 
 async def test_notifications_while_busy_coalesce_into_one_wakeup(
@@ -100,19 +105,21 @@ async def test_notifications_while_busy_coalesce_into_one_wakeup(
     for _ in range(10):
         await notify(producer, "default")
     await asyncio.sleep(0.2)  # the waiter is "busy": nobody waits while these arrive
-    assert await sub.wait(timeout=1) is True
-    assert await sub.wait(timeout=0.3) is False
+    assert await sub.wait(timeout=timedelta(seconds=1)) is True
+    assert await sub.wait(timeout=timedelta(seconds=0.3)) is False
 
 
 async def test_port_wait_keeps_pending_wakeup_between_calls(
     notifier: Notifier, producer: psycopg.AsyncConnection[object]
 ) -> None:
-    assert await notifier.wait(["default"], timeout=0.05) is False  # registers the waiter
+    assert (
+        await notifier.wait(["default"], timeout=timedelta(seconds=0.05)) is False
+    )  # registers the waiter
     for _ in range(5):
         await notify(producer, "default")
     await asyncio.sleep(0.2)
-    assert await notifier.wait(["default"], timeout=0) is True
-    assert await notifier.wait(["default"], timeout=0.2) is False
+    assert await notifier.wait(["default"], timeout=timedelta(seconds=0)) is True
+    assert await notifier.wait(["default"], timeout=timedelta(seconds=0.2)) is False
 
 
 async def test_each_waiter_has_its_own_slot(
@@ -121,8 +128,8 @@ async def test_each_waiter_has_its_own_slot(
     first = notifier.subscribe(["default"])
     second = notifier.subscribe(["default"])
     await notify(producer, "default")
-    assert await first.wait(timeout=2) is True
-    assert await second.wait(timeout=2) is True
+    assert await first.wait(timeout=timedelta(seconds=2)) is True
+    assert await second.wait(timeout=timedelta(seconds=2)) is True
 
 
 async def test_queues_are_isolated(
@@ -132,9 +139,9 @@ async def test_queues_are_isolated(
     both = notifier.subscribe(["emails", "reports"])
     reports = notifier.subscribe(["reports"])
     await notify(producer, "reports")
-    assert await reports.wait(timeout=2) is True
-    assert await both.wait(timeout=2) is True
-    assert await emails.wait(timeout=0.3) is False
+    assert await reports.wait(timeout=timedelta(seconds=2)) is True
+    assert await both.wait(timeout=timedelta(seconds=2)) is True
+    assert await emails.wait(timeout=timedelta(seconds=0.3)) is False
 
 
 async def test_other_channel_is_ignored(
@@ -142,7 +149,7 @@ async def test_other_channel_is_ignored(
 ) -> None:
     sub = notifier.subscribe(["default"])
     await notify(producer, "default", channel="someone_else")
-    assert await sub.wait(timeout=0.3) is False
+    assert await sub.wait(timeout=timedelta(seconds=0.3)) is False
 
 
 async def test_channel_name_is_quoted_as_identifier(
@@ -152,13 +159,13 @@ async def test_channel_name_is_quoted_as_identifier(
     async with Notifier(db_url, channel) as n:
         sub = n.subscribe(["q"])
         await notify(producer, "q", channel=channel)
-        assert await sub.wait(timeout=2) is True
+        assert await sub.wait(timeout=timedelta(seconds=2)) is True
 
 
 async def test_timeout_returns_false(notifier: Notifier) -> None:
     loop = asyncio.get_running_loop()
     started = loop.time()
-    assert await notifier.wait(["default"], timeout=0.2) is False
+    assert await notifier.wait(["default"], timeout=timedelta(seconds=0.2)) is False
     assert 0.15 <= loop.time() - started < 1.0
 
 
@@ -172,15 +179,15 @@ async def test_reconnects_after_terminate_and_wakes_every_waiter_once(
     second = notifier.subscribe(["b"])
     assert await terminate(db_url, app_name) == 1
     # Both waiters get exactly one wake-up for the gap, without any notification.
-    assert await first.wait(timeout=5) is True
-    assert await second.wait(timeout=5) is True
+    assert await first.wait(timeout=timedelta(seconds=5)) is True
+    assert await second.wait(timeout=timedelta(seconds=5)) is True
     assert notifier.reconnects == 1
     assert notifier.connected
-    assert await first.wait(timeout=0.3) is False
+    assert await first.wait(timeout=timedelta(seconds=0.3)) is False
     # And notifications flow again on the new connection.
     await notify(producer, "a")
-    assert await first.wait(timeout=2) is True
-    assert await second.wait(timeout=0.2) is False
+    assert await first.wait(timeout=timedelta(seconds=2)) is True
+    assert await second.wait(timeout=timedelta(seconds=0.2)) is False
 
 
 async def test_keeps_retrying_while_server_refuses_then_recovers(
@@ -195,20 +202,22 @@ async def test_keeps_retrying_while_server_refuses_then_recovers(
     while asyncio.get_running_loop().time() < deadline:
         await terminate(db_url, app_name)
         await asyncio.sleep(0.01)
-    assert await notifier.wait_connected(timeout=5)
-    assert await sub.wait(timeout=5) is True  # woken for the gap
+    assert await notifier.wait_connected(timeout=timedelta(seconds=5))
+    assert await sub.wait(timeout=timedelta(seconds=5)) is True  # woken for the gap
     await asyncio.sleep(0.1)
     # Drain: a reconnect may have completed after our last wait.
-    await sub.wait(timeout=0)
+    await sub.wait(timeout=timedelta(seconds=0))
     await notify(producer, "default")
-    assert await sub.wait(timeout=2) is True
+    assert await sub.wait(timeout=timedelta(seconds=2)) is True
 
 
 async def test_start_with_unreachable_server_raises_database_unavailable() -> None:
     from jobrun.errors import DatabaseUnavailable
 
     with pytest.raises(DatabaseUnavailable) as info:
-        await Notifier.start("postgresql://u:secret@127.0.0.1:1/nowhere", connect_timeout=2)
+        await Notifier.start(
+            "postgresql://u:secret@127.0.0.1:1/nowhere", connect_timeout=timedelta(seconds=2)
+        )
     assert "secret" not in str(info.value)
 
 

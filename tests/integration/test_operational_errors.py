@@ -80,7 +80,7 @@ async def test_a_missing_table_of_the_handlers_own_is_not_schema_missing(pool: P
 async def test_an_exhausted_pool_says_no_connection_was_free_and_names_its_size(
     db_url: str,
 ) -> None:
-    pool = await open_pool(db_url, worker_concurrency=1, connect_timeout=1)
+    pool = await open_pool(db_url, worker_concurrency=1, connect_timeout=timedelta(seconds=1))
     try:
         store = Store(pool)
         async with contextlib.AsyncExitStack() as held:
@@ -103,7 +103,7 @@ async def test_an_exhausted_pool_says_no_connection_was_free_and_names_its_size(
 
 
 def test_an_exhausted_sync_pool_says_so_too(db_url: str) -> None:
-    with SyncProducer(db_url, max_pool_size=1, connect_timeout=1) as producer:
+    with SyncProducer(db_url, max_pool_size=1, connect_timeout=timedelta(seconds=1)) as producer:
         taken = threading.Event()
         release = threading.Event()
 
@@ -219,7 +219,7 @@ async def test_a_worker_logs_one_line_per_failure_and_one_when_the_database_is_b
 ) -> None:
     caplog.set_level(logging.INFO, logger="jobrun")
     dbname = str(conninfo_to_dict(db_url)["dbname"])
-    pool = await open_pool(db_url, worker_concurrency=2, connect_timeout=1)
+    pool = await open_pool(db_url, worker_concurrency=2, connect_timeout=timedelta(seconds=1))
     store = Store(pool)
     registry = Registry()
     started, finish = asyncio.Event(), asyncio.Event()

@@ -23,7 +23,7 @@ async def test_unreachable_database_names_host_port_db_but_not_the_password() ->
     url = f"postgresql://jobrun:hunter2-s3cret@127.0.0.1:{port}/jobs_prod"
 
     with pytest.raises(DatabaseUnavailable) as info:
-        await open_pool(url, connect_timeout=2)
+        await open_pool(url, connect_timeout=timedelta(seconds=2))
 
     message = str(info.value)
     assert f"127.0.0.1:{port}" in message

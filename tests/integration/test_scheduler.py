@@ -21,9 +21,9 @@ from jobrun.scheduler import Scheduler
 store_module = pytest.importorskip("jobrun.postgres.store")
 Store = store_module.Store
 
-RETRY = 0.5
-TICK = 0.2
-PROBE = 0.2
+RETRY = timedelta(milliseconds=500)
+TICK = timedelta(milliseconds=200)
+PROBE = timedelta(milliseconds=200)
 
 
 @dataclass
@@ -120,7 +120,7 @@ async def test_killing_leader_lock_connection_hands_over_within_bound(
             assert loop.time() - killed_at < bound, "follower did not take over in time"
             await asyncio.sleep(0.01)
         # The old leader noticed and stepped down: never two leaders.
-        await asyncio.sleep(PROBE * 2)
+        await asyncio.sleep(2 * PROBE.total_seconds())
         assert not leader.scheduler.is_leader
         assert follower.scheduler.is_leader
 

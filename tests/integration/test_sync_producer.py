@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -195,7 +196,7 @@ def test_context_manager_closes_its_own_pool(db_url: str) -> None:
 def test_unreachable_database_is_a_clear_error() -> None:
     url = "postgresql://postgres:secret@127.0.0.1:1/nowhere"
     with pytest.raises(DatabaseUnavailable, match=r"127\.0\.0\.1:1\b") as caught:
-        SyncProducer(url, connect_timeout=1)
+        SyncProducer(url, connect_timeout=timedelta(seconds=1))
     assert "secret" not in str(caught.value)
 
 

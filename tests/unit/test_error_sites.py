@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -32,7 +32,11 @@ def test_invalid_payload_is_in_the_tree_and_exported() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"tick": 0}, "tick"), ({"retry_leadership_every": -1}, "retry_leadership_every")],
+    [
+        ({"tick": timedelta(0)}, "tick"),
+        ({"retry_leadership_every": timedelta(seconds=-1)}, "retry_leadership_every"),
+        ({"tick": 1.0}, "tick must be a timedelta"),
+    ],
 )
 def test_scheduler_settings(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(errors.ConfigurationError, match=message):
@@ -56,7 +60,7 @@ def test_notifier_settings_and_misuse() -> None:
 
 def test_locker_settings() -> None:
     with pytest.raises(errors.ConfigurationError, match="probe_every"):
-        AdvisoryLocker(URL, probe_every=0)
+        AdvisoryLocker(URL, probe_every=timedelta(0))
     with pytest.raises(errors.ConfigurationError, match="bigint"):
         asyncio.run(AdvisoryLocker(URL).try_acquire(2**63))
 

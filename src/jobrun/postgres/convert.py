@@ -68,9 +68,26 @@ _STATES = {state.value: state for state in JobState}
 # Relations and types of jobrun's migrations: an undefined
 # one of these means the database was never migrated, not a bug in a query.
 _OWN_OBJECTS = frozenset(
-    {"jobs", "job_events", "processed_effects", "schedules", "job_state", "backoff_kind"}
+    {
+        # tables
+        "jobs",
+        "job_events",
+        "processed_effects",
+        "schedules",
+        "queues",
+        # types
+        "job_state",
+        "backoff_kind",
+        "job_outcome",
+        # functions (a database migrated by an older jobrun lacks the newer ones)
+        "job_effect_scope",
+        "job_effect_key",
+        "job_outcome_state",
+        "job_backoff_delay",
+        "queue_leased_count",
+    }
 )
-_UNDEFINED_NAME = re.compile(r'"(?:[^"]*\.)?([^".]+)" does not exist')
+_UNDEFINED_NAME = re.compile(r'"(?:[^"]*\.)?([^".]+)" does not exist|function ([a-z_]+)\(')
 _M = TypeVar("_M", bound=BaseModel)
 _setattr = object.__setattr__
 
@@ -363,11 +380,16 @@ def map_error(
         if stats.get("pool_size", 0) >= pool.max_size and not stats.get("pool_available", 0):
             host, port, dbname = location
             return PoolExhausted(host, port, dbname, pool.max_size, pool.timeout)
-    if isinstance(exc, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedObject):
+    if isinstance(
+        exc,
+        psycopg.errors.UndefinedTable
+        | psycopg.errors.UndefinedObject
+        | psycopg.errors.UndefinedFunction,
+    ):
         # Only jobrun's own names: a handler's commit callback may hit a missing
         # table of its own, which is that handler's error, not a missing schema.
         found = _UNDEFINED_NAME.search(exc.diag.message_primary or "")
-        if found and found.group(1) in _OWN_OBJECTS:
+        if found and (found.group(1) or found.group(2)) in _OWN_OBJECTS:
             return SchemaMissing(location[2])
     if isinstance(exc, psycopg.errors.QueryCanceled):
         reason = exc.diag.message_primary

@@ -26,10 +26,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 
+from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError
 from jobrun.job import key_lock_id
 from jobrun.postgres.pool import unavailable_error
@@ -49,10 +51,12 @@ class AdvisoryLock:
     Owns its connection; :meth:`release` (or a loss) closes it.
     """
 
-    def __init__(self, conn: psycopg.AsyncConnection[Any], key: int, *, probe_every: float) -> None:
+    def __init__(
+        self, conn: psycopg.AsyncConnection[Any], key: int, *, probe_every: timedelta
+    ) -> None:
         self._conn = conn
         self._key = key
-        self._probe_every = probe_every
+        self._probe_every = positive_seconds("probe_every", probe_every)
         self._lost = asyncio.Event()
         self._stop = asyncio.Event()
         self._released = False
@@ -124,19 +128,18 @@ class AdvisoryLocker:
         url: str,
         *,
         application_name: str = "jobrun-locker",
-        probe_every: float = 1.0,
-        connect_timeout: float = 10.0,
+        probe_every: timedelta = timedelta(seconds=1),
+        connect_timeout: timedelta = timedelta(seconds=10),
     ) -> None:
-        if probe_every <= 0:
-            raise ConfigurationError(f"probe_every must be positive, got {probe_every}")
+        positive_seconds("probe_every", probe_every)
+        self._connect_seconds = positive_seconds("connect_timeout", connect_timeout)
         self._url = url
         self._application_name = application_name
         self._probe_every = probe_every
-        self._connect_timeout = connect_timeout
 
     @property
-    def probe_every(self) -> float:
-        """Seconds between a held lock's liveness probes: the bound on noticing a loss."""
+    def probe_every(self) -> timedelta:
+        """The time between a held lock's liveness probes: the bound on noticing a loss."""
         return self._probe_every
 
     async def try_acquire(self, key: int) -> AdvisoryLock | None:
@@ -152,7 +155,7 @@ class AdvisoryLocker:
                 self._url,
                 autocommit=True,
                 application_name=self._application_name,
-                connect_timeout=max(1, round(self._connect_timeout)),
+                connect_timeout=max(1, round(self._connect_seconds)),
                 keepalives=1,
                 keepalives_idle=5,
                 keepalives_interval=2,

@@ -27,12 +27,14 @@ import contextlib
 import logging
 import random
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
 
+from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError, UsageError
 from jobrun.postgres.pool import unavailable_error
 
@@ -62,14 +64,14 @@ class Subscription:
         """The queues whose notifications wake this subscription."""
         return self._queues
 
-    async def wait(self, timeout: float) -> bool:  # noqa: ASYNC109 - mirrors the port
-        """Wait for a notification of one of the queues; False after ``timeout`` seconds.
+    async def wait(self, timeout: timedelta) -> bool:  # noqa: ASYNC109 - mirrors the port
+        """Wait for a notification of one of the queues; False once ``timeout`` passed.
 
         A wake-up that arrived since the last call is returned immediately.
         """
         if not self._signal.is_set():
             try:
-                async with asyncio.timeout(max(timeout, 0.0)):
+                async with asyncio.timeout(max(timeout.total_seconds(), 0.0)):
                     await self._signal.wait()
             except TimeoutError:
                 return False
@@ -100,18 +102,18 @@ class Notifier:
         channel: str = DEFAULT_CHANNEL,
         *,
         application_name: str = "jobrun-notifier",
-        connect_timeout: float = 10.0,
-        reconnect_initial: float = 0.05,
-        reconnect_max: float = 5.0,
+        connect_timeout: timedelta = timedelta(seconds=10),
+        reconnect_initial: timedelta = timedelta(milliseconds=50),
+        reconnect_max: timedelta = timedelta(seconds=5),
     ) -> None:
         if not channel:
             raise ConfigurationError("channel must not be empty")
         self._url = url
         self._channel = channel
         self._application_name = application_name
-        self._connect_timeout = connect_timeout
-        self._reconnect_initial = reconnect_initial
-        self._reconnect_max = reconnect_max
+        self._connect_timeout = positive_seconds("connect_timeout", connect_timeout)
+        self._reconnect_initial = positive_seconds("reconnect_initial", reconnect_initial)
+        self._reconnect_max = positive_seconds("reconnect_max", reconnect_max)
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._reader: asyncio.Task[None] | None = None
         self._closed = False
@@ -168,10 +170,10 @@ class Notifier:
         """How many times the connection was re-established after a drop."""
         return self._reconnects
 
-    async def wait_connected(self, timeout: float) -> bool:  # noqa: ASYNC109 - as wait()
-        """Wait until the listening connection is up; False after ``timeout`` seconds."""
+    async def wait_connected(self, timeout: timedelta) -> bool:  # noqa: ASYNC109 - as wait()
+        """Wait until the listening connection is up; False once ``timeout`` passed."""
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(timeout.total_seconds()):
                 await self._connected.wait()
         except TimeoutError:
             return False
@@ -186,8 +188,8 @@ class Notifier:
             self._by_queue.setdefault(queue, set()).add(subscription)
         return subscription
 
-    async def wait(self, queues: Sequence[str], timeout: float) -> bool:  # noqa: ASYNC109 - the Dispatcher port
-        """Wait until one of ``queues`` is notified or ``timeout`` seconds pass.
+    async def wait(self, queues: Sequence[str], timeout: timedelta) -> bool:  # noqa: ASYNC109 - the Dispatcher port
+        """Wait until one of ``queues`` is notified or ``timeout`` passes.
 
         Callers passing the same queue set share one subscription, so a
         wake-up that arrived while they were busy is waiting for them.

@@ -22,6 +22,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
+from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError, DatabaseUnavailable
 from jobrun.sqlc import system as system_queries
 
@@ -56,6 +57,9 @@ def _parse(url: str) -> dict[str, Any]:
             "the database URL is not a valid PostgreSQL connection string"
         ) from None
 
+
+DEFAULT_CONNECT_TIMEOUT = timedelta(seconds=10)
+"""How long opening a pool waits for the server before reporting it unreachable."""
 
 DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT = timedelta(minutes=1)
 """How long a pooled session may sit idle inside a transaction before the server ends it."""
@@ -119,7 +123,7 @@ async def open_pool(
     *,
     worker_concurrency: int = 10,
     min_size: int = 1,
-    connect_timeout: float = 10.0,
+    connect_timeout: timedelta = DEFAULT_CONNECT_TIMEOUT,
     name: str = "jobrun",
     idle_in_transaction_timeout: timedelta | None = DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT,
 ) -> Pool:
@@ -140,6 +144,7 @@ async def open_pool(
     """
     if worker_concurrency < 1:
         raise ConfigurationError(f"worker_concurrency must be at least 1, not {worker_concurrency}")
+    timeout = positive_seconds("connect_timeout", connect_timeout)
     _check_idle_timeout(idle_in_transaction_timeout)
     _parse(url)
     max_size = worker_concurrency + POOL_HEADROOM
@@ -147,7 +152,7 @@ async def open_pool(
     # the pool would only report a timeout.
     try:
         probe = await psycopg.AsyncConnection.connect(
-            url, connect_timeout=max(1, round(connect_timeout)), autocommit=True
+            url, connect_timeout=max(1, round(timeout)), autocommit=True
         )
     except psycopg.Error as exc:
         raise unavailable_error(url, str(exc)) from None
@@ -159,14 +164,14 @@ async def open_pool(
         max_size=max_size,
         open=False,
         name=name,
-        timeout=connect_timeout,
+        timeout=timeout,
         # No per-borrow check: it would add a round trip to every claim and
         # completion. A connection the server dropped fails its next statement,
         # the pool discards it, and the caller's loop retries.
         kwargs=_connection_kwargs(url, idle_in_transaction_timeout),
     )
     try:
-        await pool.open(wait=True, timeout=connect_timeout)
+        await pool.open(wait=True, timeout=timeout)
         async with pool.connection() as conn:
             await system_queries.AsyncQuerier(conn).database_now()
     except (PoolTimeout, psycopg.Error) as exc:
@@ -182,7 +187,7 @@ def open_sync_pool(
     url: str,
     *,
     max_size: int = 4,
-    connect_timeout: float = 10.0,
+    connect_timeout: timedelta = DEFAULT_CONNECT_TIMEOUT,
     idle_in_transaction_timeout: timedelta | None = DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT,
 ) -> SyncPool:
     """Open and ping a sync pool of up to ``max_size`` connections to ``url``.
@@ -195,11 +200,12 @@ def open_sync_pool(
     """
     if max_size < 1:
         raise ConfigurationError(f"max_size must be at least 1, not {max_size}")
+    timeout = positive_seconds("connect_timeout", connect_timeout)
     _check_idle_timeout(idle_in_transaction_timeout)
     _parse(url)
     try:
         # A direct connection first: libpq's reason beats the pool's bare timeout.
-        probe = psycopg.connect(url, connect_timeout=max(1, round(connect_timeout)))
+        probe = psycopg.connect(url, connect_timeout=max(1, round(timeout)))
     except psycopg.Error as exc:
         raise unavailable_error(url, str(exc)) from None
     probe.close()
@@ -209,7 +215,7 @@ def open_sync_pool(
         max_size=max_size,
         open=False,
         name="jobrun-sync",
-        timeout=connect_timeout,
+        timeout=timeout,
         # A sync producer mostly idles between requests, and has no loop that
         # retries: check each borrowed connection so one the server dropped
         # is replaced instead of failing the caller's request.
@@ -217,7 +223,7 @@ def open_sync_pool(
         kwargs=_connection_kwargs(url, idle_in_transaction_timeout),
     )
     try:
-        pool.open(wait=True, timeout=connect_timeout)
+        pool.open(wait=True, timeout=timeout)
         with pool.connection() as conn:
             system_queries.Querier(conn).database_now()
     except (PoolTimeout, psycopg.Error) as exc:

@@ -15,6 +15,7 @@ the job and its notification commit with the caller's own rows or not at all.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
 from types import TracebackType
 
 from psycopg_pool import ConnectionPool
@@ -22,7 +23,7 @@ from pydantic import BaseModel
 
 from jobrun.errors import ConfigurationError
 from jobrun.postgres import _base
-from jobrun.postgres.pool import SyncPool, open_sync_pool
+from jobrun.postgres.pool import DEFAULT_CONNECT_TIMEOUT, SyncPool, open_sync_pool
 from jobrun.postgres.store_sync import DEFAULT_NOTIFY_CHANNEL, SyncStore
 
 __all__ = ["SyncProducer"]
@@ -49,7 +50,7 @@ class SyncProducer(SyncStore):
         payload_models: Mapping[str, type[BaseModel]] | None = None,
         max_payload_bytes: int = _base.DEFAULT_MAX_PAYLOAD_BYTES,
         max_pool_size: int = 4,
-        connect_timeout: float = 10.0,
+        connect_timeout: timedelta = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
         # Refuse bad settings before a pool is opened (and would need closing).
         if not notify_channel:
