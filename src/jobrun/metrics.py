@@ -62,7 +62,7 @@ __all__ = [
 
 _log = logging.getLogger("jobrun.metrics")
 
-QUEUE_STATS_LOCK_KEY = 0x6A6F6272756E0002
+QUEUE_STATS_LOCK_KEY = 0x6A6F6272756E0003
 """The advisory lock key of the queue-gauge leader ("jobrun" then 2; the scheduler's is 1)."""
 
 _WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)

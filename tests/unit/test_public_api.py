@@ -113,3 +113,22 @@ def test_the_tree_docstring_names_every_error() -> None:
     doc = jobrun.errors.__doc__ or ""
     missing = [name for name in jobrun.errors.__all__ if name not in doc]
     assert not missing, f"errors missing from the tree in jobrun.errors' docstring: {missing}"
+
+
+def test_every_advisory_lock_key_is_distinct() -> None:
+    # Two leader-elected services sharing a key would starve one of them: in one
+    # worker the maintenance service held the queue-stats key, so the queue
+    # gauges were never published.
+    import jobrun.maintenance
+    import jobrun.metrics
+    import jobrun.scheduler
+
+    # jobrun.postgres re-exports the migrate *function* under the module's name.
+    migrate_module = importlib.import_module("jobrun.postgres.migrate")
+    keys = {
+        "migrate": migrate_module.MIGRATION_LOCK_KEY,
+        "scheduler": jobrun.scheduler.SCHEDULER_LOCK_KEY,
+        "maintenance": jobrun.maintenance.MAINTENANCE_LOCK_KEY,
+        "queue stats": jobrun.metrics.QUEUE_STATS_LOCK_KEY,
+    }
+    assert len(set(keys.values())) == len(keys), keys
