@@ -38,6 +38,29 @@ WITH inserted AS (
 SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM inserted
 """
 
+JOB_INSERT_NOTIFY = """
+WITH inserted AS (
+    INSERT INTO jobs (
+        id, queue, type, payload, priority, max_attempts,
+        backoff_kind, backoff_base, backoff_max, run_at, idempotency_key, meta
+    ) VALUES (
+        %(id)s, %(queue)s, %(type)s, %(payload_json)s::text::jsonb, %(priority)s, %(max_attempts)s,
+        %(backoff_kind)s, %(backoff_base)s, %(backoff_max)s,
+        coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval),
+        %(idempotency_key)s, coalesce(%(meta)s::jsonb, '{}'::jsonb)
+    )
+    ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta
+), recorded AS (
+    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt)
+    SELECT inserted.id, inserted.created_at, 'enqueued', NULL, inserted.state, 0
+    FROM inserted
+), notified AS (
+    SELECT pg_notify(%(channel)s::text, inserted.queue) FROM inserted
+)
+SELECT inserted.id, inserted.queue, inserted.type, inserted.payload, inserted.priority, inserted.state, inserted.attempts, inserted.max_attempts, inserted.backoff_kind, inserted.backoff_base, inserted.backoff_max, inserted.run_at, inserted.lease_owner, inserted.lease_expires_at, inserted.cancel_requested, inserted.idempotency_key, inserted.last_error, inserted.created_at, inserted.updated_at, inserted.finished_at, inserted.meta FROM inserted CROSS JOIN notified
+"""
+
 JOB_INSERT_COPY = """
 COPY jobs (id, queue, type, payload, priority, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, idempotency_key, created_at, updated_at) FROM STDIN (FORMAT BINARY)
 """
@@ -473,6 +496,26 @@ class JobInsertParams:
     meta: JsonValue | None
 
 
+@dataclass(slots=True, kw_only=True)
+class JobInsertNotifyParams:
+    """The parameters of ``JobInsertNotify``."""
+
+    id: UUID
+    queue: str
+    type: str
+    payload_json: str
+    priority: int
+    max_attempts: int
+    backoff_kind: BackoffKind
+    backoff_base: timedelta
+    backoff_max: timedelta
+    run_at: datetime | None
+    delay: timedelta
+    idempotency_key: str | None
+    meta: JsonValue | None
+    channel: str
+
+
 class JobInsertCopyParams(NamedTuple):
     """One parameter set of ``JobInsertCopy``, in parameter order."""
 
@@ -744,6 +787,40 @@ class AsyncQuerier:
                 "delay": params.delay,
                 "idempotency_key": params.idempotency_key,
                 "meta": None if params.meta is None else Jsonb(params.meta),
+            })
+            _row = await _cur.fetchone()
+        if _row is None:
+            return None
+        return row_to_job(_row)
+
+    async def job_insert_notify(self, *, params: JobInsertNotifyParams) -> Job | None:
+        """JobInsert and the queue's notification in one statement, for a single
+        enqueue on an autocommit connection: one round trip, no BEGIN/COMMIT. The
+        final SELECT joins the notifying CTE so that it runs (a SELECT CTE nobody
+        references is never evaluated), and only when a row was inserted; PostgreSQL
+        delivers the notification when the statement's transaction commits, after
+        the job is visible. No row: an idempotency-key conflict (read the stored job).
+        payload_json is the payload's JSON text as the store already encoded it to
+        validate it, so it is not encoded a second time to be sent.
+
+        Run ``JobInsertNotify``; return its first row, or None.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(JOB_INSERT_NOTIFY, {
+                "id": params.id,
+                "queue": params.queue,
+                "type": params.type,
+                "payload_json": params.payload_json,
+                "priority": params.priority,
+                "max_attempts": params.max_attempts,
+                "backoff_kind": params.backoff_kind,
+                "backoff_base": params.backoff_base,
+                "backoff_max": params.backoff_max,
+                "run_at": params.run_at,
+                "delay": params.delay,
+                "idempotency_key": params.idempotency_key,
+                "meta": None if params.meta is None else Jsonb(params.meta),
+                "channel": params.channel,
             })
             _row = await _cur.fetchone()
         if _row is None:
@@ -1146,6 +1223,40 @@ class Querier:
                 "delay": params.delay,
                 "idempotency_key": params.idempotency_key,
                 "meta": None if params.meta is None else Jsonb(params.meta),
+            })
+            _row = _cur.fetchone()
+        if _row is None:
+            return None
+        return row_to_job(_row)
+
+    def job_insert_notify(self, *, params: JobInsertNotifyParams) -> Job | None:
+        """JobInsert and the queue's notification in one statement, for a single
+        enqueue on an autocommit connection: one round trip, no BEGIN/COMMIT. The
+        final SELECT joins the notifying CTE so that it runs (a SELECT CTE nobody
+        references is never evaluated), and only when a row was inserted; PostgreSQL
+        delivers the notification when the statement's transaction commits, after
+        the job is visible. No row: an idempotency-key conflict (read the stored job).
+        payload_json is the payload's JSON text as the store already encoded it to
+        validate it, so it is not encoded a second time to be sent.
+
+        Run ``JobInsertNotify``; return its first row, or None.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(JOB_INSERT_NOTIFY, {
+                "id": params.id,
+                "queue": params.queue,
+                "type": params.type,
+                "payload_json": params.payload_json,
+                "priority": params.priority,
+                "max_attempts": params.max_attempts,
+                "backoff_kind": params.backoff_kind,
+                "backoff_base": params.backoff_base,
+                "backoff_max": params.backoff_max,
+                "run_at": params.run_at,
+                "delay": params.delay,
+                "idempotency_key": params.idempotency_key,
+                "meta": None if params.meta is None else Jsonb(params.meta),
+                "channel": params.channel,
             })
             _row = _cur.fetchone()
         if _row is None:
