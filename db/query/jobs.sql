@@ -34,7 +34,9 @@ SELECT * FROM inserted;
 -- delivers the notification when the statement's transaction commits, after
 -- the job is visible. No row: an idempotency-key conflict (read the stored job).
 -- payload_json is the payload's JSON text as the store already encoded it to
--- validate it, so it is not encoded a second time to be sent.
+-- validate it, so it is not encoded a second time to be sent. Only the two
+-- columns the database decides come back: the store knows every other one, and
+-- decoding the payload and meta it just sent would be wasted work.
 WITH inserted AS (
     INSERT INTO jobs (
         id, queue, type, payload, priority, max_attempts,
@@ -54,7 +56,7 @@ WITH inserted AS (
 ), notified AS (
     SELECT pg_notify(@channel::text, inserted.queue) FROM inserted
 )
-SELECT inserted.* FROM inserted CROSS JOIN notified;
+SELECT inserted.run_at, inserted.created_at FROM inserted CROSS JOIN notified;
 
 -- name: JobInsertCopy :copyfrom
 INSERT INTO jobs (

@@ -61,6 +61,7 @@ __all__ = [
     "check_queue_name",
     "check_replay",
     "check_retryable",
+    "inserted_job",
     "job_copy_row",
     "keyed_arrays",
     "keyed_results",
@@ -165,6 +166,17 @@ def insert_args(
         meta=meta,
         channel=channel,
     )
+
+
+def inserted_job(
+    item: PreparedJob, row: job_queries.JobInsertNotifyRow, meta: dict[str, str] | None
+) -> Job:
+    """The Job ``job_insert_notify`` stored, from the two columns it returns.
+
+    Every other column is what was sent (or a default), so the payload and
+    meta are not decoded back from the row.
+    """
+    return job_from_new(item.job, item.payload, utc(row.run_at), utc(row.created_at), meta)
 
 
 def run_at_of(job: NewJob, now: datetime) -> datetime:

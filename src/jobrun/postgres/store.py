@@ -237,7 +237,7 @@ class Store(ScheduleMethods):
                 row = await queries.job_insert_notify(params=params)
                 if row is None:
                     return await self._replay(queries, item, params)
-        made = job_from_row(row)
+        made = _base.inserted_job(item, row, params.meta)
         if self.observer is not None:
             self.observer.enqueued((made,))
         return made
@@ -263,7 +263,7 @@ class Store(ScheduleMethods):
         row = await queries.job_insert_notify(params=params)
         if row is None:
             raise JobrunError(f"could not insert or read job key {job.idempotency_key}")
-        made = job_from_row(row)
+        made = _base.inserted_job(item, row, params.meta)
         if self.observer is not None:
             self.observer.enqueued((made,))
         return made

@@ -233,7 +233,7 @@ class SyncStore(SyncScheduleMethods):
                 row = queries.job_insert_notify(params=params)
                 if row is None:
                     return self._replay(queries, item, params)
-        made = job_from_row(row)
+        made = _base.inserted_job(item, row, params.meta)
         if self.observer is not None:
             self.observer.enqueued((made,))
         return made
@@ -258,7 +258,7 @@ class SyncStore(SyncScheduleMethods):
         row = queries.job_insert_notify(params=params)
         if row is None:
             raise JobrunError(f"could not insert or read job key {job.idempotency_key}")
-        made = job_from_row(row)
+        made = _base.inserted_job(item, row, params.meta)
         if self.observer is not None:
             self.observer.enqueued((made,))
         return made

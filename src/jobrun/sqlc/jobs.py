@@ -58,7 +58,7 @@ WITH inserted AS (
 ), notified AS (
     SELECT pg_notify(%(channel)s::text, inserted.queue) FROM inserted
 )
-SELECT inserted.id, inserted.queue, inserted.type, inserted.payload, inserted.priority, inserted.state, inserted.attempts, inserted.max_attempts, inserted.backoff_kind, inserted.backoff_base, inserted.backoff_max, inserted.run_at, inserted.lease_owner, inserted.lease_expires_at, inserted.cancel_requested, inserted.idempotency_key, inserted.last_error, inserted.created_at, inserted.updated_at, inserted.finished_at, inserted.meta FROM inserted CROSS JOIN notified
+SELECT inserted.run_at, inserted.created_at FROM inserted CROSS JOIN notified
 """
 
 JOB_INSERT_COPY = """
@@ -516,6 +516,33 @@ class JobInsertNotifyParams:
     channel: str
 
 
+class JobInsertNotifyRow(pydantic.BaseModel):
+    """A row returned by ``JobInsertNotify``."""
+
+    run_at: datetime
+    created_at: datetime
+
+
+_JOB_INSERT_NOTIFY_ROW_FIELDS = frozenset({'run_at', 'created_at'})
+
+
+def _row_to_job_insert_notify_row(row: Sequence[Any]) -> JobInsertNotifyRow:
+    """Build a :class:`JobInsertNotifyRow` from a driver row, without re-validating it."""
+    obj = JobInsertNotifyRow.__new__(JobInsertNotifyRow)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "run_at": row[0],
+            "created_at": row[1],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_JOB_INSERT_NOTIFY_ROW_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
 class JobInsertCopyParams(NamedTuple):
     """One parameter set of ``JobInsertCopy``, in parameter order."""
 
@@ -793,7 +820,11 @@ class AsyncQuerier:
             return None
         return row_to_job(_row)
 
-    async def job_insert_notify(self, *, params: JobInsertNotifyParams) -> Job | None:
+    async def job_insert_notify(
+        self,
+        *,
+        params: JobInsertNotifyParams,
+    ) -> JobInsertNotifyRow | None:
         """JobInsert and the queue's notification in one statement, for a single
         enqueue on an autocommit connection: one round trip, no BEGIN/COMMIT. The
         final SELECT joins the notifying CTE so that it runs (a SELECT CTE nobody
@@ -801,7 +832,9 @@ class AsyncQuerier:
         delivers the notification when the statement's transaction commits, after
         the job is visible. No row: an idempotency-key conflict (read the stored job).
         payload_json is the payload's JSON text as the store already encoded it to
-        validate it, so it is not encoded a second time to be sent.
+        validate it, so it is not encoded a second time to be sent. Only the two
+        columns the database decides come back: the store knows every other one, and
+        decoding the payload and meta it just sent would be wasted work.
 
         Run ``JobInsertNotify``; return its first row, or None.
         """
@@ -825,7 +858,7 @@ class AsyncQuerier:
             _row = await _cur.fetchone()
         if _row is None:
             return None
-        return row_to_job(_row)
+        return _row_to_job_insert_notify_row(_row)
 
     async def job_insert_copy(self, *, rows: Iterable[JobInsertCopyParams]) -> int:
         """Insert ``rows`` with ``JobInsertCopy`` through binary COPY; return how many."""
@@ -1229,7 +1262,7 @@ class Querier:
             return None
         return row_to_job(_row)
 
-    def job_insert_notify(self, *, params: JobInsertNotifyParams) -> Job | None:
+    def job_insert_notify(self, *, params: JobInsertNotifyParams) -> JobInsertNotifyRow | None:
         """JobInsert and the queue's notification in one statement, for a single
         enqueue on an autocommit connection: one round trip, no BEGIN/COMMIT. The
         final SELECT joins the notifying CTE so that it runs (a SELECT CTE nobody
@@ -1237,7 +1270,9 @@ class Querier:
         delivers the notification when the statement's transaction commits, after
         the job is visible. No row: an idempotency-key conflict (read the stored job).
         payload_json is the payload's JSON text as the store already encoded it to
-        validate it, so it is not encoded a second time to be sent.
+        validate it, so it is not encoded a second time to be sent. Only the two
+        columns the database decides come back: the store knows every other one, and
+        decoding the payload and meta it just sent would be wasted work.
 
         Run ``JobInsertNotify``; return its first row, or None.
         """
@@ -1261,7 +1296,7 @@ class Querier:
             _row = _cur.fetchone()
         if _row is None:
             return None
-        return row_to_job(_row)
+        return _row_to_job_insert_notify_row(_row)
 
     def job_insert_copy(self, *, rows: Iterable[JobInsertCopyParams]) -> int:
         """Insert ``rows`` with ``JobInsertCopy`` through binary COPY; return how many."""
