@@ -19,3 +19,8 @@ registry = Registry()
 async def ping(ctx: JobContext, payload: Any) -> None:
     sys.stdout.write(f"{ctx.job.id} {time.time():.6f}\n")
     sys.stdout.flush()
+
+
+@registry.handler("noop")
+async def noop(ctx: JobContext, payload: Any) -> None:
+    """Does nothing: `scripts/bench --processes` measures the queue, not the handler."""

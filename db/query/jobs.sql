@@ -26,6 +26,38 @@ WITH inserted AS (
 )
 SELECT * FROM inserted;
 
+-- name: JobInsertNotify :one
+-- JobInsert and the queue's notification in one statement, for a single
+-- enqueue on an autocommit connection: one round trip, no BEGIN/COMMIT. The
+-- final SELECT joins the notifying CTE so that it runs (a SELECT CTE nobody
+-- references is never evaluated), and only when a row was inserted; PostgreSQL
+-- delivers the notification when the statement's transaction commits, after
+-- the job is visible. No row: an idempotency-key conflict (read the stored job).
+-- payload_json is the payload's JSON text as the store already encoded it to
+-- validate it, so it is not encoded a second time to be sent. Only the two
+-- columns the database decides come back: the store knows every other one, and
+-- decoding the payload and meta it just sent would be wasted work.
+WITH inserted AS (
+    INSERT INTO jobs (
+        id, queue, type, payload, priority, max_attempts,
+        backoff_kind, backoff_base, backoff_max, run_at, idempotency_key, meta
+    ) VALUES (
+        @id, @queue, @type, sqlc.arg('payload_json')::text::jsonb, @priority, @max_attempts,
+        @backoff_kind, @backoff_base, @backoff_max,
+        coalesce(sqlc.narg('run_at')::timestamptz, now() + sqlc.arg('delay')::interval),
+        sqlc.narg('idempotency_key'), coalesce(sqlc.narg('meta')::jsonb, '{}'::jsonb)
+    )
+    ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING *
+), recorded AS (
+    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt)
+    SELECT inserted.id, inserted.created_at, 'enqueued', NULL, inserted.state, 0
+    FROM inserted
+), notified AS (
+    SELECT pg_notify(@channel::text, inserted.queue) FROM inserted
+)
+SELECT inserted.run_at, inserted.created_at FROM inserted CROSS JOIN notified;
+
 -- name: JobInsertCopy :copyfrom
 INSERT INTO jobs (
     id, queue, type, payload, priority, max_attempts,

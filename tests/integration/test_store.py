@@ -242,6 +242,27 @@ async def test_enqueue_stores_a_queued_job_with_its_event(store: Store) -> None:
     assert (event.kind, event.from_state, event.to_state) == ("enqueued", None, JobState.QUEUED)
 
 
+async def test_enqueue_returns_exactly_the_stored_job(store: Store) -> None:
+    # The single insert reads back only run_at and created_at; every other field
+    # of the returned Job is built from what was sent and must match the row.
+    now = await store.now()
+    for new in (
+        NewJob(type="a", payload=[1, "two", {"3": None}], queue="q", priority=-5),
+        NewJob(type="b", payload={"n": 1.5, "s": "é"}, delay=timedelta(minutes=3)),
+        NewJob(
+            type="c",
+            payload="text",
+            run_at=now + timedelta(days=1),
+            max_attempts=7,
+            backoff=Backoff(kind=BackoffKind.LINEAR, base=timedelta(seconds=9)),
+            idempotency_key="key-c",
+        ),
+    ):
+        job = await store.enqueue(new)
+        assert job == await store.get(new.id)
+        assert job.meta == {} and job.updated_at == job.created_at
+
+
 async def test_enqueue_run_at_defaults_to_database_now_plus_delay(store: Store) -> None:
     before = await store.now()
     job = await store.enqueue(NewJob(type="t", delay=timedelta(hours=1)))

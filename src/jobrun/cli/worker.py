@@ -8,6 +8,13 @@ dispatcher, worker, with ``--scheduler`` the leader-elected scheduler and,
 unless ``--no-maintenance``, the leader-elected maintenance service that
 prunes old jobs by the ``JOBRUN_RETENTION_*`` settings. ``--metrics-port``
 adds Prometheus metrics and the health endpoints (:mod:`jobrun.metrics`).
+
+``--processes N`` (N > 1) runs N such workers as child processes of a
+supervisor (:mod:`jobrun.cli.supervisor`) that forwards SIGTERM/SIGINT,
+restarts a crashed child with backoff and exits with the children's status.
+Every child may run ``--scheduler`` and the maintenance service: both are
+leader-elected, so one child leads. With ``--metrics-port P`` child i serves
+on port P + i.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from jobrun import loop as jobrun_loop
 from jobrun.cli.app import DatabaseUrlOption, app, fail
 from jobrun.cli.inputs import read_duration
 from jobrun.cli.log_setup import setup_logging
+from jobrun.cli.supervisor import Supervisor
 from jobrun.client import Client, load_metrics
 from jobrun.config import Config
 from jobrun.errors import JobrunError
@@ -158,6 +166,14 @@ def worker_command(
             help="How often the elected worker refreshes the queue gauges.",
         ),
     ] = "10s",
+    processes: Annotated[
+        int,
+        typer.Option(
+            envvar="JOBRUN_PROCESSES",
+            show_envvar=True,
+            help="Worker processes under one supervisor (restarts crashed ones).",
+        ),
+    ] = 1,
 ) -> None:
     """Run handlers for jobs of the given queues until SIGTERM or SIGINT."""
     lease_td = read_duration("--lease", lease)
@@ -166,9 +182,16 @@ def worker_command(
     stats_td = read_duration("--queue-stats-every", queue_stats_every)
     if event_mode not in {m.value for m in EventMode}:
         raise fail(f"unknown --event-mode {event_mode!r}; choose all or terminal")
+    if processes < 1:
+        raise fail(f"--processes must be at least 1, got {processes}")
     if metrics_port is not None:
         if not 0 <= metrics_port <= 65535:
             raise fail(f"--metrics-port must be between 0 and 65535, got {metrics_port}")
+        if metrics_port and metrics_port + processes - 1 > 65535:
+            raise fail(
+                f"--metrics-port {metrics_port} with --processes {processes} "
+                f"needs ports up to {metrics_port + processes - 1}, over 65535"
+            )
         try:
             load_metrics()
         except JobrunError as exc:
@@ -193,6 +216,34 @@ def worker_command(
             config = config.replace(maintenance=maintenance)
     except JobrunError as exc:
         raise fail(str(exc)) from None
+
+    if processes > 1:
+        # The options were checked above, once; each child is this same
+        # command with --processes 1 (the database URL goes by environment,
+        # not argv, so it does not show in ps).
+        def child(index: int) -> list[str]:
+            argv = [sys.executable, "-m", "jobrun", "worker", "--processes", "1"]
+            argv += ["--app", app_ref, "--concurrency", str(concurrency), "--lease", lease]
+            argv += ["--poll", poll, "--event-mode", event_mode, "--shutdown-grace", shutdown_grace]
+            argv += ["--log-level", log_level, "--log-format", log_format]
+            argv += ["--metrics-host", metrics_host, "--queue-stats-every", queue_stats_every]
+            argv.append("--scheduler" if scheduler else "--no-scheduler")
+            if maintenance is not None:
+                argv.append("--maintenance" if maintenance else "--no-maintenance")
+            if metrics_port is not None:
+                # One port each: child i serves metrics_port + i (0: any free port).
+                argv += ["--metrics-port", str(metrics_port + index if metrics_port else 0)]
+            for name in queue or ["default"]:
+                argv += ["--queue", name]
+            return argv
+
+        env = {k: v for k, v in os.environ.items() if k != "JOBRUN_PROCESSES"}
+        if database_url is not None:
+            env["JOBRUN_DATABASE_URL"] = database_url
+        supervisor = Supervisor(
+            command=child, processes=processes, env=env, grace=grace_td.total_seconds()
+        )
+        raise typer.Exit(supervisor.run())
 
     async def work() -> None:
         # The same wiring as any service: the Client opens the pool, checks the

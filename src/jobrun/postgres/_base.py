@@ -61,6 +61,7 @@ __all__ = [
     "check_queue_name",
     "check_replay",
     "check_retryable",
+    "inserted_job",
     "job_copy_row",
     "keyed_arrays",
     "keyed_results",
@@ -140,25 +141,42 @@ def prepare_jobs(
 
 
 def insert_args(
-    item: PreparedJob, meta: dict[str, str] | None = None
-) -> job_queries.JobInsertParams:
-    """The parameters of the generated ``job_insert`` for one job (``meta``: trace context)."""
+    item: PreparedJob, channel: str, meta: dict[str, str] | None = None
+) -> job_queries.JobInsertNotifyParams:
+    """The parameters of the generated ``job_insert_notify`` for one job.
+
+    ``channel`` is the notification channel; ``meta`` the trace context. The
+    payload goes as the JSON text :func:`prepare_jobs` already encoded.
+    """
     job = item.job
-    return job_queries.JobInsertParams(
+    backoff = job.backoff
+    return job_queries.JobInsertNotifyParams(
         id=job.id,
         queue=job.queue,
         type=job.type,
-        payload=item.payload,
+        payload_json=item.text,
         priority=job.priority,
         max_attempts=job.max_attempts,
-        backoff_kind=BACKOFF_KINDS[job.backoff.kind],
-        backoff_base=job.backoff.base,
-        backoff_max=job.backoff.max,
+        backoff_kind=BACKOFF_KINDS[backoff.kind],
+        backoff_base=backoff.base,
+        backoff_max=backoff.max,
         run_at=job.run_at,
         delay=job.delay or _ZERO,
         idempotency_key=job.idempotency_key,
         meta=meta,
+        channel=channel,
     )
+
+
+def inserted_job(
+    item: PreparedJob, row: job_queries.JobInsertNotifyRow, meta: dict[str, str] | None
+) -> Job:
+    """The Job ``job_insert_notify`` stored, from the two columns it returns.
+
+    Every other column is what was sent (or a default), so the payload and
+    meta are not decoded back from the row.
+    """
+    return job_from_new(item.job, item.payload, utc(row.run_at), utc(row.created_at), meta)
 
 
 def run_at_of(job: NewJob, now: datetime) -> datetime:

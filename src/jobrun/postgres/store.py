@@ -6,9 +6,12 @@ two halves) is written as one statement whose data-modifying CTEs also record
 its events, so it is one round trip on an autocommit connection and its event
 can never be lost or orphaned. Multi-statement transitions:
 
-* enqueue: insert (+ event) and, on an idempotency replay, a re-read; then
-  ``pg_notify``. PostgreSQL delivers the notification at commit, so no
-  listener wakes before the job is visible.
+* enqueue: one statement inserts the job (+ event) and calls ``pg_notify``;
+  on the pool it runs alone on an autocommit connection (one round trip, no
+  BEGIN/COMMIT), on a caller's connection inside their transaction. An
+  idempotency replay inserts nothing and is followed by a re-read. PostgreSQL
+  delivers the notification at commit, so no listener wakes before the job
+  is visible.
 * enqueue_batch: db now, COPY jobs, keyed jobs by one ``INSERT .. ON CONFLICT``,
   COPY events, one notification per queue.
 * complete with a commit callback: statement timeout, lock and owner check,
@@ -219,23 +222,48 @@ class Store(ScheduleMethods):
         notifies) with it or not at all.
         """
         (item,) = _base.prepare_jobs([job], self.payload_models, self.max_payload_bytes)
-        meta = current_trace_meta()
-        async with self._with_tx(conn) as tx:
-            queries = job_queries.AsyncQuerier(tx)
-            row = await queries.job_insert(params=_base.insert_args(item, meta))
-            if row is None:
-                stored = await queries.job_get_by_idempotency_key(
-                    queue=job.queue, idempotency_key=job.idempotency_key or ""
-                )
-                if stored is None:
-                    # The conflicting row was purged between our insert and read: retry once.
-                    row = await queries.job_insert(params=_base.insert_args(item, meta))
-                    if row is None:
-                        raise JobrunError(f"could not insert or read job key {job.idempotency_key}")
-                else:
-                    return _base.check_replay(item, job_from_row(stored))
-            await queries.job_notify(channel=self.notify_channel, queue=job.queue)
-        made = job_from_row(row)
+        params = _base.insert_args(item, self.notify_channel, current_trace_meta())
+        if conn is None:
+            # The common path: one statement on an autocommit pooled connection
+            # inserts the job and its event and notifies; it commits as it ends.
+            async with self._connection() as pooled:
+                queries = job_queries.AsyncQuerier(pooled)
+                row = await queries.job_insert_notify(params=params)
+                if row is None:
+                    return await self._replay(queries, item, params)
+        else:
+            async with self._with_tx(conn) as tx:
+                queries = job_queries.AsyncQuerier(tx)
+                row = await queries.job_insert_notify(params=params)
+                if row is None:
+                    return await self._replay(queries, item, params)
+        made = _base.inserted_job(item, row, params.meta)
+        if self.observer is not None:
+            self.observer.enqueued((made,))
+        return made
+
+    async def _replay(
+        self,
+        queries: job_queries.AsyncQuerier,
+        item: _base.PreparedJob,
+        params: job_queries.JobInsertNotifyParams,
+    ) -> Job:
+        """The stored job that ``item``'s insert conflicted with, or ``item`` inserted after all.
+
+        Runs where the insert ran (the pooled connection, or the caller's
+        transaction). Raises IdempotencyConflict when the stored body differs.
+        """
+        job = item.job
+        stored = await queries.job_get_by_idempotency_key(
+            queue=job.queue, idempotency_key=job.idempotency_key or ""
+        )
+        if stored is not None:
+            return _base.check_replay(item, job_from_row(stored))
+        # The conflicting row was purged between our insert and read: retry once.
+        row = await queries.job_insert_notify(params=params)
+        if row is None:
+            raise JobrunError(f"could not insert or read job key {job.idempotency_key}")
+        made = _base.inserted_job(item, row, params.meta)
         if self.observer is not None:
             self.observer.enqueued((made,))
         return made

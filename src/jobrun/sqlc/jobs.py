@@ -38,6 +38,29 @@ WITH inserted AS (
 SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM inserted
 """
 
+JOB_INSERT_NOTIFY = """
+WITH inserted AS (
+    INSERT INTO jobs (
+        id, queue, type, payload, priority, max_attempts,
+        backoff_kind, backoff_base, backoff_max, run_at, idempotency_key, meta
+    ) VALUES (
+        %(id)s, %(queue)s, %(type)s, %(payload_json)s::text::jsonb, %(priority)s, %(max_attempts)s,
+        %(backoff_kind)s, %(backoff_base)s, %(backoff_max)s,
+        coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval),
+        %(idempotency_key)s, coalesce(%(meta)s::jsonb, '{}'::jsonb)
+    )
+    ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta
+), recorded AS (
+    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt)
+    SELECT inserted.id, inserted.created_at, 'enqueued', NULL, inserted.state, 0
+    FROM inserted
+), notified AS (
+    SELECT pg_notify(%(channel)s::text, inserted.queue) FROM inserted
+)
+SELECT inserted.run_at, inserted.created_at FROM inserted CROSS JOIN notified
+"""
+
 JOB_INSERT_COPY = """
 COPY jobs (id, queue, type, payload, priority, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, idempotency_key, created_at, updated_at) FROM STDIN (FORMAT BINARY)
 """
@@ -473,6 +496,53 @@ class JobInsertParams:
     meta: JsonValue | None
 
 
+@dataclass(slots=True, kw_only=True)
+class JobInsertNotifyParams:
+    """The parameters of ``JobInsertNotify``."""
+
+    id: UUID
+    queue: str
+    type: str
+    payload_json: str
+    priority: int
+    max_attempts: int
+    backoff_kind: BackoffKind
+    backoff_base: timedelta
+    backoff_max: timedelta
+    run_at: datetime | None
+    delay: timedelta
+    idempotency_key: str | None
+    meta: JsonValue | None
+    channel: str
+
+
+class JobInsertNotifyRow(pydantic.BaseModel):
+    """A row returned by ``JobInsertNotify``."""
+
+    run_at: datetime
+    created_at: datetime
+
+
+_JOB_INSERT_NOTIFY_ROW_FIELDS = frozenset({'run_at', 'created_at'})
+
+
+def _row_to_job_insert_notify_row(row: Sequence[Any]) -> JobInsertNotifyRow:
+    """Build a :class:`JobInsertNotifyRow` from a driver row, without re-validating it."""
+    obj = JobInsertNotifyRow.__new__(JobInsertNotifyRow)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "run_at": row[0],
+            "created_at": row[1],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_JOB_INSERT_NOTIFY_ROW_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
 class JobInsertCopyParams(NamedTuple):
     """One parameter set of ``JobInsertCopy``, in parameter order."""
 
@@ -749,6 +819,46 @@ class AsyncQuerier:
         if _row is None:
             return None
         return row_to_job(_row)
+
+    async def job_insert_notify(
+        self,
+        *,
+        params: JobInsertNotifyParams,
+    ) -> JobInsertNotifyRow | None:
+        """JobInsert and the queue's notification in one statement, for a single
+        enqueue on an autocommit connection: one round trip, no BEGIN/COMMIT. The
+        final SELECT joins the notifying CTE so that it runs (a SELECT CTE nobody
+        references is never evaluated), and only when a row was inserted; PostgreSQL
+        delivers the notification when the statement's transaction commits, after
+        the job is visible. No row: an idempotency-key conflict (read the stored job).
+        payload_json is the payload's JSON text as the store already encoded it to
+        validate it, so it is not encoded a second time to be sent. Only the two
+        columns the database decides come back: the store knows every other one, and
+        decoding the payload and meta it just sent would be wasted work.
+
+        Run ``JobInsertNotify``; return its first row, or None.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(JOB_INSERT_NOTIFY, {
+                "id": params.id,
+                "queue": params.queue,
+                "type": params.type,
+                "payload_json": params.payload_json,
+                "priority": params.priority,
+                "max_attempts": params.max_attempts,
+                "backoff_kind": params.backoff_kind,
+                "backoff_base": params.backoff_base,
+                "backoff_max": params.backoff_max,
+                "run_at": params.run_at,
+                "delay": params.delay,
+                "idempotency_key": params.idempotency_key,
+                "meta": None if params.meta is None else Jsonb(params.meta),
+                "channel": params.channel,
+            })
+            _row = await _cur.fetchone()
+        if _row is None:
+            return None
+        return _row_to_job_insert_notify_row(_row)
 
     async def job_insert_copy(self, *, rows: Iterable[JobInsertCopyParams]) -> int:
         """Insert ``rows`` with ``JobInsertCopy`` through binary COPY; return how many."""
@@ -1151,6 +1261,42 @@ class Querier:
         if _row is None:
             return None
         return row_to_job(_row)
+
+    def job_insert_notify(self, *, params: JobInsertNotifyParams) -> JobInsertNotifyRow | None:
+        """JobInsert and the queue's notification in one statement, for a single
+        enqueue on an autocommit connection: one round trip, no BEGIN/COMMIT. The
+        final SELECT joins the notifying CTE so that it runs (a SELECT CTE nobody
+        references is never evaluated), and only when a row was inserted; PostgreSQL
+        delivers the notification when the statement's transaction commits, after
+        the job is visible. No row: an idempotency-key conflict (read the stored job).
+        payload_json is the payload's JSON text as the store already encoded it to
+        validate it, so it is not encoded a second time to be sent. Only the two
+        columns the database decides come back: the store knows every other one, and
+        decoding the payload and meta it just sent would be wasted work.
+
+        Run ``JobInsertNotify``; return its first row, or None.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(JOB_INSERT_NOTIFY, {
+                "id": params.id,
+                "queue": params.queue,
+                "type": params.type,
+                "payload_json": params.payload_json,
+                "priority": params.priority,
+                "max_attempts": params.max_attempts,
+                "backoff_kind": params.backoff_kind,
+                "backoff_base": params.backoff_base,
+                "backoff_max": params.backoff_max,
+                "run_at": params.run_at,
+                "delay": params.delay,
+                "idempotency_key": params.idempotency_key,
+                "meta": None if params.meta is None else Jsonb(params.meta),
+                "channel": params.channel,
+            })
+            _row = _cur.fetchone()
+        if _row is None:
+            return None
+        return _row_to_job_insert_notify_row(_row)
 
     def job_insert_copy(self, *, rows: Iterable[JobInsertCopyParams]) -> int:
         """Insert ``rows`` with ``JobInsertCopy`` through binary COPY; return how many."""

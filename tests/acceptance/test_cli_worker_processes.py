@@ -1,0 +1,133 @@
+"""``jobrun worker --processes N`` as users run it: a supervisor and N worker processes.
+
+Every test drives the real command as a subprocess on a real database: jobs
+spread over several pids, a SIGKILLed child is replaced by a new pid while
+jobs keep flowing, SIGTERM to the supervisor stops every child gracefully and
+exits 0, and a bad ``--processes`` is one ``error:`` line and exit 2.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from jobrun.job import NewJob
+from jobrun.postgres import SyncStore, open_sync_pool
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = "tests.acceptance.processes_app"
+
+
+@contextmanager
+def supervisor(db_url: str, processes: int, *options: str) -> Iterator[subprocess.Popen[str]]:
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "jobrun", "worker", "--app", APP, "--database-url", db_url,
+            "--processes", str(processes), "--concurrency", "2", "--poll", "100ms",
+            "--shutdown-grace", "5s", "--log-level", "warning", *options,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        # The children run in their own process group: kill any the test left.
+        for pid in seen_pids.pop(id(proc), set()):
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+seen_pids: dict[int, set[int]] = {}
+
+
+def enqueue(db_url: str, out: Path, count: int) -> None:
+    with open_sync_pool(db_url, max_size=1) as pool:
+        SyncStore(pool).enqueue_batch(
+            [NewJob(type="proc.record", payload={"out": str(out)}) for _ in range(count)]
+        )
+
+
+def records(out: Path) -> list[tuple[str, int]]:
+    if not out.exists():
+        return []
+    return [(job, int(pid)) for job, pid in (line.split() for line in out.read_text().splitlines())]
+
+
+def wait_for_records(out: Path, count: int, timeout: float = 60) -> list[tuple[str, int]]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = records(out)
+        if len(found) >= count:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"{len(records(out))} of {count} jobs ran within {timeout}s")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_processes_share_the_jobs_restart_a_killed_child_and_stop_on_sigterm(
+    db_url: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "records"
+    with supervisor(db_url, 3) as proc:
+        enqueue(db_url, out, 60)
+        first = wait_for_records(out, 60)
+        pids = {pid for _, pid in first}
+        seen_pids[id(proc)] = set(pids)
+        assert len({job for job, _ in first}) == 60
+        assert len(pids) > 1, pids
+        assert proc.pid not in pids
+
+        # SIGKILL one child: the supervisor starts a new one, and jobs keep flowing.
+        victim = min(pids)
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        new_pids: set[int] = set()
+        while not new_pids and time.monotonic() < deadline:
+            enqueue(db_url, out, 30)
+            done = wait_for_records(out, len(records(out)) + 30)
+            new_pids = {pid for _, pid in done} - pids
+            seen_pids[id(proc)] |= new_pids
+        assert new_pids, "no new worker pid after a child was killed"
+        assert victim not in {pid for _, pid in records(out)[len(first) :]}
+
+        children = (pids - {victim}) | new_pids
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    assert "restarting" in stderr, stderr
+    assert not [pid for pid in children if alive(pid)]
+
+
+def test_processes_zero_is_one_error_line_and_exit_2(db_url: str) -> None:
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "jobrun", "worker", "--app", APP,
+            "--database-url", db_url, "--processes", "0",
+        ],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
+    assert "--processes" in lines[0]
