@@ -34,7 +34,8 @@ SELECT * FROM inserted;
 -- delivers the notification when the statement's transaction commits, after
 -- the job is visible. No row: an idempotency-key conflict (read the stored job).
 -- payload_json is the payload's JSON text as the store already encoded it to
--- validate it, so it is not encoded a second time to be sent. Only the two
+-- validate it, so it is not encoded a second time to be sent (never empty: the
+-- nullif only lets sqlc vet EXPLAIN the query with an empty placeholder). Only the two
 -- columns the database decides come back: the store knows every other one, and
 -- decoding the payload and meta it just sent would be wasted work.
 WITH inserted AS (
@@ -42,7 +43,8 @@ WITH inserted AS (
         id, queue, type, payload, priority, max_attempts,
         backoff_kind, backoff_base, backoff_max, run_at, idempotency_key, meta
     ) VALUES (
-        @id, @queue, @type, sqlc.arg('payload_json')::text::jsonb, @priority, @max_attempts,
+        @id, @queue, @type, nullif(sqlc.arg('payload_json')::text, '')::jsonb, @priority,
+        @max_attempts,
         @backoff_kind, @backoff_base, @backoff_max,
         coalesce(sqlc.narg('run_at')::timestamptz, now() + sqlc.arg('delay')::interval),
         sqlc.narg('idempotency_key'), coalesce(sqlc.narg('meta')::jsonb, '{}'::jsonb)

@@ -44,7 +44,8 @@ WITH inserted AS (
         id, queue, type, payload, priority, max_attempts,
         backoff_kind, backoff_base, backoff_max, run_at, idempotency_key, meta
     ) VALUES (
-        %(id)s, %(queue)s, %(type)s, %(payload_json)s::text::jsonb, %(priority)s, %(max_attempts)s,
+        %(id)s, %(queue)s, %(type)s, nullif(%(payload_json)s::text, '')::jsonb, %(priority)s,
+        %(max_attempts)s,
         %(backoff_kind)s, %(backoff_base)s, %(backoff_max)s,
         coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval),
         %(idempotency_key)s, coalesce(%(meta)s::jsonb, '{}'::jsonb)
@@ -832,7 +833,8 @@ class AsyncQuerier:
         delivers the notification when the statement's transaction commits, after
         the job is visible. No row: an idempotency-key conflict (read the stored job).
         payload_json is the payload's JSON text as the store already encoded it to
-        validate it, so it is not encoded a second time to be sent. Only the two
+        validate it, so it is not encoded a second time to be sent (never empty: the
+        nullif only lets sqlc vet EXPLAIN the query with an empty placeholder). Only the two
         columns the database decides come back: the store knows every other one, and
         decoding the payload and meta it just sent would be wasted work.
 
@@ -1270,7 +1272,8 @@ class Querier:
         delivers the notification when the statement's transaction commits, after
         the job is visible. No row: an idempotency-key conflict (read the stored job).
         payload_json is the payload's JSON text as the store already encoded it to
-        validate it, so it is not encoded a second time to be sent. Only the two
+        validate it, so it is not encoded a second time to be sent (never empty: the
+        nullif only lets sqlc vet EXPLAIN the query with an empty placeholder). Only the two
         columns the database decides come back: the store knows every other one, and
         decoding the payload and meta it just sent would be wasted work.
 
