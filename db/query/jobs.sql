@@ -386,6 +386,8 @@ SELECT * FROM reaped;
 SELECT * FROM jobs WHERE id = @id FOR UPDATE;
 
 -- name: JobCancelQueued :one
+-- actor (who asked, e.g. an operator through the web dashboard) is recorded in
+-- the event's detail as 'by <actor>'; NULL leaves the detail empty.
 WITH cancelled AS (
     UPDATE jobs
     SET state = 'cancelled',
@@ -394,9 +396,9 @@ WITH cancelled AS (
     WHERE jobs.id = @id AND jobs.state = 'queued'
     RETURNING *
 ), recorded AS (
-    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt)
+    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, detail)
     SELECT cancelled.id, cancelled.updated_at, 'cancelled', 'queued', 'cancelled',
-           cancelled.attempts
+           cancelled.attempts, 'by ' || sqlc.narg('actor')::text
     FROM cancelled
 )
 SELECT * FROM cancelled;
@@ -410,9 +412,9 @@ WITH flagged AS (
     WHERE jobs.id = @id AND jobs.state = 'leased'
     RETURNING *
 ), recorded AS (
-    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
+    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner, detail)
     SELECT flagged.id, flagged.updated_at, 'cancel_requested', 'leased', 'leased',
-           flagged.attempts, flagged.lease_owner
+           flagged.attempts, flagged.lease_owner, 'by ' || sqlc.narg('actor')::text
     FROM flagged
 )
 SELECT * FROM flagged;
@@ -433,9 +435,9 @@ WITH retried AS (
     WHERE jobs.id = @id AND jobs.state IN ('dead', 'cancelled')
     RETURNING *
 ), recorded AS (
-    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt)
+    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, detail)
     SELECT retried.id, retried.updated_at, 'retried', @from_state::job_state, 'queued',
-           retried.attempts
+           retried.attempts, 'by ' || sqlc.narg('actor')::text
     FROM retried
 )
 SELECT * FROM retried;

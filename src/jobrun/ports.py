@@ -138,12 +138,12 @@ class Admin(Protocol):
         """A page of jobs, newest first."""
         ...
 
-    async def cancel(self, job_id: UUID) -> Job:
-        """Cancel a queued job now, or ask a leased one to stop."""
+    async def cancel(self, job_id: UUID, *, actor: str | None = None) -> Job:
+        """Cancel a queued job now, or ask a leased one to stop; ``actor`` is recorded."""
         ...
 
-    async def retry(self, job_id: UUID) -> Job:
-        """Put a dead or cancelled job back in its queue, due now."""
+    async def retry(self, job_id: UUID, *, actor: str | None = None) -> Job:
+        """Put a dead or cancelled job back in its queue, due now; ``actor`` is recorded."""
         ...
 
     async def purge(self, older_than: timedelta, batch_size: int = 1000) -> int:

@@ -11,7 +11,7 @@ writes nothing. Every option also reads a ``JOBRUN_*`` environment variable
 
 Commands: ``migrate [status]``, ``worker``, ``enqueue``, ``jobs list|show|
 cancel|retry|purge``, ``events``, ``schedules add|list|pause|resume|remove``,
-``queues list|pause|resume|limit|unlimit``, ``stats`` and ``demo``.
+``queues list|pause|resume|limit|unlimit``, ``stats``, ``demo`` and ``web``.
 
 The package: :mod:`~jobrun.cli.app` (the typer app, shared options, error
 mapping, :func:`main`), :mod:`~jobrun.cli.durations`, :mod:`~jobrun.cli.inputs`,
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 # Importing a command module registers its commands on ``app``, and typer lists
 # them in registration order, so this order is the order of ``jobrun --help``:
-# commands worker, enqueue, events, stats, demo; groups migrate, jobs, schedules,
+# commands worker, enqueue, events, stats, demo, web; groups migrate, jobs, schedules,
 # queues.
 # isort: off
 from jobrun.cli import migrate  # noqa: F401
@@ -36,6 +36,7 @@ from jobrun.cli import jobs  # noqa: F401
 from jobrun.cli import schedules  # noqa: F401
 from jobrun.cli import queues  # noqa: F401
 from jobrun.cli import demo  # noqa: F401
+from jobrun.cli import web  # noqa: F401
 
 # isort: on
 from jobrun.cli.app import (

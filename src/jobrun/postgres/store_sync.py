@@ -624,12 +624,13 @@ class SyncStore(SyncScheduleMethods):
             rows = job_queries.Querier(conn).job_list(params=args)
         return _base.page_of(rows, limit)
 
-    def cancel(self, job_id: UUID) -> Job:
+    def cancel(self, job_id: UUID, *, actor: str | None = None) -> Job:
         """Cancel a job: a queued one ends cancelled now; a leased one gets a cancel request.
 
         The worker holding a cancel-requested job stops it at its next
         heartbeat, and the job ends cancelled. A finished job raises
-        InvalidTransition.
+        InvalidTransition. ``actor`` (who asked) is recorded in the event's
+        detail as ``by <actor>``.
         """
         with self._with_tx() as tx:
             queries = job_queries.Querier(tx)
@@ -640,21 +641,24 @@ class SyncStore(SyncScheduleMethods):
             if action is _base.CancelAction.UNCHANGED:
                 return job_from_row(current)
             if action is _base.CancelAction.CANCEL_QUEUED:
-                row = queries.job_cancel_queued(id=job_id, now=None)
+                row = queries.job_cancel_queued(id=job_id, now=None, actor=actor)
             else:
-                row = queries.job_request_cancel(id=job_id)
+                row = queries.job_request_cancel(id=job_id, actor=actor)
             assert row is not None
         return job_from_row(row)
 
-    def retry(self, job_id: UUID) -> Job:
-        """Put a dead or cancelled job back in its queue, due now, and wake a worker."""
+    def retry(self, job_id: UUID, *, actor: str | None = None) -> Job:
+        """Put a dead or cancelled job back in its queue, due now, and wake a worker.
+
+        ``actor`` (who asked) is recorded in the event's detail as ``by <actor>``.
+        """
         with self._with_tx() as tx:
             queries = job_queries.Querier(tx)
             current = queries.job_lock(id=job_id)
             if current is None:
                 raise JobNotFound(job_id)
             _base.check_retryable(job_id, current.state)
-            row = queries.job_retry(id=job_id, from_state=current.state, now=None)
+            row = queries.job_retry(id=job_id, from_state=current.state, now=None, actor=actor)
             assert row is not None
             queries.job_notify(channel=self.notify_channel, queue=row.queue)
         return job_from_row(row)

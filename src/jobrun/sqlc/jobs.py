@@ -355,9 +355,9 @@ WITH cancelled AS (
     WHERE jobs.id = %(id)s AND jobs.state = 'queued'
     RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta
 ), recorded AS (
-    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt)
+    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, detail)
     SELECT cancelled.id, cancelled.updated_at, 'cancelled', 'queued', 'cancelled',
-           cancelled.attempts
+           cancelled.attempts, 'by ' || %(actor)s::text
     FROM cancelled
 )
 SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM cancelled
@@ -370,9 +370,9 @@ WITH flagged AS (
     WHERE jobs.id = %(id)s AND jobs.state = 'leased'
     RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta
 ), recorded AS (
-    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
+    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner, detail)
     SELECT flagged.id, flagged.updated_at, 'cancel_requested', 'leased', 'leased',
-           flagged.attempts, flagged.lease_owner
+           flagged.attempts, flagged.lease_owner, 'by ' || %(actor)s::text
     FROM flagged
 )
 SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM flagged
@@ -390,9 +390,9 @@ WITH retried AS (
     WHERE jobs.id = %(id)s AND jobs.state IN ('dead', 'cancelled')
     RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta
 ), recorded AS (
-    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt)
+    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, detail)
     SELECT retried.id, retried.updated_at, 'retried', %(from_state)s::job_state, 'queued',
-           retried.attempts
+           retried.attempts, 'by ' || %(actor)s::text
     FROM retried
 )
 SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM retried
@@ -1080,23 +1080,33 @@ class AsyncQuerier:
             return None
         return row_to_job(_row)
 
-    async def job_cancel_queued(self, *, now: datetime | None, id: UUID) -> Job | None:
-        """Run ``JobCancelQueued``; return its first row, or None."""
+    async def job_cancel_queued(
+        self,
+        *,
+        now: datetime | None,
+        id: UUID,
+        actor: str | None,
+    ) -> Job | None:
+        """actor (who asked, e.g. an operator through the web dashboard) is recorded in
+        the event's detail as 'by <actor>'; NULL leaves the detail empty.
+
+        Run ``JobCancelQueued``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_CANCEL_QUEUED, {"now": now, "id": id})
+            await _cur.execute(JOB_CANCEL_QUEUED, {"now": now, "id": id, "actor": actor})
             _row = await _cur.fetchone()
         if _row is None:
             return None
         return row_to_job(_row)
 
-    async def job_request_cancel(self, *, id: UUID) -> Job | None:
+    async def job_request_cancel(self, *, id: UUID, actor: str | None) -> Job | None:
         """A leased job can't be stopped from here: flag it, and the owner's next
         heartbeat leaves it out so the worker cancels the handler.
 
         Run ``JobRequestCancel``; return its first row, or None.
         """
         async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_REQUEST_CANCEL, {"id": id})
+            await _cur.execute(JOB_REQUEST_CANCEL, {"id": id, "actor": actor})
             _row = await _cur.fetchone()
         if _row is None:
             return None
@@ -1108,6 +1118,7 @@ class AsyncQuerier:
         now: datetime | None,
         id: UUID,
         from_state: JobState,
+        actor: str | None,
     ) -> Job | None:
         """Dead or cancelled back to queued, due now. A dead job has spent its
         attempts, so one is given back (the events keep the full count). Its
@@ -1117,7 +1128,12 @@ class AsyncQuerier:
         Run ``JobRetry``; return its first row, or None.
         """
         async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_RETRY, {"now": now, "id": id, "from_state": from_state})
+            await _cur.execute(JOB_RETRY, {
+                "now": now,
+                "id": id,
+                "from_state": from_state,
+                "actor": actor,
+            })
             _row = await _cur.fetchone()
         if _row is None:
             return None
@@ -1509,29 +1525,40 @@ class Querier:
             return None
         return row_to_job(_row)
 
-    def job_cancel_queued(self, *, now: datetime | None, id: UUID) -> Job | None:
-        """Run ``JobCancelQueued``; return its first row, or None."""
+    def job_cancel_queued(self, *, now: datetime | None, id: UUID, actor: str | None) -> Job | None:
+        """actor (who asked, e.g. an operator through the web dashboard) is recorded in
+        the event's detail as 'by <actor>'; NULL leaves the detail empty.
+
+        Run ``JobCancelQueued``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
-            _cur.execute(JOB_CANCEL_QUEUED, {"now": now, "id": id})
+            _cur.execute(JOB_CANCEL_QUEUED, {"now": now, "id": id, "actor": actor})
             _row = _cur.fetchone()
         if _row is None:
             return None
         return row_to_job(_row)
 
-    def job_request_cancel(self, *, id: UUID) -> Job | None:
+    def job_request_cancel(self, *, id: UUID, actor: str | None) -> Job | None:
         """A leased job can't be stopped from here: flag it, and the owner's next
         heartbeat leaves it out so the worker cancels the handler.
 
         Run ``JobRequestCancel``; return its first row, or None.
         """
         with self._conn.cursor() as _cur:
-            _cur.execute(JOB_REQUEST_CANCEL, {"id": id})
+            _cur.execute(JOB_REQUEST_CANCEL, {"id": id, "actor": actor})
             _row = _cur.fetchone()
         if _row is None:
             return None
         return row_to_job(_row)
 
-    def job_retry(self, *, now: datetime | None, id: UUID, from_state: JobState) -> Job | None:
+    def job_retry(
+        self,
+        *,
+        now: datetime | None,
+        id: UUID,
+        from_state: JobState,
+        actor: str | None,
+    ) -> Job | None:
         """Dead or cancelled back to queued, due now. A dead job has spent its
         attempts, so one is given back (the events keep the full count). Its
         max_attempts stays as enqueued: it is part of the body an idempotent
@@ -1540,7 +1567,12 @@ class Querier:
         Run ``JobRetry``; return its first row, or None.
         """
         with self._conn.cursor() as _cur:
-            _cur.execute(JOB_RETRY, {"now": now, "id": id, "from_state": from_state})
+            _cur.execute(JOB_RETRY, {
+                "now": now,
+                "id": id,
+                "from_state": from_state,
+                "actor": actor,
+            })
             _row = _cur.fetchone()
         if _row is None:
             return None

@@ -1,0 +1,101 @@
+"""``jobrun web``: serve the dashboard (:mod:`jobrun.web`) with uvicorn.
+
+The dashboard can steer every job, so the command is careful about who can
+reach it: it binds to loopback by default, and refuses any other address
+unless HTTP Basic credentials are configured (``--user``/``--password`` or
+``JOBRUN_WEB_USER``/``JOBRUN_WEB_PASSWORD``). There is no default password.
+"""
+
+from __future__ import annotations
+
+import importlib
+import ipaddress
+from typing import Annotated, Any
+
+import typer
+
+from jobrun.cli.app import DatabaseUrlOption, app, fail, run_with_client
+from jobrun.client import Client
+
+__all__ = ["is_loopback", "web"]
+
+WEB_EXTRA = "pip install 'jobrun[web]'"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only listens on this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _load(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").partition(".")[0]
+        if missing in {"starlette", "jinja2", "uvicorn", "multipart", "python_multipart"}:
+            raise fail(f"the dashboard needs the {missing} package: {WEB_EXTRA}") from None
+        raise
+
+
+@app.command()
+def web(
+    database_url: DatabaseUrlOption = None,
+    host: Annotated[
+        str,
+        typer.Option(
+            envvar="JOBRUN_WEB_HOST",
+            show_envvar=True,
+            help="Address to bind; anything but loopback needs --user and --password.",
+        ),
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option(envvar="JOBRUN_WEB_PORT", show_envvar=True, help="Port to listen on.")
+    ] = 8080,
+    read_only: Annotated[
+        bool,
+        typer.Option(
+            "--read-only",
+            envvar="JOBRUN_WEB_READ_ONLY",
+            show_envvar=True,
+            help="Show everything, change nothing: actions are hidden and refused.",
+        ),
+    ] = False,
+    user: Annotated[
+        str | None,
+        typer.Option(envvar="JOBRUN_WEB_USER", show_envvar=True, help="HTTP Basic auth user."),
+    ] = None,
+    password: Annotated[
+        str | None,
+        typer.Option(
+            envvar="JOBRUN_WEB_PASSWORD", show_envvar=True, help="HTTP Basic auth password."
+        ),
+    ] = None,
+) -> None:
+    """Serve the web dashboard: queues, jobs, schedules, with live updates."""
+    if not 0 <= port <= 65535:
+        raise fail(f"--port must be between 0 and 65535, got {port}")
+    if bool(user) != bool(password):
+        raise fail("give both --user and --password (JOBRUN_WEB_USER / JOBRUN_WEB_PASSWORD)")
+    auth = (user, password) if user and password else None
+    if auth is None and not is_loopback(host):
+        raise fail(
+            f"refusing to serve the dashboard on {host} without auth: "
+            "set --user and --password, or bind to 127.0.0.1"
+        )
+    web_app = _load("jobrun.web")
+    uvicorn = _load("uvicorn")
+
+    async def serve(client: Client) -> None:
+        dashboard = web_app.create_app(client, read_only=read_only, auth=auth)
+        config = uvicorn.Config(dashboard, host=host, port=port, log_level="warning")
+        server = uvicorn.Server(config)
+        mode = " (read-only)" if read_only else ""
+        typer.echo(f"jobrun web: serving on http://{host}:{port}/{mode}", err=True)
+        await server.serve()
+
+    run_with_client(database_url, serve, concurrency=1)

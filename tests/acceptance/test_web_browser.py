@@ -1,0 +1,332 @@
+"""The dashboard in a real browser: Debian's chromium driven by Selenium against ``jobrun web``.
+
+The dashboard is served by the real command (a subprocess), workers are real
+``jobrun worker`` processes, and the database is a real PostgreSQL. CI
+installs chromium and chromedriver from Debian's packages (``.ci/run``); these
+tests fail, not skip, when the browser is missing. Each page's screenshot is
+saved under ``docs/screenshots/`` (the README shows them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from jobrun import Client
+from jobrun.job import JobState, NewJob, NewSchedule
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "docs" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+USER, PASSWORD = "ops", "browser-test-pass"
+AUTH_HEADER = "Basic " + __import__("base64").b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def with_client(db_url: str, body: Callable[[Client], Any]) -> Any:
+    async def run() -> Any:
+        async with Client(database_url=db_url) as client:
+            return await body(client)
+
+    return asyncio.run(run())
+
+
+def serve(db_url: str, *extra: str) -> tuple[subprocess.Popen[str], str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobrun", "web", "--database-url", db_url,
+         "--port", str(port), "--user", USER, "--password", PASSWORD, *extra],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url + "/", timeout=1)
+            return proc, url
+        except httpx.TransportError:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+    stop(proc)
+    raise AssertionError("jobrun web did not start")
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+
+
+@pytest.fixture
+def site(db_url: str) -> Iterator[str]:
+    proc, url = serve(db_url)
+    try:
+        yield url
+    finally:
+        stop(proc)
+
+
+@pytest.fixture
+def worker(db_url: str) -> Iterator[Callable[[], None]]:
+    procs: list[subprocess.Popen[str]] = []
+
+    def start() -> None:
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "jobrun",
+                    "worker",
+                    "--app",
+                    "tests.acceptance.web_worker_app",
+                    "--database-url",
+                    db_url,
+                    "--concurrency",
+                    "2",
+                    "--poll",
+                    "200ms",
+                    "--lease",
+                    "3s",
+                    "--queue",
+                    "live",
+                    "--queue",
+                    "slow",
+                ],
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+        )
+
+    yield start
+    for proc in procs:
+        stop(proc)
+
+
+def browser(auth: bool = True) -> webdriver.Chrome:
+    assert Path(CHROMIUM).exists(), f"{CHROMIUM} missing: apt-get install chromium chromium-driver"
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,800",
+    ):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    if auth:
+        # Every request of the page (XHR and EventSource too) carries the credentials.
+        driver.execute_cdp_cmd("Network.enable", {})
+        driver.execute_cdp_cmd(
+            "Network.setExtraHTTPHeaders", {"headers": {"Authorization": AUTH_HEADER}}
+        )
+    return driver
+
+
+@pytest.fixture
+def chrome() -> Iterator[webdriver.Chrome]:
+    driver = browser()
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def shot(driver: webdriver.Chrome, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(SHOTS / f"{name}.png"))
+
+
+def cell(driver: webdriver.Chrome, queue: str, column: str) -> int:
+    try:
+        found = driver.find_elements(By.CSS_SELECTOR, f'tr[data-queue="{queue}"] td.{column}')
+        return int(found[0].text) if found else -1
+    except StaleElementReferenceException:  # the live update swapped the table just now
+        return -1
+
+
+async def dead_jobs(client: Client, n: int) -> list[Any]:
+    store = client.store
+    payloads = [{"to": f"user{i}@example.com"} for i in range(n)]
+    await store.enqueue_batch(
+        [NewJob(type="web.nap", queue="mail", payload=p, max_attempts=1) for p in payloads]
+    )
+    jobs = await store.claim(["mail"], "t", n, timedelta(seconds=60))
+    return [await store.fail(job, "t", "SMTP 550: mailbox unavailable") for job in jobs]
+
+
+def test_cli_refuses_a_public_bind_without_auth() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "jobrun", "web", "--host", "0.0.0.0"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env={k: v for k, v in os.environ.items() if not k.startswith("JOBRUN_WEB_")},
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("error: refusing to serve")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_overview_counts_change_live_while_a_worker_runs(
+    db_url: str, site: str, worker: Callable[[], None], chrome: webdriver.Chrome
+) -> None:
+    with_client(
+        db_url,
+        lambda c: c.store.enqueue_batch(
+            [NewJob(type="web.nap", queue="live", payload={"seconds": 0.3}) for _ in range(20)]
+        ),
+    )
+    chrome.get(site + "/")
+    WebDriverWait(chrome, 10).until(
+        lambda d: d.find_element(By.ID, "live-status").text == "connected"
+    )
+    assert cell(chrome, "live", "queued") == 20
+    assert cell(chrome, "live", "succeeded") == 0
+    worker()
+    # No reload: the numbers move because the SSE stream tells the page to refresh.
+    WebDriverWait(chrome, 30).until(lambda d: cell(d, "live", "succeeded") > 0)
+    WebDriverWait(chrome, 30).until(lambda d: cell(d, "live", "succeeded") == 20)
+    assert cell(chrome, "live", "queued") == 0
+    shot(chrome, "overview")
+
+
+def test_bulk_retry_of_dead_jobs(db_url: str, site: str, chrome: webdriver.Chrome) -> None:
+    dead = with_client(db_url, lambda c: dead_jobs(c, 3))
+    chrome.get(site + "/jobs?state=dead")
+    assert len(chrome.find_elements(By.CSS_SELECTOR, "#jobs-table tr[data-id]")) == 3
+    shot(chrome, "jobs")
+    chrome.find_element(By.ID, "select-all").click()
+    Select(chrome.find_element(By.NAME, "action")).select_by_value("retry")
+    chrome.find_element(By.ID, "bulk-submit").click()
+    WebDriverWait(chrome, 10).until(lambda d: "No jobs match" in d.page_source)
+
+    async def check(client: Client) -> None:
+        for job in dead:
+            assert (await client.store.get(job.id)).state is JobState.QUEUED
+            assert (await client.store.events(job.id))[-1].detail == "by ops via web"
+
+    with_client(db_url, check)
+
+
+def test_cancel_from_the_job_page_reaches_the_running_job(
+    db_url: str, site: str, worker: Callable[[], None], chrome: webdriver.Chrome
+) -> None:
+    job = with_client(
+        db_url,
+        lambda c: c.store.enqueue(
+            NewJob(
+                type="web.nap", queue="slow", payload={"seconds": 120, "note": "<script>x</script>"}
+            )
+        ),
+    )
+    worker()
+
+    def state() -> JobState:
+        return with_client(db_url, lambda c: c.store.get(job.id)).state  # type: ignore[no-any-return]
+
+    deadline = time.monotonic() + 20
+    while state() is not JobState.LEASED:
+        assert time.monotonic() < deadline, "the worker never claimed the job"
+        time.sleep(0.2)
+    chrome.get(f"{site}/jobs/{job.id}")
+    assert "&lt;script&gt;x&lt;/script&gt;" in chrome.page_source  # escaped, not run
+    chrome.find_element(By.ID, "cancel").click()
+    # The worker's next heartbeat (lease 3s) stops the handler; the job ends cancelled.
+    deadline = time.monotonic() + 20
+    while chrome.find_element(By.ID, "job-state").text != "cancelled":
+        assert time.monotonic() < deadline, chrome.find_element(By.ID, "job-state").text
+        time.sleep(0.5)
+        chrome.refresh()
+    assert "by ops via web" in chrome.find_element(By.ID, "events").text
+    shot(chrome, "job")
+
+
+def test_schedules_and_queues_pages(db_url: str, site: str, chrome: webdriver.Chrome) -> None:
+    async def setup(client: Client) -> None:
+        await client.store.create_schedule(
+            NewSchedule(name="nightly-report", type="web.nap", cron="0 3 * * *")
+        )
+        await client.store.create_schedule(
+            NewSchedule(name="heartbeat", type="web.nap", every=timedelta(minutes=5))
+        )
+        await client.store.enqueue(NewJob(type="web.nap", queue="mail"))
+        await client.store.set_queue_limits("mail", concurrency=4)
+
+    with_client(db_url, setup)
+    chrome.get(site + "/schedules")
+    chrome.find_element(By.CSS_SELECTOR, 'tr[data-name="heartbeat"] button').click()
+    WebDriverWait(chrome, 10, ignored_exceptions=[StaleElementReferenceException]).until(
+        lambda d: "paused" in d.find_element(By.CSS_SELECTOR, 'tr[data-name="heartbeat"]').text
+    )
+    shot(chrome, "schedules")
+    chrome.get(site + "/queues")
+    chrome.find_element(By.CSS_SELECTOR, 'tr[data-queue="mail"] button').click()
+    WebDriverWait(chrome, 10, ignored_exceptions=[StaleElementReferenceException]).until(
+        lambda d: "paused" in d.find_element(By.CSS_SELECTOR, 'tr[data-queue="mail"]').text
+    )
+    shot(chrome, "queues")
+
+
+def test_read_only_hides_and_refuses_actions(db_url: str, chrome: webdriver.Chrome) -> None:
+    [job] = with_client(db_url, lambda c: dead_jobs(c, 1))
+    proc, url = serve(db_url, "--read-only")
+    try:
+        chrome.get(f"{url}/jobs/{job.id}")
+        assert chrome.find_elements(By.ID, "read-only-banner")
+        assert not chrome.find_elements(By.ID, "retry")
+        chrome.get(f"{url}/jobs")
+        assert not chrome.find_elements(By.ID, "bulk-actions")
+        # Even a hand-made request with a valid token is refused.
+        status = chrome.execute_async_script(
+            """const done = arguments[arguments.length - 1];
+            fetch('/api/csrf').then(r => r.json()).then(t =>
+              fetch('/api/jobs/' + arguments[0] + '/retry',
+                    {method: 'POST', headers: {'X-CSRF-Token': t.token}}))
+              .then(r => done(r.status));""",
+            str(job.id),
+        )
+        assert status == 403
+    finally:
+        stop(proc)
+    assert with_client(db_url, lambda c: c.store.get(job.id)).state is JobState.DEAD
+
+
+def test_a_request_without_auth_gets_401(site: str) -> None:
+    driver = browser(auth=False)
+    try:
+        driver.get(site + "/")
+        # Headless chromium answers the Basic challenge with an empty page: nothing shown.
+        assert "Overview" not in driver.page_source
+    finally:
+        driver.quit()
+    response = httpx.get(site + "/")
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith("Basic")
