@@ -4,7 +4,10 @@ The dashboard is served by the real command (a subprocess), workers are real
 ``jobrun worker`` processes, and the database is a real PostgreSQL. CI
 installs chromium and chromedriver from Debian's packages (``.ci/run``); these
 tests fail, not skip, when the browser is missing. Each page's screenshot is
-saved under ``docs/screenshots/`` (the README shows them).
+saved as a test artifact in ``$JOBRUN_TEST_ARTIFACTS/screenshots`` (a temporary
+directory by default); with ``JOBRUN_UPDATE_SCREENSHOTS=1`` they replace the
+copies in ``docs/screenshots/`` that the README shows, so a plain test run
+never changes the working tree.
 """
 
 from __future__ import annotations
@@ -32,7 +35,12 @@ from jobrun import Client
 from jobrun.job import JobState, NewJob, NewSchedule
 
 ROOT = Path(__file__).resolve().parents[2]
-SHOTS = ROOT / "docs" / "screenshots"
+SHOTS = (
+    ROOT / "docs" / "screenshots"
+    if os.environ.get("JOBRUN_UPDATE_SCREENSHOTS") == "1"
+    else Path(os.environ.get("JOBRUN_TEST_ARTIFACTS") or "/tmp/jobrun-test-artifacts")
+    / "screenshots"
+)
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 USER, PASSWORD = "ops", "browser-test-pass"

@@ -654,7 +654,7 @@ def create_app(
                             subscription.close()
                         subscription, watched = notifier.subscribe(queues), queues
                     if subscription is not None:
-                        await subscription.wait(dash.poll)
+                        await subscription.wait(timedelta(seconds=dash.poll))
                     else:
                         await asyncio.sleep(dash.poll)
             finally:
