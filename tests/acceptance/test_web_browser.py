@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -35,6 +35,9 @@ from jobrun import Client
 from jobrun.job import JobState, NewJob, NewSchedule
 
 ROOT = Path(__file__).resolve().parents[2]
+# An htmx swap can replace an element between finding it and using it: chromium then
+# reports a stale element, or a node that "does not belong to the document".
+SWAPPED = (StaleElementReferenceException, WebDriverException)
 SHOTS = (
     ROOT / "docs" / "screenshots"
     if os.environ.get("JOBRUN_UPDATE_SCREENSHOTS") == "1"
@@ -178,8 +181,18 @@ def cell(driver: webdriver.Chrome, queue: str, column: str) -> int:
     try:
         found = driver.find_elements(By.CSS_SELECTOR, f'tr[data-queue="{queue}"] td.{column}')
         return int(found[0].text) if found else -1
-    except StaleElementReferenceException:  # the live update swapped the table just now
+    except SWAPPED:  # the live update swapped the table just now
         return -1
+
+
+def click(driver: webdriver.Chrome, selector: str) -> None:
+    """Click ``selector``, finding it again when a live update swapped it meanwhile."""
+
+    def clicked(d: Any) -> bool:
+        d.find_element(By.CSS_SELECTOR, selector).click()
+        return True
+
+    WebDriverWait(driver, 10, ignored_exceptions=SWAPPED).until(clicked)
 
 
 async def dead_jobs(client: Client, n: int) -> list[Any]:
@@ -231,9 +244,9 @@ def test_bulk_retry_of_dead_jobs(db_url: str, site: str, chrome: webdriver.Chrom
     chrome.get(site + "/jobs?state=dead")
     assert len(chrome.find_elements(By.CSS_SELECTOR, "#jobs-table tr[data-id]")) == 3
     shot(chrome, "jobs")
-    chrome.find_element(By.ID, "select-all").click()
+    click(chrome, "#select-all")
     Select(chrome.find_element(By.NAME, "action")).select_by_value("retry")
-    chrome.find_element(By.ID, "bulk-submit").click()
+    click(chrome, "#bulk-submit")
     WebDriverWait(chrome, 10).until(lambda d: "No jobs match" in d.page_source)
 
     async def check(client: Client) -> None:
@@ -266,7 +279,7 @@ def test_cancel_from_the_job_page_reaches_the_running_job(
         time.sleep(0.2)
     chrome.get(f"{site}/jobs/{job.id}")
     assert "&lt;script&gt;x&lt;/script&gt;" in chrome.page_source  # escaped, not run
-    chrome.find_element(By.ID, "cancel").click()
+    click(chrome, "#cancel")
     # The worker's next heartbeat (lease 3s) stops the handler; the job ends cancelled.
     deadline = time.monotonic() + 20
     while chrome.find_element(By.ID, "job-state").text != "cancelled":
@@ -290,14 +303,14 @@ def test_schedules_and_queues_pages(db_url: str, site: str, chrome: webdriver.Ch
 
     with_client(db_url, setup)
     chrome.get(site + "/schedules")
-    chrome.find_element(By.CSS_SELECTOR, 'tr[data-name="heartbeat"] button').click()
-    WebDriverWait(chrome, 10, ignored_exceptions=[StaleElementReferenceException]).until(
+    click(chrome, 'tr[data-name="heartbeat"] button')
+    WebDriverWait(chrome, 10, ignored_exceptions=SWAPPED).until(
         lambda d: "paused" in d.find_element(By.CSS_SELECTOR, 'tr[data-name="heartbeat"]').text
     )
     shot(chrome, "schedules")
     chrome.get(site + "/queues")
-    chrome.find_element(By.CSS_SELECTOR, 'tr[data-queue="mail"] button').click()
-    WebDriverWait(chrome, 10, ignored_exceptions=[StaleElementReferenceException]).until(
+    click(chrome, 'tr[data-queue="mail"] button')
+    WebDriverWait(chrome, 10, ignored_exceptions=SWAPPED).until(
         lambda d: "paused" in d.find_element(By.CSS_SELECTOR, 'tr[data-queue="mail"]').text
     )
     shot(chrome, "queues")
