@@ -17,6 +17,7 @@ enqueue, and the worker skips building no-op spans.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,6 +46,7 @@ class _Otel:
         self.error = trace.StatusCode.ERROR
         self.proxy_provider = trace.ProxyTracerProvider
         self.sdk = False
+        self.env_provider = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
         # A ProxyTracer until an SDK sets a provider, then that provider's tracer.
         self.tracer = trace.get_tracer(_TRACER_NAME)
 
@@ -95,6 +97,12 @@ def job_span(
     if not otel:
         return _NO_SPAN
     if not otel.sdk:
+        # get_tracer_provider() reads the environment on every call (a few us
+        # per job). Until a provider is set, the API's module global stays None:
+        # reading it is free. (A provider named by OTEL_PYTHON_TRACER_PROVIDER is
+        # only created by get_tracer_provider() itself, so then always ask.)
+        if not otel.env_provider and getattr(otel.trace, "_TRACER_PROVIDER", None) is None:
+            return _NO_SPAN
         if isinstance(otel.trace.get_tracer_provider(), otel.proxy_provider):
             return _NO_SPAN
         otel.sdk = True  # a global provider is set once and for all

@@ -13,6 +13,7 @@ sync pool, sized by the caller (a sync service has no worker concurrency).
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import timedelta
 from typing import Any, TypeAlias
@@ -20,6 +21,7 @@ from typing import Any, TypeAlias
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
+from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from jobrun.durations import positive_seconds
@@ -118,6 +120,21 @@ def unavailable_error(url: str, reason: str) -> DatabaseUnavailable:
     return DatabaseUnavailable(host, port, dbname, clean or "connection failed")
 
 
+def _json_loads(data: str | bytes) -> Any:
+    """json.loads, except that the empty object every job's meta holds is not parsed.
+
+    The claim returns each job's ``meta`` (almost always ``{}``) with its
+    payload: a JSON parse per row for nothing on the hottest path.
+    """
+    if data == b"{}" or data == "{}":
+        return {}
+    return json.loads(data)
+
+
+async def _configure_async(conn: psycopg.AsyncConnection[Any]) -> None:
+    set_json_loads(_json_loads, conn)
+
+
 async def open_pool(
     url: str,
     *,
@@ -169,6 +186,7 @@ async def open_pool(
         # completion. A connection the server dropped fails its next statement,
         # the pool discards it, and the caller's loop retries.
         kwargs=_connection_kwargs(url, idle_in_transaction_timeout),
+        configure=_configure_async,
     )
     try:
         await pool.open(wait=True, timeout=timeout)
