@@ -195,6 +195,18 @@ def click(driver: webdriver.Chrome, selector: str) -> None:
     WebDriverWait(driver, 10, ignored_exceptions=SWAPPED).until(clicked)
 
 
+def text_of(driver: webdriver.Chrome, selector: str) -> str:
+    """The text of ``selector``, read again when the page replaced it meanwhile."""
+    found: list[str] = []
+
+    def read(d: Any) -> bool:
+        found[:] = [d.find_element(By.CSS_SELECTOR, selector).text]
+        return True
+
+    WebDriverWait(driver, 10, ignored_exceptions=SWAPPED).until(read)
+    return found[0]
+
+
 async def dead_jobs(client: Client, n: int) -> list[Any]:
     store = client.store
     payloads = [{"to": f"user{i}@example.com"} for i in range(n)]
@@ -226,7 +238,7 @@ def test_overview_counts_change_live_while_a_worker_runs(
         ),
     )
     chrome.get(site + "/")
-    WebDriverWait(chrome, 10).until(
+    WebDriverWait(chrome, 10, ignored_exceptions=SWAPPED).until(
         lambda d: d.find_element(By.ID, "live-status").text == "connected"
     )
     assert cell(chrome, "live", "queued") == 20
@@ -282,11 +294,11 @@ def test_cancel_from_the_job_page_reaches_the_running_job(
     click(chrome, "#cancel")
     # The worker's next heartbeat (lease 3s) stops the handler; the job ends cancelled.
     deadline = time.monotonic() + 20
-    while chrome.find_element(By.ID, "job-state").text != "cancelled":
-        assert time.monotonic() < deadline, chrome.find_element(By.ID, "job-state").text
+    while text_of(chrome, "#job-state") != "cancelled":
+        assert time.monotonic() < deadline, text_of(chrome, "#job-state")
         time.sleep(0.5)
         chrome.refresh()
-    assert "by ops via web" in chrome.find_element(By.ID, "events").text
+    assert "by ops via web" in text_of(chrome, "#events")
     shot(chrome, "job")
 
 
