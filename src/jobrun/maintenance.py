@@ -34,12 +34,12 @@ This module uses the ports only: no psycopg, no SQL (import-linter checks).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from jobrun._waiting import sleep_unless
 from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError, JobrunError
 from jobrun.job import JobState, duration_problem
@@ -236,7 +236,7 @@ class Maintenance:
         while not stop.is_set():
             handle = await self._try_lead()
             if handle is None:
-                await _sleep_unless(stop, self._retry)
+                await sleep_unless(stop, self._retry)
                 continue
             self._handle = handle
             log.info("maintenance: leading (lock key %d)", self._key)
@@ -249,7 +249,7 @@ class Maintenance:
             if lost:
                 log.warning("maintenance: lost leadership; standing by")
                 # As the scheduler does: let a healthy follower take over.
-                await _sleep_unless(stop, 2 * self._retry)
+                await sleep_unless(stop, 2 * self._retry)
             else:
                 log.info("maintenance: stepped down")
 
@@ -312,7 +312,7 @@ class Maintenance:
             if deleted < self._batch:
                 return True, total
             if self._pause > 0:
-                await _sleep_unless(stop, self._pause, handle)
+                await sleep_unless(stop, self._pause, handle)
             if (stop is not None and stop.is_set()) or (handle is not None and handle.lost):
                 return False, total
 
@@ -326,7 +326,7 @@ class Maintenance:
     async def _lead(self, handle: LockHandle, stop: asyncio.Event) -> None:
         while not stop.is_set() and not handle.lost:
             await self._pass(handle, stop)
-            await _sleep_unless(stop, self._every, handle)
+            await sleep_unless(stop, self._every, handle)
 
     async def _pass(self, handle: LockHandle, stop: asyncio.Event) -> None:
         try:
@@ -347,25 +347,3 @@ class Maintenance:
                 pruned.effects,
                 "" if pruned.complete else " (pass cut short)",
             )
-
-
-async def _sleep_unless(
-    stop: asyncio.Event | None, seconds: float, handle: LockHandle | None = None
-) -> None:
-    """Sleep ``seconds``, returning early when ``stop`` is set or ``handle`` is lost."""
-    waits: list[asyncio.Task[object]] = []
-    if stop is not None:
-        waits.append(asyncio.create_task(stop.wait()))
-    if handle is not None:
-        waits.append(asyncio.create_task(handle.wait_lost()))
-    if not waits:
-        await asyncio.sleep(seconds)
-        return
-    try:
-        await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in waits:
-            task.cancel()
-        for task in waits:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task

@@ -34,7 +34,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -45,6 +45,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from jobrun._waiting import sleep_unless
 from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError, JobrunError
 from jobrun.job import Job, JobState, QueueStats
@@ -286,7 +287,7 @@ class QueueStatsPublisher:
                 _log.warning("queue stats: cannot try for leadership: %s", exc)
                 handle = None
             if handle is None:
-                await _sleep_unless(stop, self._retry)
+                await sleep_unless(stop, self._retry)
                 continue
             self._metrics.stats_leader.set(1)
             try:
@@ -299,7 +300,7 @@ class QueueStatsPublisher:
                     await handle.release()
             if lost:
                 _log.warning("queue stats: lost leadership; standing by")
-                await _sleep_unless(stop, 2 * self._retry)
+                await sleep_unless(stop, 2 * self._retry)
 
     async def _lead(self, handle: LockHandle, stop: asyncio.Event) -> None:
         while not stop.is_set() and not handle.lost:
@@ -310,24 +311,7 @@ class QueueStatsPublisher:
             else:
                 self._metrics.set_queue_stats(stats)
                 self.updates += 1
-            await _sleep_unless(stop, self._every, handle)
-
-
-async def _sleep_unless(
-    stop: asyncio.Event, seconds: float, handle: LockHandle | None = None
-) -> None:
-    """Sleep ``seconds``, returning early when ``stop`` is set or ``handle`` is lost."""
-    waits: list[asyncio.Task[Any]] = [asyncio.create_task(stop.wait())]
-    if handle is not None:
-        waits.append(asyncio.create_task(handle.wait_lost()))
-    try:
-        await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in waits:
-            task.cancel()
-        for task in waits:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await sleep_unless(stop, self._every, handle)
 
 
 Readiness = Callable[[], Awaitable[None]]

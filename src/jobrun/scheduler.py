@@ -25,10 +25,10 @@ This module uses the ports only: no psycopg, no SQL (import-linter checks).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from datetime import timedelta
 
+from jobrun._waiting import sleep_unless
 from jobrun.durations import positive_seconds
 from jobrun.errors import JobrunError
 from jobrun.ports import Locker, LockHandle, ScheduleStore
@@ -95,7 +95,7 @@ class Scheduler:
         while not stop.is_set():
             handle = await self._try_lead()
             if handle is None:
-                await _sleep_unless(stop, self._retry)
+                await sleep_unless(stop, self._retry)
                 continue
             self._handle = handle
             log.info("scheduler: leading (lock key %d)", self._key)
@@ -109,7 +109,7 @@ class Scheduler:
                 log.warning("scheduler: lost leadership; standing by")
                 # Sit out two retry periods so a healthy follower takes over rather
                 # than the process whose connection just failed grabbing it back.
-                await _sleep_unless(stop, 2 * self._retry)
+                await sleep_unless(stop, 2 * self._retry)
             else:
                 log.info("scheduler: stepped down")
 
@@ -123,7 +123,7 @@ class Scheduler:
     async def _lead(self, handle: LockHandle, stop: asyncio.Event) -> None:
         while not stop.is_set() and not handle.lost:
             await self._materialise()
-            await _sleep_unless(stop, self._tick, handle)
+            await sleep_unless(stop, self._tick, handle)
 
     async def _materialise(self) -> None:
         try:
@@ -135,20 +135,3 @@ class Scheduler:
         self._materialised += len(jobs)
         for job in jobs:
             log.info("scheduler: enqueued %s job %s (%s)", job.type, job.id, job.idempotency_key)
-
-
-async def _sleep_unless(
-    stop: asyncio.Event, seconds: float, handle: LockHandle | None = None
-) -> None:
-    """Sleep ``seconds``, returning early when ``stop`` is set or ``handle`` is lost."""
-    waits: list[asyncio.Task[object]] = [asyncio.create_task(stop.wait())]
-    if handle is not None:
-        waits.append(asyncio.create_task(handle.wait_lost()))
-    try:
-        await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in waits:
-            task.cancel()
-        for task in waits:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
