@@ -275,6 +275,10 @@ class _Running:
     reporting: bool = False
     # Seconds the handler ran (from start to the end of the handler), for metrics.
     ran: float = 0.0
+    # The job's next attempt, claimed by this worker while this run still
+    # reported its outcome (a snooze or retry without delay commits the job as
+    # queued, and a claim can return it before this run has left the table).
+    successor: Job | None = None
 
 
 def _positive(name: str, value: timedelta | None) -> None:
@@ -362,6 +366,7 @@ class Worker:
         self._completer = Completer(store, self.owner, max_batch=completion_batch)
         self._running: dict[UUID, _Running] = {}
         self._executing = 0
+        self._handing_back = False
         self._threads: DaemonThreadPool | None = None
         self._started = False
         self._drain_mode = False
@@ -574,6 +579,7 @@ class Worker:
         while True:
             await asyncio.sleep(self._heartbeat_every)
             held = [run.job for run in self._running.values() if not run.left]
+            held += [run.successor for run in self._running.values() if run.successor]
             if not held:
                 continue
             ids = [job.id for job in held]
@@ -623,6 +629,7 @@ class Worker:
         self._log.warning(
             "handing back %d unfinished jobs", len(self._running), extra={"owner": self.owner}
         )
+        self._handing_back = True
         for run in list(self._running.values()):
             self._stop(run, _REASON_SHUTDOWN)
         # Sync handlers get a moment to notice their token; a thread that still
@@ -644,16 +651,21 @@ class Worker:
                 self._lease,
                 extra={"owner": self.owner, "job_ids": [str(r.job.id) for r in left]},
             )
-        tasks = {r.task for r in self._running.values() if r.task is not None and not r.left}
+        # A run that ends may start its successor, handed back at once: wait for those too.
+        give_up = time.monotonic() + _HAND_BACK_TIMEOUT
+        while True:
+            tasks = {r.task for r in self._running.values() if r.task is not None and not r.left}
+            remaining = give_up - time.monotonic()
+            if not tasks or remaining <= 0:
+                break
+            await asyncio.wait(tasks, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
         if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=_HAND_BACK_TIMEOUT)
-            for task in pending:
+            for task in tasks:
                 task.cancel()
-            if pending:
-                self._log.error(
-                    "%d jobs could not be handed back in time; their leases will expire",
-                    len(pending),
-                )
+            self._log.error(
+                "%d jobs could not be handed back in time; their leases will expire",
+                len(tasks),
+            )
         for run in left:
             # Stop waiting for the thread; _execute sees ``left`` and reports nothing.
             if run.task is not None:
@@ -665,21 +677,31 @@ class Worker:
 
     # -- one job ------------------------------------------------------------------------------
 
-    def _start(self, job: Job) -> None:
-        if job.id in self._running:
+    def _start(self, job: Job, *, handed_back: bool = False) -> None:
+        earlier = self._running.get(job.id)
+        if earlier is not None:
+            if earlier.reporting and earlier.successor is None:
+                # The earlier run's outcome made the job due again and this
+                # claim saw it before the run had been cleared away: the new
+                # attempt starts as soon as it has.
+                earlier.successor = job
+                return
             # Claimed again while a stale attempt still runs here (its lease was
             # reaped): running both would run the job twice in this process. The
             # new lease is left to expire, and the reaper hands the job out again.
             self._log.warning(
                 "job %s claimed again while its attempt %d still runs here; not starting it",
                 job.id,
-                self._running[job.id].job.attempts,
+                earlier.job.attempts,
                 extra={"job_id": str(job.id), "owner": self.owner},
             )
             return
         handler = self._registry.get(job.type)
         ctx = JobContext(job)
         run = _Running(job=job, handler=handler, ctx=ctx, started=time.monotonic())
+        if handed_back:
+            # Shutdown is handing jobs back: this one is returned without running.
+            run.stop_reason = _REASON_SHUTDOWN
         self._running[job.id] = run
         self._executing += 1
         run.task = asyncio.get_running_loop().create_task(self._execute(run))
@@ -712,8 +734,9 @@ class Worker:
         current_job.set(job)
         try:
             try:
-                with job_span(job, ok=(Cancel, Snooze, asyncio.CancelledError)):
-                    commit = await self._invoke(run)
+                if run.stop_reason is None:
+                    with job_span(job, ok=(Cancel, Snooze, asyncio.CancelledError)):
+                        commit = await self._invoke(run)
             except asyncio.CancelledError:
                 if run.left:
                     # Left leased at shutdown: reporting anything would free the
@@ -753,6 +776,8 @@ class Worker:
         finally:
             self._release(run)
             self._running.pop(job.id, None)
+            if run.successor is not None:
+                self._start(run.successor, handed_back=self._handing_back)
             assert self._wakeup is not None
             self._wakeup.set()
 

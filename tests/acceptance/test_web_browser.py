@@ -241,13 +241,14 @@ def test_overview_counts_change_live_while_a_worker_runs(
     WebDriverWait(chrome, 10, ignored_exceptions=SWAPPED).until(
         lambda d: d.find_element(By.ID, "live-status").text == "connected"
     )
-    assert cell(chrome, "live", "queued") == 20
-    assert cell(chrome, "live", "succeeded") == 0
+    # A live swap may replace the table between two reads: read until it holds still.
+    WebDriverWait(chrome, 10).until(lambda d: cell(d, "live", "queued") == 20)
+    WebDriverWait(chrome, 10).until(lambda d: cell(d, "live", "succeeded") == 0)
     worker()
     # No reload: the numbers move because the SSE stream tells the page to refresh.
     WebDriverWait(chrome, 30).until(lambda d: cell(d, "live", "succeeded") > 0)
     WebDriverWait(chrome, 30).until(lambda d: cell(d, "live", "succeeded") == 20)
-    assert cell(chrome, "live", "queued") == 0
+    WebDriverWait(chrome, 10).until(lambda d: cell(d, "live", "queued") == 0)
     shot(chrome, "overview")
 
 

@@ -19,7 +19,7 @@ from jobrun.job import Backoff, BackoffKind, Job, JobState, NewJob, Outcome
 from jobrun.postgres import Pool
 from jobrun.postgres.notify import Notifier
 from jobrun.postgres.store import Store
-from jobrun.registry import JobContext, Registry
+from jobrun.registry import JobContext, Registry, Snooze
 from jobrun.worker import Worker
 
 FAST_RETRY = Backoff(kind=BackoffKind.CONSTANT, base=timedelta(milliseconds=50))
@@ -457,3 +457,47 @@ async def test_completer_counts_callbacks_run_again_after_a_group_rollback(
         cur = await conn.execute("SELECT count(*) FROM effect_rows")
         row = await cur.fetchone()
     assert row is not None and row[0] == 2
+
+
+async def test_a_job_snoozed_without_delay_is_claimed_again_at_once_and_runs(
+    store: Store, pool: Pool, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A snooze (or a retry) with no delay queues the job again in the same
+    # commit that records the outcome, so the next claim can hand it back to
+    # this worker before the finished run has left its table. The new attempt
+    # must start once the old one is gone, not be refused and left leased.
+    reg = Registry()
+    rounds: dict[UUID, int] = {}
+
+    @reg.handler("again")
+    async def again(ctx: JobContext, payload: Any) -> None:
+        rounds[ctx.job.id] = rounds.get(ctx.job.id, 0) + 1
+        if rounds[ctx.job.id] < 6:
+            raise Snooze(timedelta(0))
+
+    @reg.handler("tick")
+    async def tick(ctx: JobContext, payload: Any) -> None:
+        await asyncio.sleep(payload["ms"] / 1000)
+
+    class SlowToHearBack(Store):
+        # The outcome commits, then its caller hears of it late: the window in
+        # which a claim can return the job to this worker grows from microseconds.
+        async def record_outcomes(self, *args: Any, **kw: Any) -> Any:
+            results = await super().record_outcomes(*args, **kw)
+            await asyncio.sleep(0.02)
+            return results
+
+    slow = SlowToHearBack(pool)
+    # Short jobs of other kinds end while the snoozes are being recorded; each
+    # frees a slot and so sends a claim into that window.
+    await slow.enqueue_batch(
+        [NewJob(type="again") for _ in range(4)]
+        + [NewJob(type="tick", payload={"ms": i % 7}) for i in range(300)]
+    )
+    worker = make_worker(slow, reg, concurrency=8, lease=timedelta(seconds=30))
+    stop = asyncio.Event()
+    await asyncio.wait_for(worker.run(stop, drain=True), 60)
+    counts = {(d.state, d.count) for d in await store.depth()}
+    assert counts == {(JobState.SUCCEEDED, 304)}
+    assert "claimed again" not in caplog.text
+    assert sorted(set(rounds.values())) == [6]
