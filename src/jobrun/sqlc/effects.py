@@ -17,7 +17,7 @@ EFFECT_INSERT_MANY = """
 INSERT INTO processed_effects (scope, key, job_id)
 SELECT job_effect_scope(type), job_effect_key(queue, idempotency_key, id), id
 FROM jobs
-WHERE id = ANY(%(job_ids)s::uuid[])
+WHERE id = ANY(%(job_ids)b::uuid[])
 ORDER BY id
 ON CONFLICT (scope, key) DO NOTHING
 RETURNING job_id

@@ -26,7 +26,7 @@ WHERE id IN (
 
 EVENT_INSERT_ENQUEUED_MANY = """
 INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt)
-SELECT unnest(%(job_ids)s::uuid[]), %(at)s::timestamptz, 'enqueued', NULL, 'queued', 0
+SELECT unnest(%(job_ids)b::uuid[]), %(at)s::timestamptz, 'enqueued', NULL, 'queued', 0
 """
 
 

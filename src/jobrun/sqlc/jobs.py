@@ -79,11 +79,11 @@ INSERT INTO jobs (
     created_at, updated_at, meta
 )
 SELECT
-    unnest(%(ids)s::uuid[]), unnest(%(queues)s::text[]), unnest(%(types)s::text[]),
-    unnest(%(payloads)s::jsonb[]), unnest(%(priorities)s::smallint[]),
-    unnest(%(max_attempts)s::integer[]), unnest(%(backoff_kinds)s::backoff_kind[]),
-    unnest(%(backoff_bases)s::interval[]), unnest(%(backoff_maxes)s::interval[]),
-    unnest(%(run_ats)s::timestamptz[]), unnest(%(idempotency_keys)s::text[]),
+    unnest(%(ids)b::uuid[]), unnest(%(queues)b::text[]), unnest(%(types)b::text[]),
+    unnest(%(payloads)s::jsonb[]), unnest(%(priorities)b::smallint[]),
+    unnest(%(max_attempts)b::integer[]), unnest(%(backoff_kinds)b::backoff_kind[]),
+    unnest(%(backoff_bases)b::interval[]), unnest(%(backoff_maxes)b::interval[]),
+    unnest(%(run_ats)b::timestamptz[]), unnest(%(idempotency_keys)b::text[]),
     %(created_at)s::timestamptz, %(created_at)s::timestamptz,
     coalesce(%(meta)s::jsonb, '{}'::jsonb)
 ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -98,7 +98,7 @@ JOB_GET_BY_IDEMPOTENCY_KEYS = """
 SELECT jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta
 FROM jobs
 JOIN (
-    SELECT unnest(%(queues)s::text[]) AS queue, unnest(%(idempotency_keys)s::text[]) AS key
+    SELECT unnest(%(queues)b::text[]) AS queue, unnest(%(idempotency_keys)b::text[]) AS key
 ) AS wanted ON jobs.queue = wanted.queue AND jobs.idempotency_key = wanted.key
 """
 
@@ -122,7 +122,7 @@ WITH controls AS MATERIALIZED (
     SELECT queues.name, queues.paused, queues.concurrency_limit, queues.rate_limit,
            queues.rate_interval, queues.window_start, queues.window_claims
     FROM queues
-    WHERE queues.name = ANY (%(queues)s::text[])
+    WHERE queues.name = ANY (%(queues)b::text[])
       AND (queues.concurrency_limit IS NOT NULL OR queues.rate_limit IS NOT NULL)
     ORDER BY queues.name
     FOR UPDATE OF queues
@@ -158,7 +158,7 @@ WITH controls AS MATERIALIZED (
                        ELSE 0
                    END)
            END AS room
-    FROM unnest(%(queues)s::text[]) AS wanted (queue)
+    FROM unnest(%(queues)b::text[]) AS wanted (queue)
     -- Paused as of this statement's snapshot, for queues without limits.
     LEFT JOIN queues ON queues.name = wanted.queue
     LEFT JOIN controls ON controls.name = wanted.queue
@@ -223,7 +223,7 @@ JOB_HEARTBEAT = """
 UPDATE jobs
 SET lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
     updated_at = now()
-FROM (SELECT unnest(%(ids)s::uuid[]) AS id, unnest(%(attempts)s::integer[]) AS attempt) AS held
+FROM (SELECT unnest(%(ids)b::uuid[]) AS id, unnest(%(attempts)b::integer[]) AS attempt) AS held
 WHERE jobs.id = held.id
   AND jobs.attempts = held.attempt
   AND jobs.state = 'leased'
@@ -241,7 +241,7 @@ SELECT jobs.id,
         AND jobs.lease_expires_at > coalesce(%(now)s::timestamptz, now()))::boolean
            AS held
 FROM jobs
-JOIN (SELECT unnest(%(ids)s::uuid[]) AS id, unnest(%(attempts)s::integer[]) AS attempt) AS held
+JOIN (SELECT unnest(%(ids)b::uuid[]) AS id, unnest(%(attempts)b::integer[]) AS attempt) AS held
     ON held.id = jobs.id
 ORDER BY jobs.id
 FOR UPDATE OF jobs
@@ -249,11 +249,11 @@ FOR UPDATE OF jobs
 
 JOB_RECORD_OUTCOMES = """
 WITH outcome AS (
-    SELECT unnest(%(ids)s::uuid[]) AS id,
-           unnest(%(attempts)s::integer[]) AS attempt,
-           unnest(%(outcomes)s::job_outcome[]) AS kind,
-           nullif(unnest(%(details)s::text[]), '') AS detail,
-           unnest(%(delays)s::interval[]) AS delay
+    SELECT unnest(%(ids)b::uuid[]) AS id,
+           unnest(%(attempts)b::integer[]) AS attempt,
+           unnest(%(outcomes)b::job_outcome[]) AS kind,
+           nullif(unnest(%(details)b::text[]), '') AS detail,
+           unnest(%(delays)b::interval[]) AS delay
 ), recorded AS (
     UPDATE jobs
     SET state = job_outcome_state(outcome.kind, jobs.cancel_requested, jobs.attempts,

@@ -30,7 +30,7 @@ SELECT EXISTS (
 
 KEY_LOCK_MANY = """
 SELECT count(pg_advisory_xact_lock(ordered.id))::bigint AS locked
-FROM (SELECT DISTINCT unnest(%(ids)s::bigint[]) AS id ORDER BY id) AS ordered
+FROM (SELECT DISTINCT unnest(%(ids)b::bigint[]) AS id ORDER BY id) AS ordered
 """
 
 

@@ -13,7 +13,7 @@ INSERT INTO demo_effects (job_id) VALUES (%(job_id)s)
 """
 
 DEMO_EFFECT_COUNT = """
-SELECT count(*)::bigint AS effects FROM demo_effects WHERE job_id = ANY(%(job_ids)s::uuid[])
+SELECT count(*)::bigint AS effects FROM demo_effects WHERE job_id = ANY(%(job_ids)b::uuid[])
 """
 
 

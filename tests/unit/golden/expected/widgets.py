@@ -20,7 +20,7 @@ _setattr = object.__setattr__
 
 WIDGET_CREATE = """
 INSERT INTO widgets (uid, name, label, doc, raw, tags, scores, mood, maybe_mood, span, price)
-VALUES (%(uid)s, %(name)s, %(label)s, %(doc)s, %(raw)s, %(tags)s, %(scores)s, %(mood)s,
+VALUES (%(uid)s, %(name)s, %(label)s, %(doc)s, %(raw)s, %(tags)b, %(scores)b, %(mood)s,
         %(maybe_mood)s, %(span)s, %(price)s)
 RETURNING id, uid, name, label, small, medium, price, ratio, ratio4, active, blob, doc, raw, at, local_at, day, clock, span, tags, scores, mood, maybe_mood
 """
@@ -31,7 +31,7 @@ SELECT id, uid, name, label, small, medium, price, ratio, ratio4, active, blob, 
 
 WIDGET_LIST = """
 SELECT id, uid, name, label, small, medium, price, ratio, ratio4, active, blob, doc, raw, at, local_at, day, clock, span, tags, scores, mood, maybe_mood FROM widgets
-WHERE mood = ANY(%(moods)s::mood[])
+WHERE mood = ANY(%(moods)b::mood[])
   AND at <= coalesce(%(now)s::timestamptz, now())
   AND (name = %(name)s OR label = %(name)s)
 ORDER BY id
@@ -56,7 +56,7 @@ SELECT now()::timestamptz AS now
 """
 
 WIDGET_IDS = """
-SELECT id FROM widgets WHERE id = ANY(%(ids)s) ORDER BY id
+SELECT id FROM widgets WHERE id = ANY(%(ids)b) ORDER BY id
 """
 
 WIDGET_RENAME = """
