@@ -249,13 +249,20 @@ SELECT * FROM claimed;
 -- attempt, not expired) to db now + lease, except those whose cancel was
 -- requested: the owner must stop those jobs. ids and attempts are parallel
 -- arrays: job i was claimed as attempt i.
+--
+-- The state is compared with a column of the materialized input, not with
+-- the literal (see JobRecordOutcomes): each held job is one primary-key probe.
+WITH held AS MATERIALIZED (
+    SELECT unnest(@ids::uuid[]) AS id, unnest(@attempts::integer[]) AS attempt,
+           'leased'::job_state AS state
+)
 UPDATE jobs
 SET lease_expires_at = coalesce(sqlc.narg('now')::timestamptz, now()) + @lease::interval,
     updated_at = now()
-FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@attempts::integer[]) AS attempt) AS held
+FROM held
 WHERE jobs.id = held.id
   AND jobs.attempts = held.attempt
-  AND jobs.state = 'leased'
+  AND jobs.state = held.state
   AND jobs.lease_owner = @owner::text
   AND jobs.lease_expires_at > coalesce(sqlc.narg('now')::timestamptz, now())
   AND NOT jobs.cancel_requested
@@ -285,12 +292,21 @@ FOR UPDATE OF jobs;
 -- attempt, unexpired lease) change; the others are left alone and not
 -- returned. job_outcome_state decides the next state and job_backoff_delay a
 -- failed job's wait; a hand-back or snooze gives the attempt back.
-WITH outcome AS (
+--
+-- The fence's state is compared with a column of the materialized input
+-- rather than with the literal 'leased'. With the literal, the planner may
+-- drive the update from a partial index on leased jobs (statistics often
+-- put them at one row) and rescan the whole batch once per leased job: a
+-- batch then costs leased jobs × batch size, which grows with the fleet.
+-- Through a column no partial index applies, and each outcome is one
+-- primary-key probe.
+WITH outcome AS MATERIALIZED (
     SELECT unnest(@ids::uuid[]) AS id,
            unnest(@attempts::integer[]) AS attempt,
            unnest(@outcomes::job_outcome[]) AS kind,
            nullif(unnest(@details::text[]), '') AS detail,
-           unnest(@delays::interval[]) AS delay
+           unnest(@delays::interval[]) AS delay,
+           'leased'::job_state AS held_state
 ), recorded AS (
     UPDATE jobs
     SET state = job_outcome_state(outcome.kind, jobs.cancel_requested, jobs.attempts,
@@ -318,7 +334,7 @@ WITH outcome AS (
     FROM outcome
     WHERE jobs.id = outcome.id
       AND jobs.attempts = outcome.attempt
-      AND jobs.state = 'leased'
+      AND jobs.state = outcome.held_state
       AND jobs.lease_owner = @owner::text
       AND jobs.lease_expires_at > coalesce(sqlc.narg('now')::timestamptz, now())
     RETURNING jobs.id, jobs.state, jobs.attempts, jobs.run_at, jobs.finished_at,

@@ -372,7 +372,9 @@ class Store(ScheduleMethods):
                 )
             )
         jobs = [job_from_row(r) for r in rows]
-        jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
+        # id.int: comparing UUIDs calls Python-level __lt__, and ties on
+        # priority and run_at are the rule for batch-enqueued jobs.
+        jobs.sort(key=lambda j: (j.priority, j.run_at, j.id.int))
         return jobs
 
     async def heartbeat(self, owner: str, jobs: Sequence[Job], lease: timedelta) -> set[UUID]:

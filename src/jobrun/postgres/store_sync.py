@@ -360,7 +360,7 @@ class SyncStore(SyncScheduleMethods):
                 )
             )
         jobs = [job_from_row(r) for r in rows]
-        jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
+        jobs.sort(key=lambda j: (j.priority, j.run_at, j.id.int))
         return jobs
 
     def heartbeat(self, owner: str, jobs: Sequence[Job], lease: timedelta) -> set[UUID]:

@@ -220,13 +220,17 @@ SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backof
 """
 
 JOB_HEARTBEAT = """
+WITH held AS MATERIALIZED (
+    SELECT unnest(%(ids)b::uuid[]) AS id, unnest(%(attempts)b::integer[]) AS attempt,
+           'leased'::job_state AS state
+)
 UPDATE jobs
 SET lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
     updated_at = now()
-FROM (SELECT unnest(%(ids)b::uuid[]) AS id, unnest(%(attempts)b::integer[]) AS attempt) AS held
+FROM held
 WHERE jobs.id = held.id
   AND jobs.attempts = held.attempt
-  AND jobs.state = 'leased'
+  AND jobs.state = held.state
   AND jobs.lease_owner = %(owner)s::text
   AND jobs.lease_expires_at > coalesce(%(now)s::timestamptz, now())
   AND NOT jobs.cancel_requested
@@ -248,12 +252,13 @@ FOR UPDATE OF jobs
 """
 
 JOB_RECORD_OUTCOMES = """
-WITH outcome AS (
+WITH outcome AS MATERIALIZED (
     SELECT unnest(%(ids)b::uuid[]) AS id,
            unnest(%(attempts)b::integer[]) AS attempt,
            unnest(%(outcomes)b::job_outcome[]) AS kind,
            nullif(unnest(%(details)b::text[]), '') AS detail,
-           unnest(%(delays)b::interval[]) AS delay
+           unnest(%(delays)b::interval[]) AS delay,
+           'leased'::job_state AS held_state
 ), recorded AS (
     UPDATE jobs
     SET state = job_outcome_state(outcome.kind, jobs.cancel_requested, jobs.attempts,
@@ -281,7 +286,7 @@ WITH outcome AS (
     FROM outcome
     WHERE jobs.id = outcome.id
       AND jobs.attempts = outcome.attempt
-      AND jobs.state = 'leased'
+      AND jobs.state = outcome.held_state
       AND jobs.lease_owner = %(owner)s::text
       AND jobs.lease_expires_at > coalesce(%(now)s::timestamptz, now())
     RETURNING jobs.id, jobs.state, jobs.attempts, jobs.run_at, jobs.finished_at,
@@ -985,6 +990,9 @@ class AsyncQuerier:
         requested: the owner must stop those jobs. ids and attempts are parallel
         arrays: job i was claimed as attempt i.
 
+        The state is compared with a column of the materialized input, not with
+        the literal (see JobRecordOutcomes): each held job is one primary-key probe.
+
         Run ``JobHeartbeat``; return all its rows.
         """
         async with self._conn.cursor() as _cur:
@@ -1034,6 +1042,14 @@ class AsyncQuerier:
         attempt, unexpired lease) change; the others are left alone and not
         returned. job_outcome_state decides the next state and job_backoff_delay a
         failed job's wait; a hand-back or snooze gives the attempt back.
+
+        The fence's state is compared with a column of the materialized input
+        rather than with the literal 'leased'. With the literal, the planner may
+        drive the update from a partial index on leased jobs (statistics often
+        put them at one row) and rescan the whole batch once per leased job: a
+        batch then costs leased jobs × batch size, which grows with the fleet.
+        Through a column no partial index applies, and each outcome is one
+        primary-key probe.
 
         Run ``JobRecordOutcomes``; return all its rows.
         """
@@ -1440,6 +1456,9 @@ class Querier:
         requested: the owner must stop those jobs. ids and attempts are parallel
         arrays: job i was claimed as attempt i.
 
+        The state is compared with a column of the materialized input, not with
+        the literal (see JobRecordOutcomes): each held job is one primary-key probe.
+
         Run ``JobHeartbeat``; return all its rows.
         """
         with self._conn.cursor() as _cur:
@@ -1485,6 +1504,14 @@ class Querier:
         attempt, unexpired lease) change; the others are left alone and not
         returned. job_outcome_state decides the next state and job_backoff_delay a
         failed job's wait; a hand-back or snooze gives the attempt back.
+
+        The fence's state is compared with a column of the materialized input
+        rather than with the literal 'leased'. With the literal, the planner may
+        drive the update from a partial index on leased jobs (statistics often
+        put them at one row) and rescan the whole batch once per leased job: a
+        batch then costs leased jobs × batch size, which grows with the fleet.
+        Through a column no partial index applies, and each outcome is one
+        primary-key probe.
 
         Run ``JobRecordOutcomes``; return all its rows.
         """
