@@ -90,6 +90,7 @@ _OWN_OBJECTS = frozenset(
 _UNDEFINED_NAME = re.compile(r'"(?:[^"]*\.)?([^".]+)" does not exist|function ([a-z_]+)\(')
 _M = TypeVar("_M", bound=BaseModel)
 _setattr = object.__setattr__
+_all_fields: dict[type[BaseModel], set[str]] = {}
 
 
 def _trusted(cls: type[_M], values: dict[str, Any]) -> _M:
@@ -101,7 +102,15 @@ def _trusted(cls: type[_M], values: dict[str, Any]) -> _M:
     """
     obj = cls.__new__(cls)
     _setattr(obj, "__dict__", values)
-    _setattr(obj, "__pydantic_fields_set__", set(values))
+    # Every field is set, so the set of set fields is the class's field set:
+    # one shared, unchanging set instead of a new one per object (the models
+    # built here are frozen, so nothing adds to it).
+    fields = _all_fields.get(cls)
+    if fields is None or len(fields) != len(values):
+        fields = set(values)
+        if len(values) == len(cls.model_fields):
+            _all_fields[cls] = fields
+    _setattr(obj, "__pydantic_fields_set__", fields)
     _setattr(obj, "__pydantic_extra__", None)
     _setattr(obj, "__pydantic_private__", None)
     return obj
@@ -165,18 +174,16 @@ def job_recorded(job: Job, row: Any) -> Job:
     ``row`` has ``state``, ``attempts``, ``run_at``, ``finished_at``,
     ``last_error`` and ``updated_at``; the lease is always cleared.
     """
-    values = dict(job.__dict__)
+    values = job.__dict__.copy()
     finished_at = row.finished_at
-    values.update(
-        state=_STATES[row.state],
-        attempts=row.attempts,
-        run_at=utc(row.run_at),
-        lease_owner=None,
-        lease_expires_at=None,
-        last_error=row.last_error,
-        finished_at=None if finished_at is None else utc(finished_at),
-        updated_at=utc(row.updated_at),
-    )
+    values["state"] = _STATES[row.state]
+    values["attempts"] = row.attempts
+    values["run_at"] = utc(row.run_at)
+    values["lease_owner"] = None
+    values["lease_expires_at"] = None
+    values["last_error"] = row.last_error
+    values["finished_at"] = None if finished_at is None else utc(finished_at)
+    values["updated_at"] = utc(row.updated_at)
     return _trusted(Job, values)
 
 
