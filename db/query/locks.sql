@@ -1,10 +1,18 @@
--- Session-level advisory locks for leader election (jobrun.postgres.lock). Each
--- held lock lives on its own dedicated connection, so the server releases it the
--- moment that connection dies, whoever killed it.
+-- Advisory locks for leader election (jobrun.postgres.lock). Each held lock lives
+-- on its own dedicated connection, so the server releases it the moment that
+-- connection dies, whoever killed it. Session-level on a direct connection;
+-- transaction-level, in a transaction kept open, through PgBouncer in transaction
+-- mode (a session lock would stay on a server connection the bouncer hands to
+-- other clients).
 
 -- name: AdvisoryLockTry :one
 -- Never blocks: false when another session holds the key.
 SELECT pg_try_advisory_lock(sqlc.arg(key)::bigint) AS acquired;
+
+-- name: AdvisoryXactLockTry :one
+-- Never blocks: false when another transaction holds the key. The lock lasts
+-- until the caller's transaction ends, which pins its server connection to it.
+SELECT pg_try_advisory_xact_lock(sqlc.arg(key)::bigint) AS acquired;
 
 -- name: AdvisoryUnlock :one
 SELECT pg_advisory_unlock(sqlc.arg(key)::bigint) AS released;

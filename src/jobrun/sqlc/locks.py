@@ -11,6 +11,10 @@ ADVISORY_LOCK_TRY = """
 SELECT pg_try_advisory_lock(%(key)s::bigint) AS acquired
 """
 
+ADVISORY_XACT_LOCK_TRY = """
+SELECT pg_try_advisory_xact_lock(%(key)s::bigint) AS acquired
+"""
+
 ADVISORY_UNLOCK = """
 SELECT pg_advisory_unlock(%(key)s::bigint) AS released
 """
@@ -56,6 +60,20 @@ class AsyncQuerier:
         """
         async with self._conn.cursor() as _cur:
             await _cur.execute(ADVISORY_LOCK_TRY, {"key": key})
+            _row = await _cur.fetchone()
+        if _row is None:
+            return None
+        _value: bool = _row[0]
+        return _value
+
+    async def advisory_xact_lock_try(self, *, key: int) -> bool | None:
+        """Never blocks: false when another transaction holds the key. The lock lasts
+        until the caller's transaction ends, which pins its server connection to it.
+
+        Run ``AdvisoryXactLockTry``; return its first row, or None.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(ADVISORY_XACT_LOCK_TRY, {"key": key})
             _row = await _cur.fetchone()
         if _row is None:
             return None
@@ -121,6 +139,20 @@ class Querier:
         """
         with self._conn.cursor() as _cur:
             _cur.execute(ADVISORY_LOCK_TRY, {"key": key})
+            _row = _cur.fetchone()
+        if _row is None:
+            return None
+        _value: bool = _row[0]
+        return _value
+
+    def advisory_xact_lock_try(self, *, key: int) -> bool | None:
+        """Never blocks: false when another transaction holds the key. The lock lasts
+        until the caller's transaction ends, which pins its server connection to it.
+
+        Run ``AdvisoryXactLockTry``; return its first row, or None.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(ADVISORY_XACT_LOCK_TRY, {"key": key})
             _row = _cur.fetchone()
         if _row is None:
             return None
