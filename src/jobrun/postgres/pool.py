@@ -135,6 +135,16 @@ def unavailable_error(url: str, reason: str) -> DatabaseUnavailable:
     return DatabaseUnavailable(host, port, dbname, clean or "connection failed")
 
 
+def _refused(url: str, reason: str) -> DatabaseUnavailable:
+    """unavailable_error, with the likely cause when a pooler refused the startup options."""
+    if "unsupported startup parameter" in reason:
+        reason += (
+            " (behind PgBouncer in transaction mode? set pgbouncer=True, "
+            "--pgbouncer or JOBRUN_PGBOUNCER=1)"
+        )
+    return unavailable_error(url, reason)
+
+
 def _json_loads(data: str | bytes) -> Any:
     """json.loads, except that the empty object every job's meta holds is not parsed.
 
@@ -187,14 +197,15 @@ async def open_pool(
     _check_idle_timeout(idle_in_transaction_timeout)
     _parse(url)
     max_size = worker_concurrency + POOL_HEADROOM
-    # A first direct connection gives libpq's own reason when the server is not there;
-    # the pool would only report a timeout.
+    kwargs = _connection_kwargs(url, idle_in_transaction_timeout, pgbouncer=pgbouncer)
+    # A first direct connection, with the pool's settings, gives libpq's own reason
+    # when the server is not there or refuses them; the pool would only time out.
     try:
         probe = await psycopg.AsyncConnection.connect(
-            url, connect_timeout=max(1, round(timeout)), autocommit=True, prepare_threshold=None
+            url, connect_timeout=max(1, round(timeout)), **kwargs
         )
     except psycopg.Error as exc:
-        raise unavailable_error(url, str(exc)) from None
+        raise _refused(url, str(exc)) from None
     await probe.close()
 
     pool: Pool = AsyncConnectionPool(
@@ -207,7 +218,7 @@ async def open_pool(
         # No per-borrow check: it would add a round trip to every claim and
         # completion. A connection the server dropped fails its next statement,
         # the pool discards it, and the caller's loop retries.
-        kwargs=_connection_kwargs(url, idle_in_transaction_timeout, pgbouncer=pgbouncer),
+        kwargs=kwargs,
         configure=_configure_async,
     )
     try:
@@ -244,11 +255,12 @@ def open_sync_pool(
     timeout = positive_seconds("connect_timeout", connect_timeout)
     _check_idle_timeout(idle_in_transaction_timeout)
     _parse(url)
+    kwargs = _connection_kwargs(url, idle_in_transaction_timeout, pgbouncer=pgbouncer)
     try:
         # A direct connection first: libpq's reason beats the pool's bare timeout.
-        probe = psycopg.connect(url, connect_timeout=max(1, round(timeout)), prepare_threshold=None)
+        probe = psycopg.connect(url, connect_timeout=max(1, round(timeout)), **kwargs)
     except psycopg.Error as exc:
-        raise unavailable_error(url, str(exc)) from None
+        raise _refused(url, str(exc)) from None
     probe.close()
     pool: SyncPool = ConnectionPool(
         url,
@@ -261,7 +273,7 @@ def open_sync_pool(
         # retries: check each borrowed connection so one the server dropped
         # is replaced instead of failing the caller's request.
         check=ConnectionPool.check_connection,
-        kwargs=_connection_kwargs(url, idle_in_transaction_timeout, pgbouncer=pgbouncer),
+        kwargs=kwargs,
     )
     try:
         pool.open(wait=True, timeout=timeout)
