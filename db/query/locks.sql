@@ -40,3 +40,19 @@ SELECT EXISTS (
 -- subquery feeds the aggregate one id at a time, lowest first.
 SELECT count(pg_advisory_xact_lock(ordered.id))::bigint AS locked
 FROM (SELECT DISTINCT unnest(@ids::bigint[]) AS id ORDER BY id) AS ordered;
+
+-- name: AdvisoryLockHeldAny :one
+-- The probe of a transaction-scoped lock, whose connection holds that one lock
+-- and nothing else. Without parameters psycopg sends it in the simple protocol,
+-- which leaves no portal open behind it: between probes the holder's
+-- transaction keeps no snapshot (no xmin), so however long it leads it holds
+-- back no vacuum. (An extended-protocol statement's unnamed portal keeps its
+-- snapshot until the next statement.)
+SELECT EXISTS (
+    SELECT 1
+    FROM pg_catalog.pg_locks
+    WHERE locktype = 'advisory'
+      AND pid = pg_backend_pid()
+      AND granted
+      AND objsubid = 1
+) AS held;

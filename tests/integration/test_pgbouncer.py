@@ -363,10 +363,13 @@ def test_two_schedulers_through_the_bouncer_fire_each_run_once_and_fail_over(
                 SCHEDULER_LOCK_KEY,
             )
         )
-        assert scalar(db_url, "SELECT state FROM pg_stat_activity WHERE pid = %s", leader_pid) in {
-            "idle in transaction",
-            "active",
-        }
+        # The lock lives in the leader's open transaction, which between probes
+        # holds no snapshot (no xmin) and no transaction id.
+        idle = wait_until(
+            "the leader idles in its transaction",
+            lambda: _idle_holder(db_url, SCHEDULER_LOCK_KEY),
+        )
+        assert idle == (None, None)
         # Kill the leading process: the bouncer drops its server connection
         # (a client gone mid-transaction), which releases the lock.
         leading = [
@@ -441,8 +444,28 @@ async def test_transaction_scoped_lock_through_the_bouncer_excludes_and_releases
         finally:
             await pool.close()
         assert not held.lost
+        # The holder's transaction sits idle between probes without a snapshot or a
+        # transaction id, so hours of leadership hold back no vacuum.
+        holder = await asyncio.to_thread(
+            wait_until, "the holder idles in its transaction", lambda: _idle_holder(db_url, key)
+        )
+        assert holder == (None, None)
     finally:
         await held.release()
     again = await locker.try_acquire(key)
     assert again is not None
     await again.release()
+
+
+def _idle_holder(db_url: str, key: int) -> tuple[Any, Any] | None:
+    """(backend_xmin, backend_xid) of the lock's holder once seen idle in its transaction."""
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT a.state, a.backend_xmin, a.backend_xid FROM pg_locks l "
+            "JOIN pg_stat_activity a USING (pid) WHERE l.locktype = 'advisory' AND l.granted "
+            "AND l.objsubid = 1 AND ((l.classid::bigint << 32) | l.objid::bigint) = %s",
+            (key,),
+        ).fetchone()
+    if row is None or row[0] != "idle in transaction":
+        return None
+    return (row[1], row[2])

@@ -31,8 +31,11 @@ connection exactly as a session lock does on a direct one. The watcher's
 probes run inside that transaction, so it never idles long enough for an
 ``idle_in_transaction_session_timeout`` (or PgBouncer's
 ``idle_transaction_timeout``) to end it, while a holder that vanished stops
-probing and is cut off by those timeouts. Each held lock keeps one server
-connection of the bouncer's pool busy.
+probing and is cut off by those timeouts. The probes have no parameters, so
+they go in the simple protocol and leave no portal (and no snapshot) behind:
+between probes the transaction has no xmin, and however long it leads it holds
+back no vacuum. Each held lock keeps one server connection of the bouncer's
+pool busy.
 """
 
 from __future__ import annotations
@@ -125,7 +128,10 @@ class AdvisoryLock:
             if self._stop.is_set():
                 return
             try:
-                held = await querier.advisory_lock_held(key=self._key)
+                if self._transaction_scoped:
+                    held = await querier.advisory_lock_held_any()
+                else:
+                    held = await querier.advisory_lock_held(key=self._key)
             except psycopg.Error as exc:
                 reason = " ".join(str(exc).split()) or type(exc).__name__
                 self._mark_lost(f"its connection failed: {reason}")
@@ -204,6 +210,9 @@ class AdvisoryLocker:
             querier = AsyncQuerier(conn)
             if self._transaction_scoped:
                 acquired = await querier.advisory_xact_lock_try(key=key)
+                if acquired:
+                    # Drops the try's portal and its snapshot (see the probe's query).
+                    await querier.advisory_lock_held_any()
             else:
                 acquired = await querier.advisory_lock_try(key=key)
         except psycopg.OperationalError as exc:
