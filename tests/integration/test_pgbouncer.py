@@ -463,6 +463,7 @@ def _idle_holder(db_url: str, key: int) -> tuple[Any, Any] | None:
         row = conn.execute(
             "SELECT a.state, a.backend_xmin, a.backend_xid FROM pg_locks l "
             "JOIN pg_stat_activity a USING (pid) WHERE l.locktype = 'advisory' AND l.granted "
+            "AND a.datname = current_database() "
             "AND l.objsubid = 1 AND ((l.classid::bigint << 32) | l.objid::bigint) = %s",
             (key,),
         ).fetchone()
