@@ -43,7 +43,7 @@ import pytest
 from jobrun.client import Client
 from jobrun.errors import ConfigurationError, DatabaseUnavailable
 from jobrun.job import JobState, NewJob, NewSchedule
-from jobrun.postgres import open_pool
+from jobrun.postgres import SyncProducer, open_pool
 from jobrun.postgres.lock import AdvisoryLocker
 from jobrun.postgres.store import Store
 from jobrun.registry import JobContext, Registry
@@ -210,6 +210,15 @@ async def test_pool_through_the_bouncer_shares_server_connections_without_prepar
     assert scalar(db_url, "SELECT count(*) FROM bouncer_counts WHERE n <> 1") == 0
 
 
+def test_sync_producer_through_the_bouncer(pgbouncer: Bouncer, db_url: str) -> None:
+    with SyncProducer(pgbouncer.url(db_url), pgbouncer=True, max_pool_size=2) as producer:
+        singles = [producer.enqueue(NewJob(type="count", payload={"i": i})) for i in range(50)]
+        batch = producer.enqueue_batch([NewJob(type="count") for _ in range(50)])
+        assert len(batch) == 50
+        assert producer.get(singles[-1].id).created_at.tzinfo is UTC
+    assert job_states(db_url, "count") == {"queued": 100}
+
+
 async def test_migrations_go_to_the_direct_url_and_refuse_without_one(
     pgbouncer: Bouncer, empty_db_url: str
 ) -> None:
@@ -275,7 +284,10 @@ def test_poll_only_cli_worker_through_the_bouncer_processes_jobs_and_never_liste
     log = tmp_path / "worker.log"
     # Settings from the environment, as a deployment would set them.
     env = {"JOBRUN_DATABASE_URL": bounced, "JOBRUN_PGBOUNCER": "true"}
-    with cli_worker(log, "--poll", "100ms", "--concurrency", "8", env=env) as proc:
+    # Two processes under the supervisor: the settings reach the children too.
+    with cli_worker(
+        log, "--poll", "100ms", "--concurrency", "8", "--processes", "2", env=env
+    ) as proc:
         wait_until("the worker started", lambda: "started on queues" in log.read_text(), proc=proc)
         asyncio.run(_enqueue_through(bounced, 200))
         wait_until(
@@ -287,7 +299,7 @@ def test_poll_only_cli_worker_through_the_bouncer_processes_jobs_and_never_liste
         assert listening_backends(db_url) == 0
         stop(proc, log)
     text = log.read_text()
-    assert "no LISTEN (behind PgBouncer without a direct URL)" in text, text
+    assert text.count("no LISTEN (behind PgBouncer without a direct URL)") == 2, text
     assert scalar(db_url, "SELECT count(*) FROM bouncer_counts WHERE n = 1") == 200
 
 
