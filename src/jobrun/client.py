@@ -15,6 +15,15 @@ and, with ``scheduler=True``, the leader-elected scheduler and, unless
 ``maintenance=False``, the leader-elected maintenance service that prunes
 old jobs, events and ledger rows (:mod:`jobrun.maintenance`). Closing the
 client closes all of them. Settings come from one :class:`~jobrun.config.Config`.
+
+Behind PgBouncer in transaction mode (``pgbouncer=True``) the pool goes through
+the bouncer and carries no session state, while whatever needs a session of its
+own goes to ``direct_url``: the LISTEN connection, the leader locks of the
+scheduler, the maintenance service and the queue gauges, and migrations (a
+session advisory lock, and statements that cannot run in a transaction).
+Without ``direct_url`` the worker polls, leader locks are transaction-scoped
+(held in an open transaction, which pins a bouncer server connection; see
+:mod:`jobrun.postgres.lock`), and :meth:`Client.migrate` refuses.
 """
 
 from __future__ import annotations
@@ -32,7 +41,14 @@ from jobrun.errors import ConfigurationError, IdempotencyConflict
 from jobrun.job import Job, NewJob
 from jobrun.maintenance import Maintenance
 from jobrun.observe import Observer
-from jobrun.postgres import Notifier, Pool, Store, open_pool, resolve_database_url
+from jobrun.postgres import (
+    Notifier,
+    Pool,
+    Store,
+    database_location,
+    open_pool,
+    resolve_database_url,
+)
 from jobrun.postgres.lock import AdvisoryLocker
 from jobrun.postgres.migrate import check_schema, migrate
 from jobrun.registry import Registry
@@ -100,7 +116,9 @@ class Client:
             # Before connecting: a missing extra is a configuration error, said at once.
             self._metrics = load_metrics().PrometheusObserver()
         self._url = resolve_database_url(config.database_url)
-        self._pool = await open_pool(self._url, worker_concurrency=config.concurrency)
+        self._pool = await open_pool(
+            self._url, worker_concurrency=config.concurrency, pgbouncer=config.pgbouncer
+        )
         self._store = Store(
             self._pool,
             event_mode=config.event_mode,
@@ -157,6 +175,40 @@ class Client:
         return self._url
 
     @property
+    def session_url(self) -> str:
+        """Where connections that need a session of their own go: ``direct_url``, else the pool's.
+
+        The LISTEN connection, leader locks and migrations use it.
+        """
+        return self.config.direct_url or self.database_url
+
+    @property
+    def listen_url(self) -> str | None:
+        """The URL the LISTEN connection uses; None when workers poll only.
+
+        None when ``listen`` is off, or behind PgBouncer without ``direct_url``:
+        LISTEN through a transaction-mode bouncer would hear nothing reliably
+        (the server connection that listened goes back to the bouncer's pool).
+        """
+        config = self.config
+        if not config.listen or (config.pgbouncer and config.direct_url is None):
+            return None
+        return self.session_url
+
+    def locker(self, application_name: str = "jobrun-locker") -> AdvisoryLocker:
+        """An advisory locker for leader election, on :attr:`session_url`.
+
+        Session locks on a direct connection; transaction-scoped ones through
+        the bouncer when ``pgbouncer`` is set without ``direct_url``.
+        """
+        config = self.config
+        return AdvisoryLocker(
+            self.session_url,
+            application_name=application_name,
+            transaction_scoped=config.pgbouncer and config.direct_url is None,
+        )
+
+    @property
     def metrics(self) -> Observer | None:
         """The :class:`jobrun.metrics.PrometheusObserver` when ``metrics_port`` is set.
 
@@ -194,8 +246,28 @@ class Client:
         return await self.store.enqueue_batch(jobs, conn=conn)
 
     async def migrate(self) -> list[int]:
-        """Apply pending migrations (safe to run concurrently); return the versions applied."""
-        return await migrate(self.pool)
+        """Apply pending migrations (safe to run concurrently); return the versions applied.
+
+        With ``direct_url`` set they run there, on a connection of their own:
+        the run holds a session advisory lock and some migrations cannot run
+        inside a transaction, neither of which survives a transaction-mode
+        bouncer. Behind PgBouncer without ``direct_url`` this raises
+        ConfigurationError.
+        """
+        config = self.config
+        if config.direct_url is None:
+            if config.pgbouncer:
+                raise ConfigurationError(
+                    "migrations hold a session advisory lock and run statements outside "
+                    "transactions, which PgBouncer in transaction mode cannot carry: set "
+                    "direct_url (--direct-url, JOBRUN_DIRECT_URL) to the server itself"
+                )
+            return await migrate(self.pool)
+        direct = await open_pool(config.direct_url, worker_concurrency=1, name="jobrun-migrate")
+        try:
+            return await migrate(direct)
+        finally:
+            await direct.close()
 
     # -- working --------------------------------------------------------------------------
 
@@ -241,8 +313,12 @@ class Client:
             raise ConfigurationError("this client already runs a worker")
         await check_schema(self.pool)
         worker = self.worker()
-        notifier = await Notifier.start(self.database_url, self.store.notify_channel)
+        listen_url = self.listen_url
+        notifier: Notifier | None = None
+        if listen_url is not None:
+            notifier = await Notifier.start(listen_url, self.store.notify_channel)
         worker.dispatcher = notifier
+        self._log_connections(listen_url)
         self._worker = worker
         done = asyncio.Event()
         services: list[asyncio.Task[None]] = []
@@ -254,14 +330,14 @@ class Client:
             if self.config.scheduler:
                 runner = Scheduler(
                     self.store,
-                    AdvisoryLocker(self.database_url),
+                    self.locker(),
                     tick=self.config.scheduler_tick,
                 )
                 services.append(asyncio.create_task(runner.run(done), name="jobrun-scheduler"))
             if self.config.maintenance:
                 maintenance = Maintenance(
                     self.store,
-                    AdvisoryLocker(self.database_url, application_name="jobrun-maintenance"),
+                    self.locker("jobrun-maintenance"),
                     self.config.retention,
                     every=self.config.maintenance_every,
                 )
@@ -277,9 +353,38 @@ class Client:
             if self._metrics_server is not None:
                 await self._metrics_server.close()
                 self._metrics_server = None
-            await notifier.close()
+            if notifier is not None:
+                await notifier.close()
             self._worker = None
         return worker.stats
+
+    def _log_connections(self, listen_url: str | None) -> None:
+        """Say where the session-level connections go (never a password)."""
+        config = self.config
+
+        def where(url: str) -> str:
+            host, port, dbname = database_location(url)
+            return f"{host}:{port}/{dbname}"
+
+        if listen_url is None:
+            _log.info(
+                "no LISTEN (%s): idle workers poll every %gs",
+                "behind PgBouncer without a direct URL" if config.listen else "listen is off",
+                config.poll.total_seconds(),
+            )
+        if config.pgbouncer:
+            if config.direct_url is None:
+                _log.info(
+                    "PgBouncer mode: pool through %s; leader locks transaction-scoped "
+                    "through the bouncer",
+                    where(self.database_url),
+                )
+            else:
+                _log.info(
+                    "PgBouncer mode: pool through %s; LISTEN and leader locks direct to %s",
+                    where(self.database_url),
+                    where(config.direct_url),
+                )
 
     async def _start_metrics(self, done: asyncio.Event) -> asyncio.Task[None]:
         """Serve /metrics, /healthz, /readyz and run the queue-gauge leader until ``done``."""
@@ -293,7 +398,7 @@ class Client:
         self._metrics_server = server
         publisher = metrics.QueueStatsPublisher(
             self.store,
-            AdvisoryLocker(self.database_url),
+            self.locker(),
             self._metrics,
             every=config.queue_stats_every,
         )

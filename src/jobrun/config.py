@@ -57,6 +57,16 @@ class Config(BaseSettings):
 
     database_url: str | None = Field(default=None, repr=False)
     """PostgreSQL connection URL; unset: the embedded server."""
+    pgbouncer: bool = False
+    """``database_url`` is PgBouncer in transaction mode: pooled connections keep no
+    session state and prepare no statements; LISTEN and leader locks need ``direct_url``
+    (without it the worker polls and leader locks are transaction-scoped)."""
+    direct_url: str | None = Field(default=None, repr=False)
+    """A URL straight to the server, for what needs a session of its own: the LISTEN
+    connection, leader locks and migrations. Unset: ``database_url``."""
+    listen: bool = True
+    """Wake idle workers by LISTEN/NOTIFY; off: poll only (also off behind PgBouncer
+    without ``direct_url``)."""
     queues: Annotated[list[str], NoDecode, BeforeValidator(_queues)] = Field(
         default_factory=lambda: ["default"],
         validation_alias=AliasChoices("queues", "JOBRUN_QUEUES", "JOBRUN_QUEUE"),
@@ -150,6 +160,11 @@ class Config(BaseSettings):
         )
         if problem is not None:
             raise ValueError(problem)
+        if self.pgbouncer and not self.database_url:
+            raise ValueError(
+                "pgbouncer needs database_url (the bouncer's address): the embedded "
+                "server has no bouncer in front of it"
+            )
         if not self.queues or any(not q or "\x00" in q for q in self.queues):
             raise ValueError("queues must be non-empty names")
         if self.heartbeat_every is not None and self.heartbeat_every > self.lease / 3:

@@ -25,6 +25,8 @@ from jobrun.postgres.store import Store
 __all__ = [
     "EXIT_JOBRUN_ERROR",
     "DatabaseUrlOption",
+    "DirectUrlOption",
+    "PgbouncerOption",
     "app",
     "fail",
     "main",
@@ -48,6 +50,30 @@ DatabaseUrlOption = Annotated[
     ),
 ]
 """The ``--database-url`` option every database command takes; reuse it in new commands."""
+
+DirectUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--direct-url",
+        envvar="JOBRUN_DIRECT_URL",
+        show_envvar=True,
+        help="PostgreSQL URL straight to the server, bypassing PgBouncer: used for "
+        "LISTEN, leader locks and migrations. Default: --database-url.",
+    ),
+]
+"""The ``--direct-url`` option: where connections that need a session of their own go."""
+
+PgbouncerOption = Annotated[
+    bool,
+    typer.Option(
+        "--pgbouncer/--no-pgbouncer",
+        envvar="JOBRUN_PGBOUNCER",
+        show_envvar=True,
+        help="--database-url is PgBouncer in transaction mode: no session state and no "
+        "prepared statements on pooled connections; without --direct-url, poll only.",
+    ),
+]
+"""The ``--pgbouncer`` switch: the pool goes through PgBouncer in transaction mode."""
 
 app = typer.Typer(
     name="jobrun",

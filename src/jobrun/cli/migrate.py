@@ -10,9 +10,17 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from jobrun.cli.app import DatabaseUrlOption, app, run_with_pool
+from jobrun.cli.app import (
+    DatabaseUrlOption,
+    DirectUrlOption,
+    PgbouncerOption,
+    app,
+    run_with_client,
+    run_with_pool,
+)
 from jobrun.cli.rendering import stdout
-from jobrun.postgres import migrate, migration_status
+from jobrun.client import Client
+from jobrun.postgres import migration_status
 
 __all__ = ["migrate_app"]
 
@@ -21,12 +29,27 @@ app.add_typer(migrate_app, name="migrate")
 
 
 @migrate_app.callback(invoke_without_command=True)
-def migrate_command(ctx: typer.Context, database_url: DatabaseUrlOption = None) -> None:
-    """Apply every pending migration (safe to run repeatedly and concurrently)."""
+def migrate_command(
+    ctx: typer.Context,
+    database_url: DatabaseUrlOption = None,
+    direct_url: DirectUrlOption = None,
+    pgbouncer: PgbouncerOption = False,
+) -> None:
+    """Apply every pending migration (safe to run repeatedly and concurrently).
+
+    With --direct-url they run there: a migration run holds a session lock,
+    which PgBouncer in transaction mode cannot carry.
+    """
     if ctx.invoked_subcommand is not None:
         ctx.obj = database_url
         return
-    applied = run_with_pool(database_url, migrate)
+
+    async def run(client: Client) -> list[int]:
+        return await client.migrate()
+
+    applied = run_with_client(
+        database_url, run, concurrency=1, direct_url=direct_url, pgbouncer=pgbouncer
+    )
     if applied:
         typer.echo(f"applied {len(applied)} migration(s): {', '.join(map(str, applied))}")
     else:

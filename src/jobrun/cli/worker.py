@@ -9,6 +9,11 @@ unless ``--no-maintenance``, the leader-elected maintenance service that
 prunes old jobs by the ``JOBRUN_RETENTION_*`` settings. ``--metrics-port``
 adds Prometheus metrics and the health endpoints (:mod:`jobrun.metrics`).
 
+``--pgbouncer`` says ``--database-url`` is PgBouncer in transaction mode;
+``--direct-url`` then names the server itself, for the LISTEN connection and
+the leader locks (without it the worker polls, and leader locks are held in
+open transactions through the bouncer). ``--no-listen`` polls without PgBouncer.
+
 ``--processes N`` (N > 1) runs N such workers as child processes of a
 supervisor (:mod:`jobrun.cli.supervisor`) that forwards SIGTERM/SIGINT,
 restarts a crashed child with backoff and exits with the children's status.
@@ -27,7 +32,7 @@ from typing import Annotated
 import typer
 
 from jobrun import loop as jobrun_loop
-from jobrun.cli.app import DatabaseUrlOption, app, fail
+from jobrun.cli.app import DatabaseUrlOption, DirectUrlOption, PgbouncerOption, app, fail
 from jobrun.cli.inputs import read_duration
 from jobrun.cli.log_setup import setup_logging
 from jobrun.cli.supervisor import Supervisor
@@ -82,6 +87,17 @@ def worker_command(
         ),
     ],
     database_url: DatabaseUrlOption = None,
+    pgbouncer: PgbouncerOption = False,
+    direct_url: DirectUrlOption = None,
+    listen: Annotated[
+        bool,
+        typer.Option(
+            "--listen/--no-listen",
+            envvar="JOBRUN_LISTEN",
+            show_envvar=True,
+            help="Wake on LISTEN/NOTIFY; --no-listen polls only.",
+        ),
+    ] = True,
     queue: Annotated[
         list[str] | None,
         typer.Option(
@@ -201,6 +217,9 @@ def worker_command(
         registry = load_registry(app_ref)
         config = Config(
             database_url=database_url,
+            pgbouncer=pgbouncer,
+            direct_url=direct_url,
+            listen=listen,
             queues=queue or ["default"],
             concurrency=concurrency,
             lease=lease_td,
@@ -228,6 +247,8 @@ def worker_command(
             argv += ["--log-level", log_level, "--log-format", log_format]
             argv += ["--metrics-host", metrics_host, "--queue-stats-every", queue_stats_every]
             argv.append("--scheduler" if scheduler else "--no-scheduler")
+            argv.append("--pgbouncer" if pgbouncer else "--no-pgbouncer")
+            argv.append("--listen" if listen else "--no-listen")
             if maintenance is not None:
                 argv.append("--maintenance" if maintenance else "--no-maintenance")
             if metrics_port is not None:
@@ -240,6 +261,8 @@ def worker_command(
         env = {k: v for k, v in os.environ.items() if k != "JOBRUN_PROCESSES"}
         if database_url is not None:
             env["JOBRUN_DATABASE_URL"] = database_url
+        if direct_url is not None:
+            env["JOBRUN_DIRECT_URL"] = direct_url
         supervisor = Supervisor(
             command=child, processes=processes, env=env, grace=grace_td.total_seconds()
         )

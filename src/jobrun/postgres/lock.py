@@ -19,6 +19,23 @@ every ``probe_every`` seconds (a query that also checks the lock is still in
 holder therefore learns of a loss within ``probe_every`` seconds plus one
 round trip; anything it does in that window must be safe to do twice (the
 scheduler's idempotency keys are).
+
+Behind PgBouncer in transaction mode a session lock is not safe: the bouncer
+hands the server connection that took it to other clients between
+transactions, so the lock would stay with a connection its holder no longer
+uses (and nobody would release it). With ``transaction_scoped=True`` the
+locker instead takes ``pg_try_advisory_xact_lock`` and keeps that transaction
+open for as long as it holds the lock: an open transaction pins its server
+connection to the client, so the lock lives and dies with the holder's
+connection exactly as a session lock does on a direct one. The watcher's
+probes run inside that transaction, so it never idles long enough for an
+``idle_in_transaction_session_timeout`` (or PgBouncer's
+``idle_transaction_timeout``) to end it, while a holder that vanished stops
+probing and is cut off by those timeouts. The probes have no parameters, so
+they go in the simple protocol and leave no portal (and no snapshot) behind:
+between probes the transaction has no xmin, and however long it leads it holds
+back no vacuum. Each held lock keeps one server connection of the bouncer's
+pool busy.
 """
 
 from __future__ import annotations
@@ -48,14 +65,22 @@ _INT64_MAX = 2**63 - 1
 class AdvisoryLock:
     """A held advisory lock (the :class:`~jobrun.job.LockHandle` port).
 
-    Owns its connection; :meth:`release` (or a loss) closes it.
+    Owns its connection; :meth:`release` (or a loss) closes it. A
+    ``transaction_scoped`` lock lives in the connection's open transaction and
+    is released by ending it.
     """
 
     def __init__(
-        self, conn: psycopg.AsyncConnection[Any], key: int, *, probe_every: timedelta
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        key: int,
+        *,
+        probe_every: timedelta,
+        transaction_scoped: bool = False,
     ) -> None:
         self._conn = conn
         self._key = key
+        self._transaction_scoped = transaction_scoped
         self._probe_every = positive_seconds("probe_every", probe_every)
         self._lost = asyncio.Event()
         self._stop = asyncio.Event()
@@ -86,7 +111,10 @@ class AdvisoryLock:
         await self._watcher
         if not self._lost.is_set():
             with contextlib.suppress(psycopg.Error):
-                await AsyncQuerier(self._conn).advisory_unlock(key=self._key)
+                if self._transaction_scoped:
+                    await self._conn.rollback()
+                else:
+                    await AsyncQuerier(self._conn).advisory_unlock(key=self._key)
         self._lost.set()
         with contextlib.suppress(psycopg.Error):
             await self._conn.close()
@@ -100,7 +128,10 @@ class AdvisoryLock:
             if self._stop.is_set():
                 return
             try:
-                held = await querier.advisory_lock_held(key=self._key)
+                if self._transaction_scoped:
+                    held = await querier.advisory_lock_held_any()
+                else:
+                    held = await querier.advisory_lock_held(key=self._key)
             except psycopg.Error as exc:
                 reason = " ".join(str(exc).split()) or type(exc).__name__
                 self._mark_lost(f"its connection failed: {reason}")
@@ -120,7 +151,9 @@ class AdvisoryLocker:
     """The :class:`~jobrun.ports.Locker` port on ``pg_try_advisory_lock``.
 
     Every acquired lock gets its own connection, named ``application_name``
-    in ``pg_stat_activity`` so operators can see who leads.
+    in ``pg_stat_activity`` so operators can see who leads. ``url`` should
+    reach the server directly; through PgBouncer in transaction mode pass
+    ``transaction_scoped=True`` (see the module's docstring).
     """
 
     def __init__(
@@ -130,12 +163,19 @@ class AdvisoryLocker:
         application_name: str = "jobrun-locker",
         probe_every: timedelta = timedelta(seconds=1),
         connect_timeout: timedelta = timedelta(seconds=10),
+        transaction_scoped: bool = False,
     ) -> None:
         positive_seconds("probe_every", probe_every)
         self._connect_seconds = positive_seconds("connect_timeout", connect_timeout)
         self._url = url
+        self._transaction_scoped = transaction_scoped
         self._application_name = application_name
         self._probe_every = probe_every
+
+    @property
+    def transaction_scoped(self) -> bool:
+        """True when locks are transaction-level, held in an open transaction (PgBouncer)."""
+        return self._transaction_scoped
 
     @property
     def probe_every(self) -> timedelta:
@@ -153,7 +193,10 @@ class AdvisoryLocker:
         try:
             conn = await psycopg.AsyncConnection.connect(
                 self._url,
-                autocommit=True,
+                # Transaction-scoped: the first query opens the transaction that holds the lock.
+                autocommit=not self._transaction_scoped,
+                # Never a server-side prepared statement: a bouncer may not keep them.
+                prepare_threshold=None,
                 application_name=self._application_name,
                 connect_timeout=max(1, round(self._connect_seconds)),
                 keepalives=1,
@@ -164,7 +207,14 @@ class AdvisoryLocker:
         except psycopg.OperationalError as exc:
             raise unavailable_error(self._url, str(exc)) from None
         try:
-            acquired = await AsyncQuerier(conn).advisory_lock_try(key=key)
+            querier = AsyncQuerier(conn)
+            if self._transaction_scoped:
+                acquired = await querier.advisory_xact_lock_try(key=key)
+                if acquired:
+                    # Drops the try's portal and its snapshot (see the probe's query).
+                    await querier.advisory_lock_held_any()
+            else:
+                acquired = await querier.advisory_lock_try(key=key)
         except psycopg.OperationalError as exc:
             with contextlib.suppress(psycopg.Error):
                 await conn.close()
@@ -173,10 +223,17 @@ class AdvisoryLocker:
             await conn.close()
             raise
         if not acquired:
+            if self._transaction_scoped:
+                # Ended cleanly, the bouncer keeps the server connection for
+                # others; closed mid-transaction, it would have to drop it.
+                with contextlib.suppress(psycopg.Error):
+                    await conn.rollback()
             await conn.close()
             return None
         log.debug("advisory lock %d acquired", key)
-        return AdvisoryLock(conn, key, probe_every=self._probe_every)
+        return AdvisoryLock(
+            conn, key, probe_every=self._probe_every, transaction_scoped=self._transaction_scoped
+        )
 
 
 if TYPE_CHECKING:

@@ -9,6 +9,14 @@ database, never later inside a job, and never with the password in the message.
 The synchronous store (:class:`~jobrun.postgres.store_sync.SyncStore`) runs on
 :func:`open_sync_pool`: the same connection settings and checks, on psycopg's
 sync pool, sized by the caller (a sync service has no worker concurrency).
+
+``pgbouncer=True`` opens connections that keep no state on the server between
+transactions, for a pool that goes through PgBouncer in transaction mode (where
+consecutive transactions of one client connection may run on different server
+connections): no startup ``options`` (the session time zone and idle limit are
+left to the server, the role or the bouncer; timestamps are converted to UTC on
+read either way) and no server-side prepared statements (``prepare_threshold``
+None: a statement prepared on one server connection does not exist on the next).
 """
 
 from __future__ import annotations
@@ -83,7 +91,9 @@ def _session_options(options: object, idle_in_transaction_timeout: timedelta | N
     return " ".join(s for s in settings if s)
 
 
-def _connection_kwargs(url: str, idle_in_transaction_timeout: timedelta | None) -> dict[str, Any]:
+def _connection_kwargs(
+    url: str, idle_in_transaction_timeout: timedelta | None, *, pgbouncer: bool = False
+) -> dict[str, Any]:
     # Autocommit: a single statement is its own transaction in one round trip;
     # the store opens explicit transactions where it needs several.
     # Session time zone UTC: timestamps arrive already in UTC, so the clock
@@ -93,6 +103,11 @@ def _connection_kwargs(url: str, idle_in_transaction_timeout: timedelta | None) 
     # enqueues and then waits on a slow call, a process stalled mid-transaction)
     # is ended by the server, which releases its locks. The store's completions
     # are bounded by commit_timeout, below it.
+    if pgbouncer:
+        # Through a transaction-mode bouncer nothing may live in the session: the
+        # bouncer refuses unknown startup parameters, and a prepared statement
+        # exists only on the server connection that prepared it.
+        return {"autocommit": True, "prepare_threshold": None}
     options = _session_options(_parse(url).get("options"), idle_in_transaction_timeout)
     return {"autocommit": True, "options": options}
 
@@ -120,6 +135,16 @@ def unavailable_error(url: str, reason: str) -> DatabaseUnavailable:
     return DatabaseUnavailable(host, port, dbname, clean or "connection failed")
 
 
+def _refused(url: str, reason: str) -> DatabaseUnavailable:
+    """unavailable_error, with the likely cause when a pooler refused the startup options."""
+    if "unsupported startup parameter" in reason:
+        reason += (
+            " (behind PgBouncer in transaction mode? set pgbouncer=True, "
+            "--pgbouncer or JOBRUN_PGBOUNCER=1)"
+        )
+    return unavailable_error(url, reason)
+
+
 def _json_loads(data: str | bytes) -> Any:
     """json.loads, except that the empty object every job's meta holds is not parsed.
 
@@ -143,6 +168,7 @@ async def open_pool(
     connect_timeout: timedelta = DEFAULT_CONNECT_TIMEOUT,
     name: str = "jobrun",
     idle_in_transaction_timeout: timedelta | None = DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT,
+    pgbouncer: bool = False,
 ) -> Pool:
     """Open and ping a pool of ``worker_concurrency + 8`` connections to ``url``.
 
@@ -153,6 +179,12 @@ async def open_pool(
     ``commit_timeout``. ``None`` leaves the server's setting alone, for
     poolers that refuse startup options (PgBouncer without
     ``ignore_startup_parameters = options``); set it on the role instead.
+
+    ``pgbouncer=True``: ``url`` is PgBouncer in transaction mode. The
+    connections carry no session state (no startup options, so
+    ``idle_in_transaction_timeout`` is not applied: set
+    ``idle_in_transaction_session_timeout`` on the role, or PgBouncer's
+    ``idle_transaction_timeout``) and prepare no statements on the server.
 
     Raises DatabaseUnavailable when the server cannot be reached or refuses the
     login, ConfigurationError for a malformed URL, a concurrency below 1 or a
@@ -165,14 +197,15 @@ async def open_pool(
     _check_idle_timeout(idle_in_transaction_timeout)
     _parse(url)
     max_size = worker_concurrency + POOL_HEADROOM
-    # A first direct connection gives libpq's own reason when the server is not there;
-    # the pool would only report a timeout.
+    kwargs = _connection_kwargs(url, idle_in_transaction_timeout, pgbouncer=pgbouncer)
+    # A first direct connection, with the pool's settings, gives libpq's own reason
+    # when the server is not there or refuses them; the pool would only time out.
     try:
         probe = await psycopg.AsyncConnection.connect(
-            url, connect_timeout=max(1, round(timeout)), autocommit=True
+            url, connect_timeout=max(1, round(timeout)), **kwargs
         )
     except psycopg.Error as exc:
-        raise unavailable_error(url, str(exc)) from None
+        raise _refused(url, str(exc)) from None
     await probe.close()
 
     pool: Pool = AsyncConnectionPool(
@@ -185,7 +218,7 @@ async def open_pool(
         # No per-borrow check: it would add a round trip to every claim and
         # completion. A connection the server dropped fails its next statement,
         # the pool discards it, and the caller's loop retries.
-        kwargs=_connection_kwargs(url, idle_in_transaction_timeout),
+        kwargs=kwargs,
         configure=_configure_async,
     )
     try:
@@ -207,11 +240,12 @@ def open_sync_pool(
     max_size: int = 4,
     connect_timeout: timedelta = DEFAULT_CONNECT_TIMEOUT,
     idle_in_transaction_timeout: timedelta | None = DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT,
+    pgbouncer: bool = False,
 ) -> SyncPool:
     """Open and ping a sync pool of up to ``max_size`` connections to ``url``.
 
-    The same connection settings (``idle_in_transaction_timeout`` included)
-    and errors as :func:`open_pool`: DatabaseUnavailable (host, port and
+    The same connection settings (``idle_in_transaction_timeout`` and
+    ``pgbouncer`` included) and errors as :func:`open_pool`: DatabaseUnavailable (host, port and
     database, never the password) when the server cannot be reached,
     ConfigurationError for a malformed URL, a size below 1 or a non-positive
     idle limit. The caller closes the pool (``pool.close()`` or ``with pool``).
@@ -221,11 +255,12 @@ def open_sync_pool(
     timeout = positive_seconds("connect_timeout", connect_timeout)
     _check_idle_timeout(idle_in_transaction_timeout)
     _parse(url)
+    kwargs = _connection_kwargs(url, idle_in_transaction_timeout, pgbouncer=pgbouncer)
     try:
         # A direct connection first: libpq's reason beats the pool's bare timeout.
-        probe = psycopg.connect(url, connect_timeout=max(1, round(timeout)))
+        probe = psycopg.connect(url, connect_timeout=max(1, round(timeout)), **kwargs)
     except psycopg.Error as exc:
-        raise unavailable_error(url, str(exc)) from None
+        raise _refused(url, str(exc)) from None
     probe.close()
     pool: SyncPool = ConnectionPool(
         url,
@@ -238,7 +273,7 @@ def open_sync_pool(
         # retries: check each borrowed connection so one the server dropped
         # is replaced instead of failing the caller's request.
         check=ConnectionPool.check_connection,
-        kwargs=_connection_kwargs(url, idle_in_transaction_timeout),
+        kwargs=kwargs,
     )
     try:
         pool.open(wait=True, timeout=timeout)

@@ -37,7 +37,8 @@ class SyncProducer(SyncStore):
     ``psycopg_pool.ConnectionPool`` (which the caller keeps and closes).
     ``notify_channel``, ``payload_models`` and ``max_payload_bytes`` mean what
     they mean on the async Store, and must match the workers' settings for
-    notifications to wake them.
+    notifications to wake them. ``pgbouncer=True`` when the connection string
+    is PgBouncer in transaction mode (see :func:`~jobrun.postgres.open_sync_pool`).
 
     Use it as a context manager, or call :meth:`close`.
     """
@@ -51,6 +52,7 @@ class SyncProducer(SyncStore):
         max_payload_bytes: int = _base.DEFAULT_MAX_PAYLOAD_BYTES,
         max_pool_size: int = 4,
         connect_timeout: timedelta = DEFAULT_CONNECT_TIMEOUT,
+        pgbouncer: bool = False,
     ) -> None:
         # Refuse bad settings before a pool is opened (and would need closing).
         if not notify_channel:
@@ -59,7 +61,10 @@ class SyncProducer(SyncStore):
             raise ConfigurationError("max_payload_bytes must be positive")
         if isinstance(conninfo_or_pool, str):
             pool = open_sync_pool(
-                conninfo_or_pool, max_size=max_pool_size, connect_timeout=connect_timeout
+                conninfo_or_pool,
+                max_size=max_pool_size,
+                connect_timeout=connect_timeout,
+                pgbouncer=pgbouncer,
             )
             self._owns_pool = True
         elif isinstance(conninfo_or_pool, ConnectionPool):

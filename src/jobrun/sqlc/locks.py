@@ -11,6 +11,10 @@ ADVISORY_LOCK_TRY = """
 SELECT pg_try_advisory_lock(%(key)s::bigint) AS acquired
 """
 
+ADVISORY_XACT_LOCK_TRY = """
+SELECT pg_try_advisory_xact_lock(%(key)s::bigint) AS acquired
+"""
+
 ADVISORY_UNLOCK = """
 SELECT pg_advisory_unlock(%(key)s::bigint) AS released
 """
@@ -31,6 +35,17 @@ SELECT EXISTS (
 KEY_LOCK_MANY = """
 SELECT count(pg_advisory_xact_lock(ordered.id))::bigint AS locked
 FROM (SELECT DISTINCT unnest(%(ids)b::bigint[]) AS id ORDER BY id) AS ordered
+"""
+
+ADVISORY_LOCK_HELD_ANY = """
+SELECT EXISTS (
+    SELECT 1
+    FROM pg_catalog.pg_locks
+    WHERE locktype = 'advisory'
+      AND pid = pg_backend_pid()
+      AND granted
+      AND objsubid = 1
+) AS held
 """
 
 
@@ -56,6 +71,20 @@ class AsyncQuerier:
         """
         async with self._conn.cursor() as _cur:
             await _cur.execute(ADVISORY_LOCK_TRY, {"key": key})
+            _row = await _cur.fetchone()
+        if _row is None:
+            return None
+        _value: bool = _row[0]
+        return _value
+
+    async def advisory_xact_lock_try(self, *, key: int) -> bool | None:
+        """Never blocks: false when another transaction holds the key. The lock lasts
+        until the caller's transaction ends, which pins its server connection to it.
+
+        Run ``AdvisoryXactLockTry``; return its first row, or None.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(ADVISORY_XACT_LOCK_TRY, {"key": key})
             _row = await _cur.fetchone()
         if _row is None:
             return None
@@ -99,6 +128,24 @@ class AsyncQuerier:
         async with self._conn.cursor() as _cur:
             await _cur.execute(KEY_LOCK_MANY, {"ids": ids})
 
+    async def advisory_lock_held_any(self) -> bool | None:
+        """The probe of a transaction-scoped lock, whose connection holds that one lock
+        and nothing else. Without parameters psycopg sends it in the simple protocol,
+        which leaves no portal open behind it: between probes the holder's
+        transaction keeps no snapshot (no xmin), so however long it leads it holds
+        back no vacuum. (An extended-protocol statement's unnamed portal keeps its
+        snapshot until the next statement.)
+
+        Run ``AdvisoryLockHeldAny``; return its first row, or None.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(ADVISORY_LOCK_HELD_ANY)
+            _row = await _cur.fetchone()
+        if _row is None:
+            return None
+        _value: bool = _row[0]
+        return _value
+
 class Querier:
     """The queries of ``db/query/locks.sql`` on a connection.
 
@@ -121,6 +168,20 @@ class Querier:
         """
         with self._conn.cursor() as _cur:
             _cur.execute(ADVISORY_LOCK_TRY, {"key": key})
+            _row = _cur.fetchone()
+        if _row is None:
+            return None
+        _value: bool = _row[0]
+        return _value
+
+    def advisory_xact_lock_try(self, *, key: int) -> bool | None:
+        """Never blocks: false when another transaction holds the key. The lock lasts
+        until the caller's transaction ends, which pins its server connection to it.
+
+        Run ``AdvisoryXactLockTry``; return its first row, or None.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(ADVISORY_XACT_LOCK_TRY, {"key": key})
             _row = _cur.fetchone()
         if _row is None:
             return None
@@ -163,3 +224,21 @@ class Querier:
         """
         with self._conn.cursor() as _cur:
             _cur.execute(KEY_LOCK_MANY, {"ids": ids})
+
+    def advisory_lock_held_any(self) -> bool | None:
+        """The probe of a transaction-scoped lock, whose connection holds that one lock
+        and nothing else. Without parameters psycopg sends it in the simple protocol,
+        which leaves no portal open behind it: between probes the holder's
+        transaction keeps no snapshot (no xmin), so however long it leads it holds
+        back no vacuum. (An extended-protocol statement's unnamed portal keeps its
+        snapshot until the next statement.)
+
+        Run ``AdvisoryLockHeldAny``; return its first row, or None.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(ADVISORY_LOCK_HELD_ANY)
+            _row = _cur.fetchone()
+        if _row is None:
+            return None
+        _value: bool = _row[0]
+        return _value

@@ -251,7 +251,8 @@ class _Dashboard:
         url, channel = self.database_url, self.notify_channel
         if isinstance(self.source, Client):
             await self.store()
-            url = url or self.source.database_url
+            # None behind PgBouncer without a direct URL: poll only.
+            url = url or self.source.listen_url
             channel = channel or self.source.store.notify_channel
         if url is None:
             self._notifier_failed = True
