@@ -4,7 +4,8 @@ Pins down the safety rules (auth 401, CSRF 403, read-only hides and refuses,
 escaped payloads, truncated listings) and that actions reach the store with
 their actor recorded: every way to retry or cancel a job (page or API, one
 job, a selection or a whole filter) in ``job_events``; queue and schedule
-controls, which have no job, in the ``jobrun.web`` log.
+controls, which have no job, as the row's ``changed_by`` and in the
+``jobrun.web`` log.
 """
 
 from __future__ import annotations
@@ -209,6 +210,29 @@ async def test_every_job_action_records_its_actor_in_job_events(
     assert event.detail == f"by {auth[0] if auth else 'anonymous'} via web"
 
 
+async def test_queue_and_schedule_controls_keep_their_last_actor(client: Client) -> None:
+    from jobrun.job import NewSchedule
+
+    store = client.store
+    await store.create_schedule(NewSchedule(name="nightly", type="report", every=timedelta(hours=1)))
+    async with http(create_app(client, auth=None), auth=None) as web:
+        h = {"X-CSRF-Token": await csrf(web)}
+        assert (await web.post("/api/queues/mail/pause", headers=h)).json()["changed_by"] == (
+            "anonymous via web"
+        )
+        schedule = (await web.post("/api/schedules/nightly/pause", headers=h)).json()
+        assert schedule["changed_by"] == "anonymous via web"
+    # A change that names nobody (the CLI, code) does not leave the web's name on it.
+    assert (await store.resume_queue("mail")).changed_by is None
+    assert (await store.set_queue_limits("mail", concurrency=2, actor="deploy")).changed_by == (
+        "deploy"
+    )
+    assert (await store.clear_queue_limits("mail", actor="x" * 300)).changed_by == "x" * 255
+    assert (await store.resume_schedule("nightly", actor="ops")).changed_by == "ops"
+    [listed] = await store.list_queues()
+    assert listed.changed_by == "x" * 255
+
+
 async def test_queue_and_schedule_actions_log_their_actor(
     client: Client, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -241,7 +265,16 @@ async def test_queue_and_schedule_actions_log_their_actor(
             assert response.status_code == 303, (path, response.text)
         # A refused action changed nothing and is not logged as done.
         assert (await web.post("/api/schedules/nope/pause", headers=h)).status_code == 404
-    lines = [r.getMessage() for r in caplog.records if r.name == "jobrun.web"]
+        # The last change is kept on the rows themselves, and shown.
+        await web.post("/queues/mail/pause", data={"csrf": token})
+        await web.post("/schedules/nightly/pause", data={"csrf": token})
+        [queue] = (await web.get("/api/queues")).json()
+        [schedule] = (await web.get("/api/schedules")).json()
+        assert queue["paused"] and queue["changed_by"] == "ops via web"
+        assert schedule["paused"] and schedule["changed_by"] == "ops via web"
+        assert "ops via web" in (await web.get("/queues")).text
+        assert "ops via web" in (await web.get("/schedules")).text
+    lines = [r.getMessage() for r in caplog.records if r.name == "jobrun.web"][:12]
     expected = [
         "queue 'mail' pause by ops via web",
         "queue 'mail' resume by ops via web",

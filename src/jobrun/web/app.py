@@ -10,9 +10,10 @@ Why it is built this way:
   submit: a cookie plus a form field or ``X-CSRF-Token`` header) on every
   POST, Jinja2 autoescaping for everything a job carries, and payloads cut
   short in listings. Every action names its actor (the authenticated user,
-  ``anonymous`` without auth): a job action in the job's events, durably; a
-  queue or schedule action, which has no job to attach an event to, in an
-  INFO line of the ``jobrun.web`` logger (``jobrun web`` logs to stderr).
+  ``anonymous`` without auth): a job action in the job's events; a queue or
+  schedule action, which has no job to attach an event to, in the changed
+  row's ``changed_by`` (its last change only) and in an INFO line of the
+  ``jobrun.web`` logger (``jobrun web`` logs to stderr), which keeps them all.
 * Live updates ride server-sent events. A producer's NOTIFY (through
   :class:`~jobrun.postgres.Notifier`) wakes the stream at once; because
   completions send no notification, the stream also re-reads the queues
@@ -627,34 +628,35 @@ def create_app(
         return "/queues"
 
     # Queue and schedule controls have no job whose events could name the
-    # actor: each is logged once it succeeded (a refused one changed nothing).
+    # actor: the row they change keeps it (changed_by, shown on their pages),
+    # and each is logged once it succeeded (a refused one changed nothing).
     async def pause_schedule(request: Request, store: WebStore) -> Any:
         name = request.path_params["name"]
-        schedule = await store.pause_schedule(name)
+        schedule = await store.pause_schedule(name, actor=_actor(request))
         _audit(request, f"schedule {name!r} pause")
         return schedule
 
     async def resume_schedule(request: Request, store: WebStore) -> Any:
         name = request.path_params["name"]
-        schedule = await store.resume_schedule(name)
+        schedule = await store.resume_schedule(name, actor=_actor(request))
         _audit(request, f"schedule {name!r} resume")
         return schedule
 
     async def pause_queue(request: Request, store: WebStore) -> Any:
         name = request.path_params["name"]
-        queue = await store.pause_queue(name)
+        queue = await store.pause_queue(name, actor=_actor(request))
         _audit(request, f"queue {name!r} pause")
         return queue
 
     async def resume_queue(request: Request, store: WebStore) -> Any:
         name = request.path_params["name"]
-        queue = await store.resume_queue(name)
+        queue = await store.resume_queue(name, actor=_actor(request))
         _audit(request, f"queue {name!r} resume")
         return queue
 
     async def clear_limits(request: Request, store: WebStore) -> Any:
         name = request.path_params["name"]
-        queue = await store.clear_queue_limits(name)
+        queue = await store.clear_queue_limits(name, actor=_actor(request))
         _audit(request, f"queue {name!r} clear limits")
         return queue
 
@@ -672,7 +674,9 @@ def create_app(
             rate = (rate_count, timedelta(seconds=rate_seconds or 1))
         if concurrency is None and rate is None:
             raise ValueError("give a concurrency limit, a rate, or both")
-        queue = await store.set_queue_limits(name, concurrency=concurrency, rate=rate)
+        queue = await store.set_queue_limits(
+            name, concurrency=concurrency, rate=rate, actor=_actor(request)
+        )
         shown = f"rate {rate[0]}/{rate[1].total_seconds():g}s" if rate else "rate unchanged"
         _audit(request, f"queue {name!r} limits: concurrency {concurrency}, {shown}")
         return queue

@@ -1,5 +1,8 @@
 -- +goose NO TRANSACTION
 -- +goose Up
+-- Two things the web dashboard needs: an index for its job listings, and a
+-- place to record who paused or limited a queue or a schedule.
+--
 -- The dashboard and `jobrun jobs list` page through jobs newest first by id
 -- (JobList: keyset on id, ids are UUIDv7), usually filtered by state. No
 -- index served that filter: the partial indexes cover only queued or leased
@@ -22,5 +25,27 @@
 -- squawk-ignore ban-concurrent-index-creation-in-transaction
 CREATE INDEX CONCURRENTLY IF NOT EXISTS jobs_state_id_idx ON jobs (state, id);
 
+-- Who last paused, resumed or limited a queue or a schedule (the dashboard's
+-- "ops via web"; NULL: not recorded, e.g. a change made without an actor).
+-- A job action records its actor in job_events; these controls have no job,
+-- so the row they change carries it, beside its updated_at. Nullable, no
+-- default: adding it rewrites nothing. The bound is checked by the same
+-- statement on two small tables (a row per controlled queue or schedule).
+-- Every claim reads queues and the scheduler locks schedules: an ALTER
+-- waiting for its lock would queue them all behind it, so it gives up instead
+-- (session-wide here, outside a transaction, and reset after).
+SET lock_timeout = '5s';
+ALTER TABLE queues ADD COLUMN IF NOT EXISTS changed_by text
+    CONSTRAINT queues_changed_by_bounded CHECK (length(changed_by) <= 255);
+ALTER TABLE schedules ADD COLUMN IF NOT EXISTS changed_by text
+    CONSTRAINT schedules_changed_by_bounded CHECK (length(changed_by) <= 255);
+RESET lock_timeout;
+
 -- +goose Down
+SET lock_timeout = '5s';
+-- squawk-ignore ban-drop-column
+ALTER TABLE schedules DROP COLUMN IF EXISTS changed_by;
+-- squawk-ignore ban-drop-column
+ALTER TABLE queues DROP COLUMN IF EXISTS changed_by;
+RESET lock_timeout;
 DROP INDEX CONCURRENTLY IF EXISTS jobs_state_id_idx;
