@@ -1,4 +1,4 @@
-"""`scripts/vet`: every query prepares, and neither the claim nor a state-filtered listing walks jobs."""
+"""`scripts/vet`: every query prepares; the claim and state-filtered listings never walk jobs."""
 
 from __future__ import annotations
 

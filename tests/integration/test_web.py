@@ -214,7 +214,9 @@ async def test_queue_and_schedule_controls_keep_their_last_actor(client: Client)
     from jobrun.job import NewSchedule
 
     store = client.store
-    await store.create_schedule(NewSchedule(name="nightly", type="report", every=timedelta(hours=1)))
+    await store.create_schedule(
+        NewSchedule(name="nightly", type="report", every=timedelta(hours=1))
+    )
     async with http(create_app(client, auth=None), auth=None) as web:
         h = {"X-CSRF-Token": await csrf(web)}
         assert (await web.post("/api/queues/mail/pause", headers=h)).json()["changed_by"] == (
