@@ -3,8 +3,11 @@
 -- operator pauses or limits the queue.
 
 -- name: QueueSetPaused :one
-INSERT INTO queues (name, paused) VALUES (@name, @paused)
-ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = now()
+-- actor: who asked (recorded as changed_by; NULL: not recorded). Every control
+-- sets it, so it always names whoever made the last change.
+INSERT INTO queues (name, paused, changed_by) VALUES (@name, @paused, sqlc.narg('actor'))
+ON CONFLICT (name) DO UPDATE
+SET paused = excluded.paused, changed_by = excluded.changed_by, updated_at = now()
 RETURNING *;
 
 -- name: QueueSetLimits :one
@@ -12,9 +15,9 @@ RETURNING *;
 -- control as it was (set_concurrency / set_rate say which to change). The
 -- window counter is kept: the claim resets it when the window it names is
 -- not the current one.
-INSERT INTO queues (name, concurrency_limit, rate_limit, rate_interval)
+INSERT INTO queues (name, concurrency_limit, rate_limit, rate_interval, changed_by)
 VALUES (@name, sqlc.narg('concurrency_limit'), sqlc.narg('rate_limit'),
-        sqlc.narg('rate_interval'))
+        sqlc.narg('rate_interval'), sqlc.narg('actor'))
 ON CONFLICT (name) DO UPDATE
 SET concurrency_limit = CASE WHEN @set_concurrency::boolean
                              THEN excluded.concurrency_limit
@@ -23,6 +26,7 @@ SET concurrency_limit = CASE WHEN @set_concurrency::boolean
                       ELSE queues.rate_limit END,
     rate_interval = CASE WHEN @set_rate::boolean THEN excluded.rate_interval
                          ELSE queues.rate_interval END,
+    changed_by = excluded.changed_by,
     updated_at = now()
 RETURNING *;
 
@@ -30,7 +34,7 @@ RETURNING *;
 -- No row back when the queue has none: it had no limits to clear.
 UPDATE queues
 SET concurrency_limit = NULL, rate_limit = NULL, rate_interval = NULL,
-    window_start = NULL, window_claims = 0, updated_at = now()
+    window_start = NULL, window_claims = 0, changed_by = sqlc.narg('actor'), updated_at = now()
 WHERE name = @name
 RETURNING *;
 
@@ -55,6 +59,7 @@ SELECT names.name::text AS name,
        queues.concurrency_limit,
        queues.rate_limit,
        queues.rate_interval,
+       queues.changed_by,
        coalesce(queued.n, 0)::bigint AS queued,
        coalesce(leased.n, 0)::bigint AS leased
 FROM names

@@ -27,9 +27,11 @@ WHERE name = @name
 RETURNING *;
 
 -- name: ScheduleSetPaused :one
+-- actor: who paused or resumed it, recorded as changed_by (NULL: not recorded).
 UPDATE schedules
 SET paused = @paused,
     next_run_at = coalesce(sqlc.narg('next_run_at')::timestamptz, next_run_at),
+    changed_by = sqlc.narg('actor'),
     updated_at = now()
 WHERE name = @name
 RETURNING *;

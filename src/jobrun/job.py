@@ -614,7 +614,9 @@ class QueueControls(BaseModel):
     defaults: not paused, no limits. ``concurrency_limit`` caps the queue's
     leased jobs across all workers; ``rate_limit`` claims per ``rate_interval``
     cap how fast its jobs are claimed (counted in fixed windows aligned to the
-    epoch, see the README's "Queue controls").
+    epoch, see the README's "Queue controls"). ``changed_by`` names who made the
+    last pause, resume or limit change (e.g. ``ops via web``); None when that
+    change named nobody.
     """
 
     name: str
@@ -622,6 +624,7 @@ class QueueControls(BaseModel):
     concurrency_limit: int | None = None
     rate_limit: int | None = None
     rate_interval: timedelta | None = None
+    changed_by: str | None = None
 
 
 class QueueInfo(QueueControls):
@@ -691,7 +694,7 @@ class SchedulePatch(_Input):
 
 
 class Schedule(BaseModel):
-    """A stored schedule."""
+    """A stored schedule; ``changed_by`` names who last paused or resumed it, if anyone said."""
 
     id: int
     name: str
@@ -708,6 +711,7 @@ class Schedule(BaseModel):
     paused: bool
     created_at: datetime
     updated_at: datetime
+    changed_by: str | None = None
 
 
 CommitCallback = Callable[[Any], Awaitable[None]]

@@ -170,11 +170,15 @@ class Admin(Protocol):
         """Every queue with controls or queued or leased jobs: its controls and load."""
         ...
 
-    async def pause_queue(self, name: str) -> QueueControls:
-        """Stop every worker from claiming the queue's jobs; leased ones run on."""
+    async def pause_queue(self, name: str, *, actor: str | None = None) -> QueueControls:
+        """Stop every worker from claiming the queue's jobs; leased ones run on.
+
+        ``actor`` (who asked) is stored as the queue's ``changed_by``, as by
+        every queue control below.
+        """
         ...
 
-    async def resume_queue(self, name: str) -> QueueControls:
+    async def resume_queue(self, name: str, *, actor: str | None = None) -> QueueControls:
         """Let workers claim the queue's jobs again."""
         ...
 
@@ -184,11 +188,12 @@ class Admin(Protocol):
         *,
         concurrency: int | None = None,
         rate: tuple[int, timedelta] | None = None,
+        actor: str | None = None,
     ) -> QueueControls:
         """Cap the queue's leased jobs and/or its claims per interval, fleet-wide."""
         ...
 
-    async def clear_queue_limits(self, name: str) -> QueueControls:
+    async def clear_queue_limits(self, name: str, *, actor: str | None = None) -> QueueControls:
         """Remove the queue's limits."""
         ...
 
@@ -255,12 +260,12 @@ class ScheduleStore(Protocol):
         """Change a schedule; a new trigger recomputes the next run."""
         ...
 
-    async def pause_schedule(self, name: str) -> Schedule:
-        """Stop a schedule from firing until resumed."""
+    async def pause_schedule(self, name: str, *, actor: str | None = None) -> Schedule:
+        """Stop a schedule from firing until resumed; ``actor`` is stored as ``changed_by``."""
         ...
 
-    async def resume_schedule(self, name: str) -> Schedule:
-        """Let a paused schedule fire again, from now on (no catch-up)."""
+    async def resume_schedule(self, name: str, *, actor: str | None = None) -> Schedule:
+        """Let a paused schedule fire again, from now on (no catch-up); records ``actor``."""
         ...
 
     async def delete_schedule(self, name: str) -> None:

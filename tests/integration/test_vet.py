@@ -1,4 +1,4 @@
-"""`scripts/vet`: every query prepares, and the claim's plan never walks the jobs table."""
+"""`scripts/vet`: every query prepares; the claim and state-filtered listings never walk jobs."""
 
 from __future__ import annotations
 
@@ -42,4 +42,17 @@ def test_vet_fails_when_the_claim_would_scan_the_jobs_table(db_url: str) -> None
     result = vet(db_url)
     assert result.returncode != 0
     output = result.stdout + result.stderr
-    assert "JobClaim: claim-uses-index" in output
+    # Without its own index the claim must be reported, whatever else it reads.
+    assert "JobClaim: claim-reads-claim-index" in output
+
+
+def test_vet_fails_when_a_state_filtered_listing_would_scan_the_jobs_table(db_url: str) -> None:
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("DROP INDEX jobs_dead_cancelled_idx")
+    result = vet(db_url)
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "JobList: listing-uses-state-index: state=dead (first page)" in output
+    assert "Seq Scan" in output
+    # The claim's rule still holds: only the listing is reported.
+    assert "JobClaim" not in output

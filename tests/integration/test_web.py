@@ -2,7 +2,10 @@
 
 Pins down the safety rules (auth 401, CSRF 403, read-only hides and refuses,
 escaped payloads, truncated listings) and that actions reach the store with
-their actor recorded in ``job_events``.
+their actor recorded: every way to retry or cancel a job (page or API, one
+job, a selection or a whole filter) in ``job_events``; queue and schedule
+controls, which have no job, as the row's ``changed_by`` and in the
+``jobrun.web`` log.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import logging
 import re
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -151,6 +155,143 @@ async def test_bulk_retry_of_dead_jobs_records_the_actor(client: Client) -> None
         [*_, retried] = await client.store.events(job.id)
         assert retried.kind == "retried"
         assert retried.detail == "by ops via web"
+
+
+JOB_ACTION_PATHS = [
+    "page-single", "api-single", "page-selection", "page-filter", "api-selection", "api-filter"
+]  # fmt: skip
+
+
+async def act(
+    web: httpx.AsyncClient, token: str, how: str, action: str, job_id: Any, state: str
+) -> httpx.Response:
+    """One job action through one of the dashboard's ways of asking for it."""
+    where, scope = how.split("-")
+    if where == "page" and scope == "single":
+        return await web.post(f"/jobs/{job_id}/{action}", data={"csrf": token})
+    if where == "api" and scope == "single":
+        return await web.post(f"/api/jobs/{job_id}/{action}", headers={"X-CSRF-Token": token})
+    if where == "page":
+        form: dict[str, Any] = {"csrf": token, "action": action, "scope": "selected"}
+        if scope == "selection":
+            form["ids"] = [str(job_id)]
+        else:
+            form.update(scope="filter", queue="mail", state=state)
+        return await web.post("/jobs/bulk", data=form)
+    body: dict[str, Any] = {"action": action}
+    if scope == "selection":
+        body["ids"] = [str(job_id)]
+    else:
+        body["filter"] = {"queue": "mail", "state": state}
+    return await web.post("/api/jobs/bulk", json=body, headers={"X-CSRF-Token": token})
+
+
+@pytest.mark.parametrize("how", JOB_ACTION_PATHS)
+@pytest.mark.parametrize("action", ["retry", "cancel"])
+@pytest.mark.parametrize("auth", [AUTH, None], ids=["basic-auth", "no-auth"])
+async def test_every_job_action_records_its_actor_in_job_events(
+    client: Client, how: str, action: str, auth: tuple[str, str] | None
+) -> None:
+    if action == "retry":
+        [job] = await dead_jobs(client, 1)
+        state, kind = "dead", "retried"
+    else:
+        job = await client.store.enqueue(NewJob(type="send", queue="mail"))
+        state, kind = "queued", "cancelled"
+    async with http(create_app(client, auth=auth), auth=auth) as web:
+        token = await csrf(web)
+        response = await act(web, token, how, action, job.id, state)
+        assert response.status_code in (200, 303), response.text
+    expected = JobState.QUEUED if action == "retry" else JobState.CANCELLED
+    assert (await client.store.get(job.id)).state is expected
+    [*_, event] = await client.store.events(job.id)
+    assert event.kind == kind
+    # Without auth there is no user to name: the dashboard says so.
+    assert event.detail == f"by {auth[0] if auth else 'anonymous'} via web"
+
+
+async def test_queue_and_schedule_controls_keep_their_last_actor(client: Client) -> None:
+    from jobrun.job import NewSchedule
+
+    store = client.store
+    await store.create_schedule(
+        NewSchedule(name="nightly", type="report", every=timedelta(hours=1))
+    )
+    async with http(create_app(client, auth=None), auth=None) as web:
+        h = {"X-CSRF-Token": await csrf(web)}
+        assert (await web.post("/api/queues/mail/pause", headers=h)).json()["changed_by"] == (
+            "anonymous via web"
+        )
+        schedule = (await web.post("/api/schedules/nightly/pause", headers=h)).json()
+        assert schedule["changed_by"] == "anonymous via web"
+    # A change that names nobody (the CLI, code) does not leave the web's name on it.
+    assert (await store.resume_queue("mail")).changed_by is None
+    assert (await store.set_queue_limits("mail", concurrency=2, actor="deploy")).changed_by == (
+        "deploy"
+    )
+    assert (await store.clear_queue_limits("mail", actor="x" * 300)).changed_by == "x" * 255
+    assert (await store.resume_schedule("nightly", actor="ops")).changed_by == "ops"
+    [listed] = await store.list_queues()
+    assert listed.changed_by == "x" * 255
+
+
+async def test_queue_and_schedule_actions_log_their_actor(
+    client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    from jobrun.job import NewSchedule
+
+    await client.store.create_schedule(NewSchedule(name="nightly", type="report", cron="0 3 * * *"))
+    caplog.set_level(logging.INFO, logger="jobrun.web")
+    async with http(create_app(client, auth=AUTH)) as web:
+        token = await csrf(web)
+        h = {"X-CSRF-Token": token}
+        for path, body in (
+            ("/api/queues/mail/pause", None),
+            ("/api/queues/mail/resume", None),
+            ("/api/queues/mail/limits", {"concurrency": 3, "rate": 10, "rate_seconds": 60}),
+            ("/api/queues/mail/clear-limits", None),
+            ("/api/schedules/nightly/pause", None),
+            ("/api/schedules/nightly/resume", None),
+        ):
+            response = await web.post(path, json=body, headers=h)
+            assert response.status_code == 200, (path, response.text)
+        for path, form in (
+            ("/queues/mail/pause", {}),
+            ("/queues/mail/resume", {}),
+            ("/queues/mail/limits", {"concurrency": "2"}),
+            ("/queues/mail/clear-limits", {}),
+            ("/schedules/nightly/pause", {}),
+            ("/schedules/nightly/resume", {}),
+        ):
+            response = await web.post(path, data={"csrf": token, **form})
+            assert response.status_code == 303, (path, response.text)
+        # A refused action changed nothing and is not logged as done.
+        assert (await web.post("/api/schedules/nope/pause", headers=h)).status_code == 404
+        # The last change is kept on the rows themselves, and shown.
+        await web.post("/queues/mail/pause", data={"csrf": token})
+        await web.post("/schedules/nightly/pause", data={"csrf": token})
+        [queue] = (await web.get("/api/queues")).json()
+        [schedule] = (await web.get("/api/schedules")).json()
+        assert queue["paused"] and queue["changed_by"] == "ops via web"
+        assert schedule["paused"] and schedule["changed_by"] == "ops via web"
+        assert "ops via web" in (await web.get("/queues")).text
+        assert "ops via web" in (await web.get("/schedules")).text
+    lines = [r.getMessage() for r in caplog.records if r.name == "jobrun.web"][:12]
+    expected = [
+        "queue 'mail' pause by ops via web",
+        "queue 'mail' resume by ops via web",
+        "queue 'mail' limits: concurrency 3, rate 10/60s by ops via web",
+        "queue 'mail' clear limits by ops via web",
+        "schedule 'nightly' pause by ops via web",
+        "schedule 'nightly' resume by ops via web",
+        "queue 'mail' pause by ops via web",
+        "queue 'mail' resume by ops via web",
+        "queue 'mail' limits: concurrency 2, rate unchanged by ops via web",
+        "queue 'mail' clear limits by ops via web",
+        "schedule 'nightly' pause by ops via web",
+        "schedule 'nightly' resume by ops via web",
+    ]
+    assert lines == expected
 
 
 async def test_bulk_retry_of_a_selection_from_the_page(client: Client) -> None:

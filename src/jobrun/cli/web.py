@@ -4,6 +4,9 @@ The dashboard can steer every job, so the command is careful about who can
 reach it: it binds to loopback by default, and refuses any other address
 unless HTTP Basic credentials are configured (``--user``/``--password`` or
 ``JOBRUN_WEB_USER``/``JOBRUN_WEB_PASSWORD``). There is no default password.
+It logs like ``jobrun worker`` (stderr, text or JSON, INFO by default), so the
+dashboard's audit lines (a queue paused, a schedule resumed, and by whom) are
+on screen and in the service's log without further setup.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from jobrun.cli.app import DatabaseUrlOption, app, fail, run_with_client
+from jobrun.cli.log_setup import setup_logging
 from jobrun.client import Client
 
 __all__ = ["is_loopback", "web"]
@@ -75,6 +79,13 @@ def web(
             envvar="JOBRUN_WEB_PASSWORD", show_envvar=True, help="HTTP Basic auth password."
         ),
     ] = None,
+    log_level: Annotated[
+        str, typer.Option(envvar="JOBRUN_LOG_LEVEL", show_envvar=True, help="Log level.")
+    ] = "info",
+    log_format: Annotated[
+        str,
+        typer.Option(envvar="JOBRUN_LOG_FORMAT", show_envvar=True, help="Log format: text|json."),
+    ] = "text",
 ) -> None:
     """Serve the web dashboard: queues, jobs, schedules, with live updates."""
     if not 0 <= port <= 65535:
@@ -87,6 +98,7 @@ def web(
             f"refusing to serve the dashboard on {host} without auth: "
             "set --user and --password, or bind to 127.0.0.1"
         )
+    setup_logging(log_level, log_format)
     web_app = _load("jobrun.web")
     uvicorn = _load("uvicorn")
 

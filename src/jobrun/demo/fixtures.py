@@ -7,10 +7,11 @@ transaction's connection. That table belongs to the demo, as a user's tables
 belong to their service, not to jobrun's schema: its DDL is ``schema.sql``
 beside this module (run here, read by sqlc), and its queries are generated
 from ``queries.sql`` into :mod:`jobrun.demo.sqlc` (a second entry of
-``sqlc.yaml``). The demo also creates its own scratch database on the
-embedded server (:func:`create_demo_database`); CREATE DATABASE takes an
-identifier, not a parameter, so that one statement is composed with
-``psycopg.sql``.
+``sqlc.yaml``). :func:`create_demo_database` makes a scratch database on
+the embedded server for the detector's demo (``jobrun demo`` itself runs in
+the database every command uses, so ``jobrun web`` shows its jobs); CREATE
+DATABASE takes an identifier, not a parameter, so that one statement is
+composed with ``psycopg.sql``.
 """
 
 from __future__ import annotations

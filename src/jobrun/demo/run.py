@@ -1,7 +1,10 @@
 """``jobrun demo``: every part of jobrun working together, in about half a minute.
 
-What it does, on a fresh database of the embedded server (or, with
-``--database-url``, on that database as it is, in a queue of its own):
+What it does, in a queue of its own, on the database every other ``jobrun``
+command uses: ``--database-url`` (or ``JOBRUN_DATABASE_URL``) as it is, else
+the embedded server's database. That is what lets ``jobrun web`` (or ``jobrun
+jobs list``), run afterwards with the same setting, show the demo's jobs; a
+scratch database of its own would leave them where nothing else looks.
 
 1. migrates, and creates the demo's ``demo_effects`` fixture table;
 2. enqueues a batch of jobs in one ``enqueue_batch``: most succeed, some fail
@@ -32,7 +35,7 @@ import logging
 import random
 import time
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -44,7 +47,6 @@ from rich.text import Text
 from jobrun.client import Client
 from jobrun.demo.fixtures import (
     count_demo_effects,
-    create_demo_database,
     ensure_demo_effects_table,
     insert_demo_effect,
 )
@@ -194,10 +196,12 @@ async def _resolve(database_url: str | None, console: Console) -> str:
         host, port, dbname = database_location(database_url)
         console.print(f"using the given database {dbname!r} at {host}:{port} as it is")
         return database_url
-    server = await asyncio.to_thread(embedded_database_url)
-    name = f"jobrun_demo_{datetime.now(UTC).strftime('%Y%m%d_%H%M%S')}_{random.randrange(1000):03d}"
-    url = await asyncio.to_thread(create_demo_database, server, name)
-    console.print(f"using the embedded PostgreSQL server, fresh database {name!r}")
+    url = await asyncio.to_thread(embedded_database_url)
+    _, _, dbname = database_location(url)
+    console.print(
+        f"using the embedded PostgreSQL server's database {dbname!r} "
+        "(what every jobrun command without --database-url uses)"
+    )
     return url
 
 
@@ -230,12 +234,14 @@ async def run_demo(
             )
             for _ in range(workers)
         ]
-        return await _run(clients, queue, suffix, jobs=jobs, console=console)
+        # Never the URL itself: it may carry a password.
+        dashboard = "jobrun web" + (" with the same --database-url" if database_url else "")
+        return await _run(clients, queue, suffix, jobs=jobs, console=console, dashboard=dashboard)
     raise AssertionError("unreachable")  # pragma: no cover - the block returns
 
 
 async def _run(
-    clients: list[Client], queue: str, suffix: str, *, jobs: int, console: Console
+    clients: list[Client], queue: str, suffix: str, *, jobs: int, console: Console, dashboard: str
 ) -> bool:
     first = clients[0]
     applied = await first.migrate()
@@ -278,7 +284,9 @@ async def _run(
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
     elapsed = time.monotonic() - started
-    return await _summary(store, first.pool, queue, elapsed, finished, console)
+    ok = await _summary(store, first.pool, queue, elapsed, finished, console)
+    console.print(f"see these jobs in the dashboard: {dashboard} (queue {queue!r})")
+    return ok
 
 
 async def _ticks(store: Store, queue: str) -> int:

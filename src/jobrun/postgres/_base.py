@@ -358,8 +358,16 @@ def check_queue_name(name: str) -> None:
         raise ConfigurationError(problem)
 
 
+def bounded_actor(actor: str | None) -> str | None:
+    """``actor`` cut to the 255 characters a ``changed_by`` column holds (migration 00007)."""
+    return actor[:255] if actor is not None else None
+
+
 def limits_args(
-    name: str, concurrency: int | None, rate: tuple[int, timedelta] | None
+    name: str,
+    concurrency: int | None,
+    rate: tuple[int, timedelta] | None,
+    actor: str | None = None,
 ) -> queue_queries.QueueSetLimitsParams:
     """The checked arguments of QueueSetLimits; ConfigurationError for bad limits."""
     check_queue_name(name)
@@ -373,6 +381,7 @@ def limits_args(
         rate_interval=rate[1] if rate is not None else None,
         set_concurrency=concurrency is not None,
         set_rate=rate is not None,
+        actor=bounded_actor(actor),
     )
 
 

@@ -263,6 +263,7 @@ def schedule_from_row(row: models.Schedule) -> Schedule:
             paused=row.paused,
             created_at=utc(row.created_at),
             updated_at=utc(row.updated_at),
+            changed_by=row.changed_by,
         ),
     )
 
@@ -285,6 +286,7 @@ def queue_from_row(row: models.Queue) -> QueueControls:
             concurrency_limit=row.concurrency_limit,
             rate_limit=row.rate_limit,
             rate_interval=row.rate_interval,
+            changed_by=row.changed_by,
         ),
     )
 
@@ -299,6 +301,7 @@ def queue_info_from_row(row: Any) -> QueueInfo:
             concurrency_limit=row.concurrency_limit,
             rate_limit=row.rate_limit,
             rate_interval=row.rate_interval,
+            changed_by=row.changed_by,
             queued=row.queued,
             leased=row.leased,
         ),

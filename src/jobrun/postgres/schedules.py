@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from jobrun.cron import next_fire, next_interval, validate_cron, validate_timezone
 from jobrun.errors import InvalidSchedule, ScheduleNotFound
 from jobrun.job import DEFAULT_BACKOFF, Job, NewSchedule, Schedule, SchedulePatch, new_job_id
+from jobrun.postgres._base import bounded_actor
 from jobrun.postgres.convert import (
     dump_dt,
     encode_payload,
@@ -153,18 +154,25 @@ class ScheduleMethods:
         assert row is not None
         return schedule_from_row(row)
 
-    async def pause_schedule(self, name: str) -> Schedule:
-        """Stop a schedule from firing until it is resumed."""
+    async def pause_schedule(self, name: str, *, actor: str | None = None) -> Schedule:
+        """Stop a schedule from firing until it is resumed.
+
+        ``actor`` (who asked) is stored as the schedule's ``changed_by``; None
+        stores that the change named nobody.
+        """
         async with self._connection() as conn:
             row = await schedule_queries.AsyncQuerier(conn).schedule_set_paused(
-                name=name, paused=True, next_run_at=None
+                name=name, paused=True, next_run_at=None, actor=bounded_actor(actor)
             )
         if row is None:
             raise ScheduleNotFound(name)
         return schedule_from_row(row)
 
-    async def resume_schedule(self, name: str) -> Schedule:
-        """Let a paused schedule fire again from now on: the runs it missed are skipped."""
+    async def resume_schedule(self, name: str, *, actor: str | None = None) -> Schedule:
+        """Let a paused schedule fire again from now on: the runs it missed are skipped.
+
+        ``actor`` is recorded as for :meth:`pause_schedule`.
+        """
         async with self._with_tx() as tx:
             queries = schedule_queries.AsyncQuerier(tx)
             current = await queries.schedule_lock_by_name(name=name)
@@ -177,7 +185,7 @@ class ScheduleMethods:
                     current.cron, current.every, current.timezone, current.next_run_at, now
                 )
             row = await queries.schedule_set_paused(
-                name=name, paused=False, next_run_at=next_run_at
+                name=name, paused=False, next_run_at=next_run_at, actor=bounded_actor(actor)
             )
         assert row is not None
         return schedule_from_row(row)

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from jobrun.cron import next_fire, next_interval, validate_cron, validate_timezone
 from jobrun.errors import InvalidSchedule, ScheduleNotFound
 from jobrun.job import DEFAULT_BACKOFF, Job, NewSchedule, Schedule, SchedulePatch, new_job_id
+from jobrun.postgres._base import bounded_actor
 from jobrun.postgres.convert import (
     dump_dt,
     encode_payload,
@@ -156,18 +157,25 @@ class SyncScheduleMethods:
         assert row is not None
         return schedule_from_row(row)
 
-    def pause_schedule(self, name: str) -> Schedule:
-        """Stop a schedule from firing until it is resumed."""
+    def pause_schedule(self, name: str, *, actor: str | None = None) -> Schedule:
+        """Stop a schedule from firing until it is resumed.
+
+        ``actor`` (who asked) is stored as the schedule's ``changed_by``; None
+        stores that the change named nobody.
+        """
         with self._connection() as conn:
             row = schedule_queries.Querier(conn).schedule_set_paused(
-                name=name, paused=True, next_run_at=None
+                name=name, paused=True, next_run_at=None, actor=bounded_actor(actor)
             )
         if row is None:
             raise ScheduleNotFound(name)
         return schedule_from_row(row)
 
-    def resume_schedule(self, name: str) -> Schedule:
-        """Let a paused schedule fire again from now on: the runs it missed are skipped."""
+    def resume_schedule(self, name: str, *, actor: str | None = None) -> Schedule:
+        """Let a paused schedule fire again from now on: the runs it missed are skipped.
+
+        ``actor`` is recorded as for :meth:`pause_schedule`.
+        """
         with self._with_tx() as tx:
             queries = schedule_queries.Querier(tx)
             current = queries.schedule_lock_by_name(name=name)
@@ -179,7 +187,9 @@ class SyncScheduleMethods:
                 next_run_at = _next_run(
                     current.cron, current.every, current.timezone, current.next_run_at, now
                 )
-            row = queries.schedule_set_paused(name=name, paused=False, next_run_at=next_run_at)
+            row = queries.schedule_set_paused(
+                name=name, paused=False, next_run_at=next_run_at, actor=bounded_actor(actor)
+            )
         assert row is not None
         return schedule_from_row(row)
 

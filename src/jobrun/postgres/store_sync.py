@@ -736,21 +736,26 @@ class SyncStore(SyncScheduleMethods):
             rows = queue_queries.Querier(conn).queue_list()
         return [queue_info_from_row(r) for r in rows]
 
-    def pause_queue(self, name: str) -> QueueControls:
+    def pause_queue(self, name: str, *, actor: str | None = None) -> QueueControls:
         """Stop every worker from claiming jobs of queue ``name``, from the next claim on.
 
         Jobs already leased run to their end; jobs can still be enqueued.
+        ``actor`` (who asked) is stored as the queue's ``changed_by``, as by
+        every queue control; None stores that the change named nobody.
         """
-        return self._set_paused(name, paused=True)
+        return self._set_paused(name, paused=True, actor=actor)
 
-    def resume_queue(self, name: str) -> QueueControls:
-        """Let workers claim jobs of a paused queue again."""
-        return self._set_paused(name, paused=False)
+    def resume_queue(self, name: str, *, actor: str | None = None) -> QueueControls:
+        """Let workers claim jobs of a paused queue again; ``actor`` as for a pause."""
+        return self._set_paused(name, paused=False, actor=actor)
 
-    def _set_paused(self, name: str, *, paused: bool) -> QueueControls:
+    def _set_paused(self, name: str, *, paused: bool, actor: str | None) -> QueueControls:
         _base.check_queue_name(name)
+        actor = _base.bounded_actor(actor)
         with self._connection() as conn:
-            row = queue_queries.Querier(conn).queue_set_paused(name=name, paused=paused)
+            row = queue_queries.Querier(conn).queue_set_paused(
+                name=name, paused=paused, actor=actor
+            )
         assert row is not None
         return queue_from_row(row)
 
@@ -760,6 +765,7 @@ class SyncStore(SyncScheduleMethods):
         *,
         concurrency: int | None = None,
         rate: tuple[int, timedelta] | None = None,
+        actor: str | None = None,
     ) -> QueueControls:
         """Limit queue ``name`` across every worker; a limit left None stays as it was.
 
@@ -769,19 +775,21 @@ class SyncStore(SyncScheduleMethods):
         epoch. Applies from the next claim on; leases above a lowered
         concurrency limit are not taken back, the queue just claims nothing
         until it is below it. ConfigurationError when neither is given or a
-        value is out of range.
+        value is out of range. ``actor`` as for :meth:`pause_queue`.
         """
-        args = _base.limits_args(name, concurrency, rate)
+        args = _base.limits_args(name, concurrency, rate, actor)
         with self._connection() as conn:
             row = queue_queries.Querier(conn).queue_set_limits(params=args)
         assert row is not None
         return queue_from_row(row)
 
-    def clear_queue_limits(self, name: str) -> QueueControls:
-        """Remove both limits of queue ``name``; a pause stays as it is."""
+    def clear_queue_limits(self, name: str, *, actor: str | None = None) -> QueueControls:
+        """Remove both limits of queue ``name``; a pause stays as it is; records ``actor``."""
         _base.check_queue_name(name)
         with self._connection() as conn:
-            row = queue_queries.Querier(conn).queue_clear_limits(name=name)
+            row = queue_queries.Querier(conn).queue_clear_limits(
+                name=name, actor=_base.bounded_actor(actor)
+            )
         return queue_from_row(row) if row is not None else QueueControls(name=name)
 
     def events(self, job_id: UUID) -> list[Event]:

@@ -252,9 +252,10 @@ class Queue(pydantic.BaseModel):
     window_claims: int
     created_at: datetime
     updated_at: datetime
+    changed_by: str | None
 
 
-_QUEUE_FIELDS = frozenset({'name', 'paused', 'concurrency_limit', 'rate_limit', 'rate_interval', 'window_start', 'window_claims', 'created_at', 'updated_at'})
+_QUEUE_FIELDS = frozenset({'name', 'paused', 'concurrency_limit', 'rate_limit', 'rate_interval', 'window_start', 'window_claims', 'created_at', 'updated_at', 'changed_by'})
 
 
 def row_to_queue(row: Sequence[Any]) -> Queue:
@@ -273,6 +274,7 @@ def row_to_queue(row: Sequence[Any]) -> Queue:
             "window_claims": row[6],
             "created_at": row[7],
             "updated_at": row[8],
+            "changed_by": row[9],
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_QUEUE_FIELDS))
@@ -299,9 +301,10 @@ class Schedule(pydantic.BaseModel):
     paused: bool
     created_at: datetime
     updated_at: datetime
+    changed_by: str | None
 
 
-_SCHEDULE_FIELDS = frozenset({'id', 'name', 'type', 'queue', 'payload', 'priority', 'max_attempts', 'cron', 'every', 'timezone', 'next_run_at', 'last_run_at', 'paused', 'created_at', 'updated_at'})
+_SCHEDULE_FIELDS = frozenset({'id', 'name', 'type', 'queue', 'payload', 'priority', 'max_attempts', 'cron', 'every', 'timezone', 'next_run_at', 'last_run_at', 'paused', 'created_at', 'updated_at', 'changed_by'})
 
 
 def row_to_schedule(row: Sequence[Any]) -> Schedule:
@@ -326,6 +329,7 @@ def row_to_schedule(row: Sequence[Any]) -> Schedule:
             "paused": row[12],
             "created_at": row[13],
             "updated_at": row[14],
+            "changed_by": row[15],
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_SCHEDULE_FIELDS))

@@ -16,15 +16,16 @@ _setattr = object.__setattr__
 
 
 QUEUE_SET_PAUSED = """
-INSERT INTO queues (name, paused) VALUES (%(name)s, %(paused)s)
-ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = now()
-RETURNING name, paused, concurrency_limit, rate_limit, rate_interval, window_start, window_claims, created_at, updated_at
+INSERT INTO queues (name, paused, changed_by) VALUES (%(name)s, %(paused)s, %(actor)s)
+ON CONFLICT (name) DO UPDATE
+SET paused = excluded.paused, changed_by = excluded.changed_by, updated_at = now()
+RETURNING name, paused, concurrency_limit, rate_limit, rate_interval, window_start, window_claims, created_at, updated_at, changed_by
 """
 
 QUEUE_SET_LIMITS = """
-INSERT INTO queues (name, concurrency_limit, rate_limit, rate_interval)
+INSERT INTO queues (name, concurrency_limit, rate_limit, rate_interval, changed_by)
 VALUES (%(name)s, %(concurrency_limit)s, %(rate_limit)s,
-        %(rate_interval)s)
+        %(rate_interval)s, %(actor)s)
 ON CONFLICT (name) DO UPDATE
 SET concurrency_limit = CASE WHEN %(set_concurrency)s::boolean
                              THEN excluded.concurrency_limit
@@ -33,16 +34,17 @@ SET concurrency_limit = CASE WHEN %(set_concurrency)s::boolean
                       ELSE queues.rate_limit END,
     rate_interval = CASE WHEN %(set_rate)s::boolean THEN excluded.rate_interval
                          ELSE queues.rate_interval END,
+    changed_by = excluded.changed_by,
     updated_at = now()
-RETURNING name, paused, concurrency_limit, rate_limit, rate_interval, window_start, window_claims, created_at, updated_at
+RETURNING name, paused, concurrency_limit, rate_limit, rate_interval, window_start, window_claims, created_at, updated_at, changed_by
 """
 
 QUEUE_CLEAR_LIMITS = """
 UPDATE queues
 SET concurrency_limit = NULL, rate_limit = NULL, rate_interval = NULL,
-    window_start = NULL, window_claims = 0, updated_at = now()
+    window_start = NULL, window_claims = 0, changed_by = %(actor)s, updated_at = now()
 WHERE name = %(name)s
-RETURNING name, paused, concurrency_limit, rate_limit, rate_interval, window_start, window_claims, created_at, updated_at
+RETURNING name, paused, concurrency_limit, rate_limit, rate_interval, window_start, window_claims, created_at, updated_at, changed_by
 """
 
 QUEUE_LIST = """
@@ -62,6 +64,7 @@ SELECT names.name::text AS name,
        queues.concurrency_limit,
        queues.rate_limit,
        queues.rate_interval,
+       queues.changed_by,
        coalesce(queued.n, 0)::bigint AS queued,
        coalesce(leased.n, 0)::bigint AS leased
 FROM names
@@ -80,6 +83,7 @@ class QueueSetLimitsParams:
     concurrency_limit: int | None
     rate_limit: int | None
     rate_interval: timedelta | None
+    actor: str | None
     set_concurrency: bool
     set_rate: bool
 
@@ -92,11 +96,12 @@ class QueueListRow(pydantic.BaseModel):
     concurrency_limit: int | None
     rate_limit: int | None
     rate_interval: timedelta | None
+    changed_by: str | None
     queued: int
     leased: int
 
 
-_QUEUE_LIST_ROW_FIELDS = frozenset({'name', 'paused', 'concurrency_limit', 'rate_limit', 'rate_interval', 'queued', 'leased'})
+_QUEUE_LIST_ROW_FIELDS = frozenset({'name', 'paused', 'concurrency_limit', 'rate_limit', 'rate_interval', 'changed_by', 'queued', 'leased'})
 
 
 def _row_to_queue_list_row(row: Sequence[Any]) -> QueueListRow:
@@ -111,8 +116,9 @@ def _row_to_queue_list_row(row: Sequence[Any]) -> QueueListRow:
             "concurrency_limit": row[2],
             "rate_limit": row[3],
             "rate_interval": row[4],
-            "queued": row[5],
-            "leased": row[6],
+            "changed_by": row[5],
+            "queued": row[6],
+            "leased": row[7],
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_QUEUE_LIST_ROW_FIELDS))
@@ -136,10 +142,14 @@ class AsyncQuerier:
         """The wrapped connection."""
         return self._conn
 
-    async def queue_set_paused(self, *, name: str, paused: bool) -> Queue | None:
-        """Run ``QueueSetPaused``; return its first row, or None."""
+    async def queue_set_paused(self, *, name: str, paused: bool, actor: str | None) -> Queue | None:
+        """actor: who asked (recorded as changed_by; NULL: not recorded). Every control
+        sets it, so it always names whoever made the last change.
+
+        Run ``QueueSetPaused``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
-            await _cur.execute(QUEUE_SET_PAUSED, {"name": name, "paused": paused})
+            await _cur.execute(QUEUE_SET_PAUSED, {"name": name, "paused": paused, "actor": actor})
             _row = await _cur.fetchone()
         if _row is None:
             return None
@@ -159,6 +169,7 @@ class AsyncQuerier:
                 "concurrency_limit": params.concurrency_limit,
                 "rate_limit": params.rate_limit,
                 "rate_interval": params.rate_interval,
+                "actor": params.actor,
                 "set_concurrency": params.set_concurrency,
                 "set_rate": params.set_rate,
             })
@@ -167,13 +178,13 @@ class AsyncQuerier:
             return None
         return row_to_queue(_row)
 
-    async def queue_clear_limits(self, *, name: str) -> Queue | None:
+    async def queue_clear_limits(self, *, actor: str | None, name: str) -> Queue | None:
         """No row back when the queue has none: it had no limits to clear.
 
         Run ``QueueClearLimits``; return its first row, or None.
         """
         async with self._conn.cursor() as _cur:
-            await _cur.execute(QUEUE_CLEAR_LIMITS, {"name": name})
+            await _cur.execute(QUEUE_CLEAR_LIMITS, {"actor": actor, "name": name})
             _row = await _cur.fetchone()
         if _row is None:
             return None
@@ -207,10 +218,14 @@ class Querier:
         """The wrapped connection."""
         return self._conn
 
-    def queue_set_paused(self, *, name: str, paused: bool) -> Queue | None:
-        """Run ``QueueSetPaused``; return its first row, or None."""
+    def queue_set_paused(self, *, name: str, paused: bool, actor: str | None) -> Queue | None:
+        """actor: who asked (recorded as changed_by; NULL: not recorded). Every control
+        sets it, so it always names whoever made the last change.
+
+        Run ``QueueSetPaused``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
-            _cur.execute(QUEUE_SET_PAUSED, {"name": name, "paused": paused})
+            _cur.execute(QUEUE_SET_PAUSED, {"name": name, "paused": paused, "actor": actor})
             _row = _cur.fetchone()
         if _row is None:
             return None
@@ -230,6 +245,7 @@ class Querier:
                 "concurrency_limit": params.concurrency_limit,
                 "rate_limit": params.rate_limit,
                 "rate_interval": params.rate_interval,
+                "actor": params.actor,
                 "set_concurrency": params.set_concurrency,
                 "set_rate": params.set_rate,
             })
@@ -238,13 +254,13 @@ class Querier:
             return None
         return row_to_queue(_row)
 
-    def queue_clear_limits(self, *, name: str) -> Queue | None:
+    def queue_clear_limits(self, *, actor: str | None, name: str) -> Queue | None:
         """No row back when the queue has none: it had no limits to clear.
 
         Run ``QueueClearLimits``; return its first row, or None.
         """
         with self._conn.cursor() as _cur:
-            _cur.execute(QUEUE_CLEAR_LIMITS, {"name": name})
+            _cur.execute(QUEUE_CLEAR_LIMITS, {"actor": actor, "name": name})
             _row = _cur.fetchone()
         if _row is None:
             return None

@@ -20,15 +20,15 @@ INSERT INTO schedules (
     %(cron)s, %(every)s, %(timezone)s, %(next_run_at)s
 )
 ON CONFLICT (name) DO NOTHING
-RETURNING id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at
+RETURNING id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by
 """
 
 SCHEDULE_GET_BY_NAME = """
-SELECT id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at FROM schedules WHERE name = %(name)s
+SELECT id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by FROM schedules WHERE name = %(name)s
 """
 
 SCHEDULE_LOCK_BY_NAME = """
-SELECT id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at FROM schedules WHERE name = %(name)s FOR UPDATE
+SELECT id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by FROM schedules WHERE name = %(name)s FOR UPDATE
 """
 
 SCHEDULE_UPDATE = """
@@ -37,16 +37,17 @@ SET type = %(type)s, queue = %(queue)s, payload = %(payload)s, priority = %(prio
     max_attempts = %(max_attempts)s, cron = %(cron)s, every = %(every)s,
     timezone = %(timezone)s, next_run_at = %(next_run_at)s, updated_at = now()
 WHERE name = %(name)s
-RETURNING id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at
+RETURNING id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by
 """
 
 SCHEDULE_SET_PAUSED = """
 UPDATE schedules
 SET paused = %(paused)s,
     next_run_at = coalesce(%(next_run_at)s::timestamptz, next_run_at),
+    changed_by = %(actor)s,
     updated_at = now()
 WHERE name = %(name)s
-RETURNING id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at
+RETURNING id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by
 """
 
 SCHEDULE_DELETE = """
@@ -54,11 +55,11 @@ DELETE FROM schedules WHERE name = %(name)s
 """
 
 SCHEDULE_LIST = """
-SELECT id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at FROM schedules ORDER BY name
+SELECT id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by FROM schedules ORDER BY name
 """
 
 SCHEDULE_LOCK_DUE = """
-SELECT id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at
+SELECT id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by
 FROM schedules
 WHERE NOT paused AND next_run_at <= coalesce(%(now)s::timestamptz, now())
 ORDER BY next_run_at
@@ -187,13 +188,18 @@ class AsyncQuerier:
         *,
         paused: bool,
         next_run_at: datetime | None,
+        actor: str | None,
         name: str,
     ) -> Schedule | None:
-        """Run ``ScheduleSetPaused``; return its first row, or None."""
+        """actor: who paused or resumed it, recorded as changed_by (NULL: not recorded).
+
+        Run ``ScheduleSetPaused``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(SCHEDULE_SET_PAUSED, {
                 "paused": paused,
                 "next_run_at": next_run_at,
+                "actor": actor,
                 "name": name,
             })
             _row = await _cur.fetchone()
@@ -332,13 +338,18 @@ class Querier:
         *,
         paused: bool,
         next_run_at: datetime | None,
+        actor: str | None,
         name: str,
     ) -> Schedule | None:
-        """Run ``ScheduleSetPaused``; return its first row, or None."""
+        """actor: who paused or resumed it, recorded as changed_by (NULL: not recorded).
+
+        Run ``ScheduleSetPaused``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(SCHEDULE_SET_PAUSED, {
                 "paused": paused,
                 "next_run_at": next_run_at,
+                "actor": actor,
                 "name": name,
             })
             _row = _cur.fetchone()

@@ -9,8 +9,11 @@ Why it is built this way:
   read-only mode that hides *and* refuses actions, a CSRF token (double
   submit: a cookie plus a form field or ``X-CSRF-Token`` header) on every
   POST, Jinja2 autoescaping for everything a job carries, and payloads cut
-  short in listings. Every action names its actor (the authenticated user)
-  in the job's events.
+  short in listings. Every action names its actor (the authenticated user,
+  ``anonymous`` without auth): a job action in the job's events; a queue or
+  schedule action, which has no job to attach an event to, in the changed
+  row's ``changed_by`` (its last change only) and in an INFO line of the
+  ``jobrun.web`` logger (``jobrun web`` logs to stderr), which keeps them all.
 * Live updates ride server-sent events. A producer's NOTIFY (through
   :class:`~jobrun.postgres.Notifier`) wakes the stream at once; because
   completions send no notification, the stream also re-reads the queues
@@ -30,6 +33,7 @@ import base64
 import binascii
 import contextlib
 import json
+import logging
 import secrets
 import time
 from collections import deque
@@ -75,6 +79,7 @@ LIST_PAYLOAD_CHARS = 120
 BULK_FILTER_LIMIT = 10_000
 """A bulk action over a whole filter touches at most this many jobs per request."""
 FINISHED = (JobState.SUCCEEDED, JobState.DEAD)
+_log = logging.getLogger("jobrun.web")
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -372,6 +377,10 @@ def _actor(request: Request) -> str:
     return f"{request.scope.get('jobrun.user', 'anonymous')} via web"
 
 
+def _audit(request: Request, action: str) -> None:
+    _log.info("%s by %s", action, _actor(request))
+
+
 def _filter_from(params: MutableMapping[str, Any] | Any) -> JobFilter:
     def text(key: str) -> str | None:
         value = str(params.get(key) or "").strip()
@@ -517,6 +526,8 @@ def create_app(
                 done.append(str(job_id))
             except (InvalidTransition, JobNotFound) as exc:
                 skipped[str(job_id)] = str(exc)
+        scope = "filter" if flt is not None else "selection"
+        _audit(request, f"bulk {action} of a {scope}: {len(done)} done, {len(skipped)} skipped")
         return {"action": action, "done": done, "skipped": skipped}
 
     def form_ids(form: Any) -> list[UUID]:
@@ -573,11 +584,13 @@ def create_app(
     async def job_cancel_page(request: Request, form: Any, store: WebStore) -> str:
         job_id = UUID(request.path_params["job_id"])
         await store.cancel(job_id, actor=_actor(request))
+        _audit(request, f"job {job_id} cancel")
         return f"/jobs/{job_id}"
 
     async def job_retry_page(request: Request, form: Any, store: WebStore) -> str:
         job_id = UUID(request.path_params["job_id"])
         await store.retry(job_id, actor=_actor(request))
+        _audit(request, f"job {job_id} retry")
         return f"/jobs/{job_id}"
 
     async def jobs_bulk_page(request: Request, form: Any, store: WebStore) -> str:
@@ -592,30 +605,65 @@ def create_app(
         return "/jobs" + (f"?{query}" if query else "")
 
     async def schedule_pause_page(request: Request, form: Any, store: WebStore) -> str:
-        await store.pause_schedule(request.path_params["name"])
+        await pause_schedule(request, store)
         return "/schedules"
 
     async def schedule_resume_page(request: Request, form: Any, store: WebStore) -> str:
-        await store.resume_schedule(request.path_params["name"])
+        await resume_schedule(request, store)
         return "/schedules"
 
     async def queue_pause_page(request: Request, form: Any, store: WebStore) -> str:
-        await store.pause_queue(request.path_params["name"])
+        await pause_queue(request, store)
         return "/queues"
 
     async def queue_resume_page(request: Request, form: Any, store: WebStore) -> str:
-        await store.resume_queue(request.path_params["name"])
+        await resume_queue(request, store)
         return "/queues"
 
     async def queue_limits_page(request: Request, form: Any, store: WebStore) -> str:
-        await set_limits(store, request.path_params["name"], dict(form))
+        await set_limits(request, store, dict(form))
         return "/queues"
 
     async def queue_clear_page(request: Request, form: Any, store: WebStore) -> str:
-        await store.clear_queue_limits(request.path_params["name"])
+        await clear_limits(request, store)
         return "/queues"
 
-    async def set_limits(store: WebStore, name: str, values: dict[str, Any]) -> Any:
+    # Queue and schedule controls have no job whose events could name the
+    # actor: the row they change keeps it (changed_by, shown on their pages),
+    # and each is logged once it succeeded (a refused one changed nothing).
+    async def pause_schedule(request: Request, store: WebStore) -> Any:
+        name = request.path_params["name"]
+        schedule = await store.pause_schedule(name, actor=_actor(request))
+        _audit(request, f"schedule {name!r} pause")
+        return schedule
+
+    async def resume_schedule(request: Request, store: WebStore) -> Any:
+        name = request.path_params["name"]
+        schedule = await store.resume_schedule(name, actor=_actor(request))
+        _audit(request, f"schedule {name!r} resume")
+        return schedule
+
+    async def pause_queue(request: Request, store: WebStore) -> Any:
+        name = request.path_params["name"]
+        queue = await store.pause_queue(name, actor=_actor(request))
+        _audit(request, f"queue {name!r} pause")
+        return queue
+
+    async def resume_queue(request: Request, store: WebStore) -> Any:
+        name = request.path_params["name"]
+        queue = await store.resume_queue(name, actor=_actor(request))
+        _audit(request, f"queue {name!r} resume")
+        return queue
+
+    async def clear_limits(request: Request, store: WebStore) -> Any:
+        name = request.path_params["name"]
+        queue = await store.clear_queue_limits(name, actor=_actor(request))
+        _audit(request, f"queue {name!r} clear limits")
+        return queue
+
+    async def set_limits(request: Request, store: WebStore, values: dict[str, Any]) -> Any:
+        name = request.path_params["name"]
+
         def number(key: str) -> int | None:
             raw = str(values.get(key) or "").strip()
             return int(raw) if raw else None
@@ -627,7 +675,12 @@ def create_app(
             rate = (rate_count, timedelta(seconds=rate_seconds or 1))
         if concurrency is None and rate is None:
             raise ValueError("give a concurrency limit, a rate, or both")
-        return await store.set_queue_limits(name, concurrency=concurrency, rate=rate)
+        queue = await store.set_queue_limits(
+            name, concurrency=concurrency, rate=rate, actor=_actor(request)
+        )
+        shown = f"rate {rate[0]}/{rate[1].total_seconds():g}s" if rate else "rate unchanged"
+        _audit(request, f"queue {name!r} limits: concurrency {concurrency}, {shown}")
+        return queue
 
     # -- live updates ---------------------------------------------------------------------
 
@@ -698,10 +751,12 @@ def create_app(
 
     async def api_job_cancel(request: Request, body: Any, store: WebStore) -> Any:
         job: Job = await store.cancel(UUID(request.path_params["job_id"]), actor=_actor(request))
+        _audit(request, f"job {job.id} cancel")
         return _jsonable(job)
 
     async def api_job_retry(request: Request, body: Any, store: WebStore) -> Any:
         job: Job = await store.retry(UUID(request.path_params["job_id"]), actor=_actor(request))
+        _audit(request, f"job {job.id} retry")
         return _jsonable(job)
 
     async def api_jobs_bulk(request: Request, body: Any, store: WebStore) -> Any:
@@ -714,26 +769,26 @@ def create_app(
         return JSONResponse([_jsonable(s) for s in await store.list_schedules()])
 
     async def api_schedule_pause(request: Request, body: Any, store: WebStore) -> Any:
-        return _jsonable(await store.pause_schedule(request.path_params["name"]))
+        return _jsonable(await pause_schedule(request, store))
 
     async def api_schedule_resume(request: Request, body: Any, store: WebStore) -> Any:
-        return _jsonable(await store.resume_schedule(request.path_params["name"]))
+        return _jsonable(await resume_schedule(request, store))
 
     async def api_queues(request: Request) -> Response:
         store = await dash.store()
         return JSONResponse([_jsonable(q) for q in await store.list_queues()])
 
     async def api_queue_pause(request: Request, body: Any, store: WebStore) -> Any:
-        return _jsonable(await store.pause_queue(request.path_params["name"]))
+        return _jsonable(await pause_queue(request, store))
 
     async def api_queue_resume(request: Request, body: Any, store: WebStore) -> Any:
-        return _jsonable(await store.resume_queue(request.path_params["name"]))
+        return _jsonable(await resume_queue(request, store))
 
     async def api_queue_limits(request: Request, body: Any, store: WebStore) -> Any:
-        return _jsonable(await set_limits(store, request.path_params["name"], body))
+        return _jsonable(await set_limits(request, store, body))
 
     async def api_queue_clear(request: Request, body: Any, store: WebStore) -> Any:
-        return _jsonable(await store.clear_queue_limits(request.path_params["name"]))
+        return _jsonable(await clear_limits(request, store))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
