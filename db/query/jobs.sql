@@ -137,6 +137,10 @@ SELECT * FROM jobs WHERE id = @id;
 -- with a rate limit at most what is left of its current window, and the
 -- claims are counted on its row in the same statement. Queues without a row,
 -- or whose row sets no limit, keep the lock-free path.
+--
+-- What a claim reads follows the jobs it leases and the number of priority
+-- levels queued in its queues, never the number of delayed jobs (see levels);
+-- scripts/vet checks it on the plan.
 WITH RECURSIVE controls AS MATERIALIZED (
     -- The row of every wanted queue that has a limit, locked until the claim
     -- commits: claimers of one limited queue take turns, so two of them can

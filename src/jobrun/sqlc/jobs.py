@@ -1050,6 +1050,10 @@ class AsyncQuerier:
         claims are counted on its row in the same statement. Queues without a row,
         or whose row sets no limit, keep the lock-free path.
 
+        What a claim reads follows the jobs it leases and the number of priority
+        levels queued in its queues, never the number of delayed jobs (see levels);
+        scripts/vet checks it on the plan.
+
         Run ``JobClaim``; return all its rows.
         """
         async with self._conn.cursor() as _cur:
@@ -1555,6 +1559,10 @@ class Querier:
         with a rate limit at most what is left of its current window, and the
         claims are counted on its row in the same statement. Queues without a row,
         or whose row sets no limit, keep the lock-free path.
+
+        What a claim reads follows the jobs it leases and the number of priority
+        levels queued in its queues, never the number of delayed jobs (see levels);
+        scripts/vet checks it on the plan.
 
         Run ``JobClaim``; return all its rows.
         """
