@@ -212,15 +212,17 @@ WITH RECURSIVE controls AS MATERIALIZED (
     FROM allowance
     WHERE allowance.room > 0
     UNION ALL
-    SELECT levels.queue, nxt.priority, levels.wanted - taken.n, taken.ids, taken.run_ats
+    SELECT levels.queue, nxt.priority::integer, levels.wanted - taken.n, taken.ids,
+           taken.run_ats
     FROM levels
     CROSS JOIN LATERAL (
-        SELECT jobs.priority::integer AS priority
+        -- The first entry of the next level (its key, from the index alone).
+        SELECT jobs.priority, jobs.run_at, jobs.id
         FROM jobs
         WHERE jobs.state = 'queued'
           AND jobs.queue = levels.queue
           AND jobs.priority > levels.priority
-        ORDER BY jobs.priority
+        ORDER BY jobs.priority, jobs.run_at, jobs.id
         LIMIT 1
     ) AS nxt
     CROSS JOIN LATERAL (
@@ -236,11 +238,17 @@ WITH RECURSIVE controls AS MATERIALIZED (
             -- tens of milliseconds on every call.
             SELECT locked.id, locked.run_at
             FROM (
+                -- The (run_at, id) bound is implied (nxt is the level's first
+                -- entry) but starts the scan at that entry, not at the head of
+                -- the level: under load the head holds the entries of jobs
+                -- claimed since the last vacuum, which the probe above has
+                -- just walked once already.
                 SELECT jobs.id, jobs.run_at
                 FROM jobs
                 WHERE jobs.state = 'queued'
                   AND jobs.queue = levels.queue
                   AND jobs.priority = nxt.priority
+                  AND (jobs.run_at, jobs.id) >= (nxt.run_at, nxt.id)
                   AND jobs.run_at <= coalesce(sqlc.narg('now')::timestamptz, now())
                 ORDER BY jobs.run_at, jobs.id
                 LIMIT levels.wanted
