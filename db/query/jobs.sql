@@ -137,7 +137,11 @@ SELECT * FROM jobs WHERE id = @id;
 -- with a rate limit at most what is left of its current window, and the
 -- claims are counted on its row in the same statement. Queues without a row,
 -- or whose row sets no limit, keep the lock-free path.
-WITH controls AS MATERIALIZED (
+--
+-- What a claim reads follows the jobs it leases and the number of priority
+-- levels queued in its queues, never the number of delayed jobs (see levels);
+-- scripts/vet checks it on the plan.
+WITH RECURSIVE controls AS MATERIALIZED (
     -- The row of every wanted queue that has a limit, locked until the claim
     -- commits: claimers of one limited queue take turns, so two of them can
     -- never both see room for its last slot or its last claim of a window.
@@ -188,23 +192,79 @@ WITH controls AS MATERIALIZED (
     -- Paused as of this statement's snapshot, for queues without limits.
     LEFT JOIN queues ON queues.name = wanted.queue
     LEFT JOIN controls ON controls.name = wanted.queue
-), picked AS (
-    -- One index-ordered scan per queue (jobs_claim_idx yields the first
-    -- room due rows of that queue and stops; LIMIT 0 reads nothing), then
-    -- the best of those.
-    SELECT candidate.id
+), levels AS (
+    -- A loose index scan of jobs_claim_idx, one priority level per step, so
+    -- the claim never reads a not-yet-due job: jobs_claim_idx orders a queue's
+    -- entries by priority first, so `run_at <= now` alone cannot stop a scan
+    -- before the delayed entries of every priority, and an idle claim would
+    -- read all of them. Each step finds the queue's next queued priority
+    -- (one index descent) and leases up to `wanted` due jobs of it, oldest
+    -- first (a range scan that stops at the first not-yet-due entry), then
+    -- carries what is still wanted to the next level. The cost follows the
+    -- number of priority levels in use, never the number of delayed jobs.
+    -- Rows are locked in the level that takes them and only as many as are
+    -- still wanted, so the claim locks exactly the jobs it leases (across
+    -- several queues, `picked` below may still trim to max_jobs). SKIP
+    -- LOCKED skips jobs another claimer holds and moves on to the next due
+    -- one, in this level or the next.
+    SELECT allowance.queue, (-32769)::integer AS priority, allowance.room AS wanted,
+           '{}'::uuid[] AS ids, '{}'::timestamptz[] AS run_ats
     FROM allowance
+    WHERE allowance.room > 0
+    UNION ALL
+    SELECT levels.queue, nxt.priority::integer, levels.wanted - taken.n, taken.ids,
+           taken.run_ats
+    FROM levels
     CROSS JOIN LATERAL (
-        SELECT jobs.id, jobs.priority, jobs.run_at
+        -- The first entry of the next level (its key, from the index alone).
+        SELECT jobs.priority, jobs.run_at, jobs.id
         FROM jobs
         WHERE jobs.state = 'queued'
-          AND jobs.queue = allowance.queue
-          AND jobs.run_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+          AND jobs.queue = levels.queue
+          AND jobs.priority > levels.priority
         ORDER BY jobs.priority, jobs.run_at, jobs.id
-        LIMIT allowance.room
-        FOR UPDATE SKIP LOCKED
-    ) AS candidate
-    ORDER BY candidate.priority, candidate.run_at, candidate.id
+        LIMIT 1
+    ) AS nxt
+    CROSS JOIN LATERAL (
+        SELECT count(*)::integer AS n,
+               coalesce(array_agg(due.id), '{}') AS ids,
+               coalesce(array_agg(due.run_at), '{}') AS run_ats
+        FROM (
+            -- A no-op LIMIT (wanted <= max_jobs) that tells the planner how
+            -- few rows a level yields: it cannot know `wanted`, guesses a
+            -- tenth of the queue, and, times the ten steps it assumes a
+            -- recursion takes, the plan's estimated cost would grow with the
+            -- table past jit_above_cost; JIT compiling the claim then costs
+            -- tens of milliseconds on every call.
+            SELECT locked.id, locked.run_at
+            FROM (
+                -- The (run_at, id) bound is implied (nxt is the level's first
+                -- entry) but starts the scan at that entry, not at the head of
+                -- the level: under load the head holds the entries of jobs
+                -- claimed since the last vacuum, which the probe above has
+                -- just walked once already.
+                SELECT jobs.id, jobs.run_at
+                FROM jobs
+                WHERE jobs.state = 'queued'
+                  AND jobs.queue = levels.queue
+                  AND jobs.priority = nxt.priority
+                  AND (jobs.run_at, jobs.id) >= (nxt.run_at, nxt.id)
+                  AND jobs.run_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+                ORDER BY jobs.run_at, jobs.id
+                LIMIT levels.wanted
+                FOR UPDATE SKIP LOCKED
+            ) AS locked
+            LIMIT @max_jobs::integer
+        ) AS due
+    ) AS taken
+    WHERE levels.wanted > 0
+), picked AS (
+    -- The best max_jobs of what the levels leased (only a claim of several
+    -- queues can have more).
+    SELECT levels.ids[taken.i] AS id
+    FROM levels
+    CROSS JOIN LATERAL generate_subscripts(levels.ids, 1) AS taken (i)
+    ORDER BY levels.priority, levels.run_ats[taken.i], levels.ids[taken.i]
     LIMIT @max_jobs::integer
 ), claimed AS (
     UPDATE jobs
@@ -548,3 +608,30 @@ SELECT coalesce(waiting.queue, running.queue)::text AS queue,
 FROM waiting
 FULL JOIN running ON running.queue = waiting.queue
 ORDER BY 1;
+
+-- name: JobFillSynthetic :execrows
+-- Insert total synthetic jobs of one queue in one statement, for the claim
+-- benchmark (scripts/bench-claim) and the plan check of the claim
+-- (scripts/vet), which need millions of rows in minutes. Job g (1..total)
+-- gets priority g mod priorities, run_at db now + run_in + g * spacing, and
+-- finished_at (set it exactly for a finished state). Ids are first_id + g
+-- written as a uuid, so rows arrive in id order and the primary key grows at
+-- its right edge; the caller keeps the id ranges of its calls apart.
+INSERT INTO jobs (id, queue, type, priority, state, run_at, finished_at)
+-- sqlc.arg, not @, before an operator: PostgreSQL reads @ as a prefix
+-- operator, which would take the whole sum as its operand.
+SELECT lpad(to_hex(sqlc.arg('first_id')::bigint + g), 32, '0')::uuid,
+       @queue::text,
+       'synthetic',
+       mod(g, @priorities::integer)::smallint,
+       @state::job_state,
+       coalesce(sqlc.narg('now')::timestamptz, now()) + sqlc.arg('run_in')::interval
+           + sqlc.arg('spacing')::interval * g,
+       sqlc.narg('finished_at')::timestamptz
+FROM generate_series(1, @total::bigint) AS g;
+
+-- name: JobsAnalyze :exec
+-- Refresh the planner statistics of jobs (a plan check fills it first).
+-- EXPLAIN cannot take ANALYZE, so sqlc vet leaves it out.
+-- @sqlc-vet-disable
+ANALYZE jobs;

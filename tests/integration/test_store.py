@@ -40,6 +40,8 @@ from jobrun.errors import (
 from jobrun.job import (
     MAX_ATTEMPTS_LIMIT,
     MAX_DELAY,
+    MAX_PRIORITY,
+    MIN_PRIORITY,
     Backoff,
     BackoffKind,
     Completion,
@@ -575,6 +577,62 @@ async def test_claim_takes_only_due_jobs_of_the_given_queues(store: Store) -> No
     await store.enqueue(NewJob(type="t", queue="a", delay=timedelta(minutes=5)))
     claimed = await store.claim(["a"], "w1", 10, LEASE)
     assert [j.queue for j in claimed] == ["a"]
+
+
+async def test_claim_over_delayed_jobs_of_several_priorities_takes_due_jobs_in_order(
+    store: Store,
+) -> None:
+    # The claim walks the queue one priority level at a time (a loose index
+    # scan) and carries what it still wants to the next level: claims of 3
+    # must still take the due jobs exactly in priority, run_at, id order,
+    # across levels, and never a delayed one, even a more urgent one.
+    now = await store.now()
+    due: list[Job] = []
+    delayed: set[UUID] = set()
+    for priority in (3, 0, 2, 1, 5, MIN_PRIORITY, MAX_PRIORITY):
+        for seconds in (7, 1, 4):
+            run_at = now - timedelta(seconds=seconds)
+            due.append(await store.enqueue(NewJob(type="t", priority=priority, run_at=run_at)))
+        # Two due jobs with one run_at: id decides.
+        tie = now - timedelta(seconds=2)
+        for pair in await store.enqueue_batch(
+            [NewJob(type="t", priority=priority, run_at=tie) for _ in range(2)]
+        ):
+            assert isinstance(pair, Job)
+            due.append(pair)
+        for minutes in (1, 60):
+            late = NewJob(type="t", priority=priority, delay=timedelta(minutes=minutes))
+            delayed.add((await store.enqueue(late)).id)
+    # A level of delayed jobs only, before and between the due ones.
+    for priority in (-1, 4):
+        late = NewJob(type="t", priority=priority, delay=timedelta(minutes=5))
+        delayed.add((await store.enqueue(late)).id)
+    expected = [j.id for j in sorted(due, key=lambda j: (j.priority, j.run_at, j.id))]
+
+    taken: list[UUID] = []
+    while batch := await store.claim(["default"], "w1", 3, LEASE):
+        assert len(batch) <= 3
+        taken.extend(j.id for j in batch)
+    assert taken == expected
+    assert not delayed & set(taken)
+
+
+async def test_claim_skips_a_locked_due_job_and_takes_the_next_ones(
+    store: Store, db_url: str
+) -> None:
+    now = await store.now()
+    first = await store.enqueue(NewJob(type="t", priority=0, run_at=now - timedelta(seconds=3)))
+    second = await store.enqueue(NewJob(type="t", priority=0, run_at=now - timedelta(seconds=2)))
+    third = await store.enqueue(NewJob(type="t", priority=1, run_at=now - timedelta(seconds=9)))
+    await store.enqueue(NewJob(type="t", priority=0, delay=timedelta(minutes=5)))
+    # Another claimer holds the best job: SKIP LOCKED passes it without
+    # waiting and the claim fills up from the same level, then the next.
+    with psycopg.connect(db_url) as holder:
+        holder.execute("SELECT id FROM jobs WHERE id = %s FOR UPDATE", (first.id,))
+        claimed = await store.claim(["default"], "w1", 2, LEASE)
+        assert [j.id for j in claimed] == [second.id, third.id]
+        holder.rollback()
+    assert [j.id for j in await store.claim(["default"], "w1", 5, LEASE)] == [first.id]
 
 
 async def test_eight_concurrent_claimers_claim_each_job_exactly_once(

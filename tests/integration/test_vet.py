@@ -56,3 +56,17 @@ def test_vet_fails_when_a_state_filtered_listing_would_scan_the_jobs_table(db_ur
     assert "Seq Scan" in output
     # The claim's rule still holds: only the listing is reported.
     assert "JobClaim" not in output
+
+
+def test_vet_fails_when_an_idle_claim_walks_the_delayed_jobs(db_url: str) -> None:
+    # An index in the right order for the due jobs but not for the loose scan
+    # over priority levels: each level then costs a walk of the queue.
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("DROP INDEX jobs_claim_idx")
+        conn.execute(
+            "CREATE INDEX jobs_claim_by_time_idx ON jobs (queue, run_at, priority, id)"
+            " WHERE state = 'queued'"
+        )
+    result = vet(db_url)
+    assert result.returncode != 0
+    assert "JobClaim: idle-claim-flat" in result.stdout + result.stderr

@@ -111,7 +111,7 @@ SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backof
 """
 
 JOB_CLAIM = """
-WITH controls AS MATERIALIZED (
+WITH RECURSIVE controls AS MATERIALIZED (
     -- The row of every wanted queue that has a limit, locked until the claim
     -- commits: claimers of one limited queue take turns, so two of them can
     -- never both see room for its last slot or its last claim of a window.
@@ -162,23 +162,79 @@ WITH controls AS MATERIALIZED (
     -- Paused as of this statement's snapshot, for queues without limits.
     LEFT JOIN queues ON queues.name = wanted.queue
     LEFT JOIN controls ON controls.name = wanted.queue
-), picked AS (
-    -- One index-ordered scan per queue (jobs_claim_idx yields the first
-    -- room due rows of that queue and stops; LIMIT 0 reads nothing), then
-    -- the best of those.
-    SELECT candidate.id
+), levels AS (
+    -- A loose index scan of jobs_claim_idx, one priority level per step, so
+    -- the claim never reads a not-yet-due job: jobs_claim_idx orders a queue's
+    -- entries by priority first, so `run_at <= now` alone cannot stop a scan
+    -- before the delayed entries of every priority, and an idle claim would
+    -- read all of them. Each step finds the queue's next queued priority
+    -- (one index descent) and leases up to `wanted` due jobs of it, oldest
+    -- first (a range scan that stops at the first not-yet-due entry), then
+    -- carries what is still wanted to the next level. The cost follows the
+    -- number of priority levels in use, never the number of delayed jobs.
+    -- Rows are locked in the level that takes them and only as many as are
+    -- still wanted, so the claim locks exactly the jobs it leases (across
+    -- several queues, `picked` below may still trim to max_jobs). SKIP
+    -- LOCKED skips jobs another claimer holds and moves on to the next due
+    -- one, in this level or the next.
+    SELECT allowance.queue, (-32769)::integer AS priority, allowance.room AS wanted,
+           '{}'::uuid[] AS ids, '{}'::timestamptz[] AS run_ats
     FROM allowance
+    WHERE allowance.room > 0
+    UNION ALL
+    SELECT levels.queue, nxt.priority::integer, levels.wanted - taken.n, taken.ids,
+           taken.run_ats
+    FROM levels
     CROSS JOIN LATERAL (
-        SELECT jobs.id, jobs.priority, jobs.run_at
+        -- The first entry of the next level (its key, from the index alone).
+        SELECT jobs.priority, jobs.run_at, jobs.id
         FROM jobs
         WHERE jobs.state = 'queued'
-          AND jobs.queue = allowance.queue
-          AND jobs.run_at <= coalesce(%(now)s::timestamptz, now())
+          AND jobs.queue = levels.queue
+          AND jobs.priority > levels.priority
         ORDER BY jobs.priority, jobs.run_at, jobs.id
-        LIMIT allowance.room
-        FOR UPDATE SKIP LOCKED
-    ) AS candidate
-    ORDER BY candidate.priority, candidate.run_at, candidate.id
+        LIMIT 1
+    ) AS nxt
+    CROSS JOIN LATERAL (
+        SELECT count(*)::integer AS n,
+               coalesce(array_agg(due.id), '{}') AS ids,
+               coalesce(array_agg(due.run_at), '{}') AS run_ats
+        FROM (
+            -- A no-op LIMIT (wanted <= max_jobs) that tells the planner how
+            -- few rows a level yields: it cannot know `wanted`, guesses a
+            -- tenth of the queue, and, times the ten steps it assumes a
+            -- recursion takes, the plan's estimated cost would grow with the
+            -- table past jit_above_cost; JIT compiling the claim then costs
+            -- tens of milliseconds on every call.
+            SELECT locked.id, locked.run_at
+            FROM (
+                -- The (run_at, id) bound is implied (nxt is the level's first
+                -- entry) but starts the scan at that entry, not at the head of
+                -- the level: under load the head holds the entries of jobs
+                -- claimed since the last vacuum, which the probe above has
+                -- just walked once already.
+                SELECT jobs.id, jobs.run_at
+                FROM jobs
+                WHERE jobs.state = 'queued'
+                  AND jobs.queue = levels.queue
+                  AND jobs.priority = nxt.priority
+                  AND (jobs.run_at, jobs.id) >= (nxt.run_at, nxt.id)
+                  AND jobs.run_at <= coalesce(%(now)s::timestamptz, now())
+                ORDER BY jobs.run_at, jobs.id
+                LIMIT levels.wanted
+                FOR UPDATE SKIP LOCKED
+            ) AS locked
+            LIMIT %(max_jobs)s::integer
+        ) AS due
+    ) AS taken
+    WHERE levels.wanted > 0
+), picked AS (
+    -- The best max_jobs of what the levels leased (only a claim of several
+    -- queues can have more).
+    SELECT levels.ids[taken.i] AS id
+    FROM levels
+    CROSS JOIN LATERAL generate_subscripts(levels.ids, 1) AS taken (i)
+    ORDER BY levels.priority, levels.run_ats[taken.i], levels.ids[taken.i]
     LIMIT %(max_jobs)s::integer
 ), claimed AS (
     UPDATE jobs
@@ -482,6 +538,23 @@ FULL JOIN running ON running.queue = waiting.queue
 ORDER BY 1
 """
 
+JOB_FILL_SYNTHETIC = """
+INSERT INTO jobs (id, queue, type, priority, state, run_at, finished_at)
+SELECT lpad(to_hex(%(first_id)s::bigint + g), 32, '0')::uuid,
+       %(queue)s::text,
+       'synthetic',
+       mod(g, %(priorities)s::integer)::smallint,
+       %(state)s::job_state,
+       coalesce(%(now)s::timestamptz, now()) + %(run_in)s::interval
+           + %(spacing)s::interval * g,
+       %(finished_at)s::timestamptz
+FROM generate_series(1, %(total)s::bigint) AS g
+"""
+
+JOBS_ANALYZE = """
+ANALYZE jobs
+"""
+
 
 @dataclass(slots=True, kw_only=True)
 class JobInsertParams:
@@ -783,6 +856,21 @@ def _row_to_job_queue_stats_row(row: Sequence[Any]) -> JobQueueStatsRow:
     return obj
 
 
+@dataclass(slots=True, kw_only=True)
+class JobFillSyntheticParams:
+    """The parameters of ``JobFillSynthetic``."""
+
+    first_id: int
+    queue: str
+    priorities: int
+    state: JobState
+    now: datetime | None
+    run_in: timedelta
+    spacing: timedelta
+    finished_at: datetime | None
+    total: int
+
+
 class AsyncQuerier:
     """The queries of ``db/query/jobs.sql`` on an async connection.
 
@@ -969,6 +1057,10 @@ class AsyncQuerier:
         with a rate limit at most what is left of its current window, and the
         claims are counted on its row in the same statement. Queues without a row,
         or whose row sets no limit, keep the lock-free path.
+
+        What a claim reads follows the jobs it leases and the number of priority
+        levels queued in its queues, never the number of delayed jobs (see levels);
+        scripts/vet checks it on the plan.
 
         Run ``JobClaim``; return all its rows.
         """
@@ -1253,6 +1345,46 @@ class AsyncQuerier:
             _rows = await _cur.fetchall()
         return [_row_to_job_queue_stats_row(_row) for _row in _rows]
 
+    async def job_fill_synthetic(self, *, params: JobFillSyntheticParams) -> int:
+        """Insert total synthetic jobs of one queue in one statement, for the claim
+        benchmark (scripts/bench-claim) and the plan check of the claim
+        (scripts/vet), which need millions of rows in minutes. Job g (1..total)
+        gets priority g mod priorities, run_at db now + run_in + g * spacing, and
+        finished_at (set it exactly for a finished state). Ids are first_id + g
+        written as a uuid, so rows arrive in id order and the primary key grows at
+        its right edge; the caller keeps the id ranges of its calls apart.
+
+        Run ``JobFillSynthetic``; return the number of rows it affected.
+        """
+        _args = {
+            "first_id": params.first_id,
+            "queue": params.queue,
+            "priorities": params.priorities,
+            "state": params.state,
+            "now": params.now,
+            "run_in": params.run_in,
+            "spacing": params.spacing,
+            "finished_at": params.finished_at,
+            "total": params.total,
+        }
+        async with self._conn.cursor() as _cur:
+            if self._conn.pgconn.pipeline_status:
+                async with self._conn.pipeline():
+                    await _cur.execute(JOB_FILL_SYNTHETIC, _args)
+            else:
+                await _cur.execute(JOB_FILL_SYNTHETIC, _args)
+            return _cur.rowcount
+
+    async def jobs_analyze(self) -> None:
+        """Refresh the planner statistics of jobs (a plan check fills it first).
+        EXPLAIN cannot take ANALYZE, so sqlc vet leaves it out.
+        @sqlc-vet-disable
+
+        Run ``JobsAnalyze``.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(JOBS_ANALYZE)
+
 class Querier:
     """The queries of ``db/query/jobs.sql`` on a connection.
 
@@ -1435,6 +1567,10 @@ class Querier:
         with a rate limit at most what is left of its current window, and the
         claims are counted on its row in the same statement. Queues without a row,
         or whose row sets no limit, keep the lock-free path.
+
+        What a claim reads follows the jobs it leases and the number of priority
+        levels queued in its queues, never the number of delayed jobs (see levels);
+        scripts/vet checks it on the plan.
 
         Run ``JobClaim``; return all its rows.
         """
@@ -1696,3 +1832,43 @@ class Querier:
             _cur.execute(JOB_QUEUE_STATS)
             _rows = _cur.fetchall()
         return [_row_to_job_queue_stats_row(_row) for _row in _rows]
+
+    def job_fill_synthetic(self, *, params: JobFillSyntheticParams) -> int:
+        """Insert total synthetic jobs of one queue in one statement, for the claim
+        benchmark (scripts/bench-claim) and the plan check of the claim
+        (scripts/vet), which need millions of rows in minutes. Job g (1..total)
+        gets priority g mod priorities, run_at db now + run_in + g * spacing, and
+        finished_at (set it exactly for a finished state). Ids are first_id + g
+        written as a uuid, so rows arrive in id order and the primary key grows at
+        its right edge; the caller keeps the id ranges of its calls apart.
+
+        Run ``JobFillSynthetic``; return the number of rows it affected.
+        """
+        _args = {
+            "first_id": params.first_id,
+            "queue": params.queue,
+            "priorities": params.priorities,
+            "state": params.state,
+            "now": params.now,
+            "run_in": params.run_in,
+            "spacing": params.spacing,
+            "finished_at": params.finished_at,
+            "total": params.total,
+        }
+        with self._conn.cursor() as _cur:
+            if self._conn.pgconn.pipeline_status:
+                with self._conn.pipeline():
+                    _cur.execute(JOB_FILL_SYNTHETIC, _args)
+            else:
+                _cur.execute(JOB_FILL_SYNTHETIC, _args)
+            return _cur.rowcount
+
+    def jobs_analyze(self) -> None:
+        """Refresh the planner statistics of jobs (a plan check fills it first).
+        EXPLAIN cannot take ANALYZE, so sqlc vet leaves it out.
+        @sqlc-vet-disable
+
+        Run ``JobsAnalyze``.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(JOBS_ANALYZE)

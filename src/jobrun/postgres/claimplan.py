@@ -1,0 +1,179 @@
+"""The claim's plan, read with EXPLAIN (ANALYZE, BUFFERS), for the benchmark and the vet.
+
+The claim is the hottest query, and its cost must not follow the number of
+delayed (queued, not yet due) jobs: a claim that finds fewer due jobs than it
+wants would otherwise walk every delayed entry of the queue's claim index on
+each poll. That property is a plan property, invisible to a test that only
+checks which jobs come back, so ``scripts/vet`` checks it here: it fills a
+queue with delayed jobs inside a transaction, runs the idle claim under
+EXPLAIN (ANALYZE, BUFFERS), compares the buffers it read with a bound, and
+rolls everything back. ``scripts/bench-claim`` reads the same figures at
+scale. Nothing here runs in a worker.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from jobrun.sqlc import jobs as job_queries
+from jobrun.sqlc.models import JobState
+
+# Delayed jobs the vet check puts in one queue, over this many priorities.
+CHECK_DELAYED = 50_000
+CHECK_PRIORITIES = 4
+# Buffers an idle claim of that queue may read. The loose index scan reads
+# about two index descents per priority level (some 40 to 70 buffers here); a
+# claim that walks the delayed entries reads one buffer per few dozen of them
+# (the claim before the loose scan read some 740 for 50,000).
+CHECK_MAX_BUFFERS = 150
+# First id of the check's synthetic jobs; far from the uuid v7 ids jobrun mints.
+_CHECK_FIRST_ID = 1 << 40
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimPlan:
+    """What one EXPLAIN (ANALYZE, BUFFERS) of the claim measured."""
+
+    plan: Mapping[str, Any]
+    """The root node of the JSON plan."""
+    execution_ms: float
+    """The executor's time, planning excluded."""
+
+    @property
+    def buffers(self) -> int:
+        """Shared buffers the execution touched (hit + read), the whole tree."""
+        return int(self.plan.get("Shared Hit Blocks", 0)) + int(
+            self.plan.get("Shared Read Blocks", 0)
+        )
+
+    def node_types(self) -> list[str]:
+        """Every node type of the tree, depth first."""
+        return [str(node["Node Type"]) for node in _walk(self.plan)]
+
+
+def _walk(node: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    yield node
+    for child in node.get("Plans", ()):
+        yield from _walk(child)
+
+
+async def explain_claim(
+    conn: psycopg.AsyncConnection[Any],
+    queues: Sequence[str],
+    limit: int,
+    *,
+    now: datetime | None = None,
+) -> ClaimPlan:
+    """Run the claim under EXPLAIN (ANALYZE, BUFFERS) and undo it.
+
+    The claim really runs (EXPLAIN ANALYZE executes it), so it runs in a
+    transaction of its own that is rolled back: no job changes state.
+    ``conn`` must not be inside a transaction it wants to keep.
+    """
+    params = {
+        "queues": list(queues),
+        "max_jobs": limit,
+        "now": now,
+        "owner": "claimplan",
+        "lease": timedelta(seconds=30),
+        "record_events": True,
+    }
+    # The generated claim text itself, so the plan is that of the query the
+    # store runs; EXPLAIN cannot be a query of its own in db/query.
+    statement = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + job_queries.JOB_CLAIM
+    async with conn.transaction(force_rollback=True), conn.cursor() as cur:
+        await cur.execute(statement, params)
+        row = await cur.fetchone()
+    assert row is not None
+    document = row[0] if not isinstance(row[0], str) else json.loads(row[0])
+    top = document[0]
+    return ClaimPlan(plan=top["Plan"], execution_ms=float(top["Execution Time"]))
+
+
+async def fill_synthetic(
+    conn: psycopg.AsyncConnection[Any],
+    *,
+    queue: str,
+    total: int,
+    first_id: int,
+    state: JobState = JobState.QUEUED,
+    priorities: int = 1,
+    run_in: timedelta = timedelta(0),
+    spacing: timedelta = timedelta(milliseconds=1),
+    finished_at: datetime | None = None,
+) -> int:
+    """Insert ``total`` synthetic jobs in one statement (see JobFillSynthetic)."""
+    return await job_queries.AsyncQuerier(conn).job_fill_synthetic(
+        params=job_queries.JobFillSyntheticParams(
+            first_id=first_id,
+            queue=queue,
+            priorities=priorities,
+            state=state,
+            now=None,
+            run_in=run_in,
+            spacing=spacing,
+            finished_at=finished_at,
+            total=total,
+        )
+    )
+
+
+async def analyze_jobs(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Refresh the planner's statistics of jobs."""
+    await job_queries.AsyncQuerier(conn).jobs_analyze()
+
+
+@dataclass(frozen=True, slots=True)
+class IdleClaimCheck:
+    """The verdict of :func:`check_idle_claim`."""
+
+    buffers: int
+    bound: int
+    node_types: list[str]
+
+    @property
+    def ok(self) -> bool:
+        """True when the idle claim read no more than the bound."""
+        return self.buffers <= self.bound
+
+
+async def check_idle_claim(
+    conn: psycopg.AsyncConnection[Any],
+    *,
+    delayed: int = CHECK_DELAYED,
+    priorities: int = CHECK_PRIORITIES,
+    bound: int = CHECK_MAX_BUFFERS,
+) -> IdleClaimCheck:
+    """Measure an idle claim of a queue holding ``delayed`` delayed jobs, and undo it all.
+
+    The jobs, the statistics and the claim live in one transaction that is
+    rolled back, so the check leaves the database as it found it. The queue
+    name is unique to the check, so jobs already present do not count.
+    """
+    queue = "jobrun-vet-idle-claim"
+    async with conn.transaction(force_rollback=True):
+        await fill_synthetic(
+            conn,
+            queue=queue,
+            total=delayed,
+            first_id=_CHECK_FIRST_ID,
+            priorities=priorities,
+            run_in=timedelta(days=1),
+        )
+        await analyze_jobs(conn)
+        # Read twice: the first execution also sets hint bits on the fresh rows.
+        await _explain_nested(conn, queue)
+        plan = await _explain_nested(conn, queue)
+    return IdleClaimCheck(buffers=plan.buffers, bound=bound, node_types=plan.node_types())
+
+
+async def _explain_nested(conn: psycopg.AsyncConnection[Any], queue: str) -> ClaimPlan:
+    # Inside the caller's transaction explain_claim's block is a savepoint,
+    # rolled back alone.
+    return await explain_claim(conn, [queue], 10)

@@ -1,0 +1,84 @@
+"""The claim's plan: an idle claim's cost must not follow the number of delayed jobs.
+
+Which jobs a claim returns is checked in test_store.py; how much it reads to
+find them is a plan property no result can show. A claim that finds nothing
+due must not walk the delayed entries of its queue, so these tests read the
+claim's EXPLAIN (ANALYZE, BUFFERS) through jobrun.postgres.claimplan, the
+code scripts/vet runs, and compare buffer counts, never times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from jobrun.postgres.claimplan import (
+    CHECK_MAX_BUFFERS,
+    analyze_jobs,
+    check_idle_claim,
+    explain_claim,
+    fill_synthetic,
+)
+
+
+@pytest.fixture
+async def conn(db_url: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as opened:
+        yield opened
+
+
+async def count_jobs(conn: psycopg.AsyncConnection[Any]) -> int:
+    cur = await conn.execute("SELECT count(*) FROM jobs")
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_idle_claim_check_passes_and_leaves_no_row(
+    conn: psycopg.AsyncConnection[Any],
+) -> None:
+    check = await check_idle_claim(conn)
+    assert check.ok, check
+    assert check.buffers <= CHECK_MAX_BUFFERS
+    # The loose index scan over priority levels is the plan that makes it so.
+    assert "Recursive Union" in check.node_types
+    assert await count_jobs(conn) == 0
+
+
+async def test_idle_claim_reads_as_much_with_ten_times_the_delayed_jobs(
+    conn: psycopg.AsyncConnection[Any],
+) -> None:
+    readings = []
+    first_id = 1
+    for total in (2_000, 18_000):
+        await fill_synthetic(
+            conn, queue="q", total=total, first_id=first_id, priorities=3,
+            run_in=timedelta(hours=1),
+        )  # fmt: skip
+        first_id += total
+        await analyze_jobs(conn)
+        await explain_claim(conn, ["q"], 10)  # sets hint bits on the new rows
+        plan = await explain_claim(conn, ["q"], 10)
+        readings.append(plan.buffers)
+    # 2,000 then 20,000 delayed jobs over the same 3 levels: the same 7 index
+    # descents (4 probes for the next level, 3 range scans), each at most one
+    # page deeper as the index grows, and far fewer pages than a walk of the
+    # delayed entries would read.
+    assert readings[1] - readings[0] <= 7, readings
+    cur = await conn.execute("SELECT pg_relation_size('jobs_claim_idx') / 8192")
+    row = await cur.fetchone()
+    assert row is not None
+    assert readings[1] * 2 < row[0], (readings, row[0])
+
+
+async def test_explain_claim_claims_nothing(conn: psycopg.AsyncConnection[Any]) -> None:
+    await fill_synthetic(conn, queue="q", total=5, first_id=1, run_in=timedelta(hours=-1))
+    plan = await explain_claim(conn, ["q"], 10)
+    assert plan.plan["Actual Rows"] == 5
+    cur = await conn.execute("SELECT count(*) FROM jobs WHERE state = 'queued'")
+    row = await cur.fetchone()
+    assert row is not None and row[0] == 5
