@@ -27,6 +27,6 @@ def test_bench_peers_jobrun_half_runs_and_verifies_every_sample(pg_admin_url: st
         capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
-    for step in ("jobrun single", "jobrun batch_1000", "jobrun wake-up p50", "jobrun defaults",
-                 "jobrun callback c20", "summary:"):  # fmt: skip
+    for step in ("jobrun enqueue single", "jobrun enqueue batch_1000", "jobrun wake-up p50",
+                 "jobrun no-op defaults", "jobrun callback c20", "summary:"):  # fmt: skip
         assert step in result.stdout, result.stdout
