@@ -41,13 +41,31 @@ def supervisor(db_url: str, processes: int, *options: str) -> Iterator[subproces
     try:
         yield proc
     finally:
+        # The children run in process groups of their own and hold the pipes
+        # open: kill them before waiting for the supervisor's output, or a
+        # failed test hangs in communicate() instead of reporting.
+        children = seen_pids.pop(id(proc), set()) | children_of(proc.pid)
         if proc.poll() is None:
             proc.kill()
-            proc.communicate()
-        # The children run in their own process group: kill any the test left.
-        for pid in seen_pids.pop(id(proc), set()):
+        for pid in children:
             with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        with suppress(subprocess.TimeoutExpired):
+            proc.communicate(timeout=30)
+
+
+def children_of(parent: int) -> set[int]:
+    """The pids whose parent is ``parent`` (from /proc)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with suppress(OSError):
+            # The fourth field of /proc/<pid>/stat, after the parenthesised name.
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == parent:
+                found.add(int(entry.name))
+    return found
 
 
 seen_pids: dict[int, set[int]] = {}
@@ -89,11 +107,17 @@ def test_processes_share_the_jobs_restart_a_killed_child_and_stop_on_sigterm(
 ) -> None:
     out = tmp_path / "records"
     with supervisor(db_url, 3) as proc:
-        enqueue(db_url, out, 60)
-        first = wait_for_records(out, 60)
-        pids = {pid for _, pid in first}
-        seen_pids[id(proc)] = set(pids)
-        assert len({job for job, _ in first}) == 60
+        # The children come up one by one, and the first may drain a batch
+        # before the others have connected: enqueue in rounds until jobs have
+        # run in more than one of them.
+        pids: set[int] = set()
+        deadline = time.monotonic() + 60
+        while len(pids) < 2 and time.monotonic() < deadline:
+            enqueue(db_url, out, 20)
+            first = wait_for_records(out, len(records(out)) + 20)
+            pids = {pid for _, pid in first}
+            seen_pids[id(proc)] = set(pids) | children_of(proc.pid)
+        assert len({job for job, _ in first}) == len(first)
         assert len(pids) > 1, pids
         assert proc.pid not in pids
 
