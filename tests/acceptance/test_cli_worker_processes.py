@@ -113,8 +113,10 @@ def test_processes_share_the_jobs_restart_a_killed_child_and_stop_on_sigterm(
         pids: set[int] = set()
         deadline = time.monotonic() + 60
         while len(pids) < 2 and time.monotonic() < deadline:
+            # Counted before enqueueing: jobs of the new batch may run at once.
+            before = len(records(out))
             enqueue(db_url, out, 20)
-            first = wait_for_records(out, len(records(out)) + 20)
+            first = wait_for_records(out, before + 20)
             pids = {pid for _, pid in first}
             seen_pids[id(proc)] = set(pids) | children_of(proc.pid)
         assert len({job for job, _ in first}) == len(first)
@@ -127,8 +129,9 @@ def test_processes_share_the_jobs_restart_a_killed_child_and_stop_on_sigterm(
         deadline = time.monotonic() + 60
         new_pids: set[int] = set()
         while not new_pids and time.monotonic() < deadline:
+            before = len(records(out))
             enqueue(db_url, out, 30)
-            done = wait_for_records(out, len(records(out)) + 30)
+            done = wait_for_records(out, before + 30)
             new_pids = {pid for _, pid in done} - pids
             seen_pids[id(proc)] |= new_pids
         assert new_pids, "no new worker pid after a child was killed"
