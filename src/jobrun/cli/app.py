@@ -26,6 +26,8 @@ __all__ = [
     "EXIT_JOBRUN_ERROR",
     "DatabaseUrlOption",
     "DirectUrlOption",
+    "LogFormatOption",
+    "LogLevelOption",
     "PgbouncerOption",
     "app",
     "fail",
@@ -62,6 +64,17 @@ DirectUrlOption = Annotated[
     ),
 ]
 """The ``--direct-url`` option: where connections that need a session of their own go."""
+
+LogLevelOption = Annotated[
+    str, typer.Option(envvar="JOBRUN_LOG_LEVEL", show_envvar=True, help="Log level.")
+]
+"""The ``--log-level`` option of the long-running commands (worker, web)."""
+
+LogFormatOption = Annotated[
+    str,
+    typer.Option(envvar="JOBRUN_LOG_FORMAT", show_envvar=True, help="Log format: text|json."),
+]
+"""The ``--log-format`` option of the long-running commands (worker, web)."""
 
 PgbouncerOption = Annotated[
     bool,

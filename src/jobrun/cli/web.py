@@ -17,7 +17,14 @@ from typing import Annotated, Any
 
 import typer
 
-from jobrun.cli.app import DatabaseUrlOption, app, fail, run_with_client
+from jobrun.cli.app import (
+    DatabaseUrlOption,
+    LogFormatOption,
+    LogLevelOption,
+    app,
+    fail,
+    run_with_client,
+)
 from jobrun.cli.log_setup import setup_logging
 from jobrun.client import Client
 
@@ -79,13 +86,8 @@ def web(
             envvar="JOBRUN_WEB_PASSWORD", show_envvar=True, help="HTTP Basic auth password."
         ),
     ] = None,
-    log_level: Annotated[
-        str, typer.Option(envvar="JOBRUN_LOG_LEVEL", show_envvar=True, help="Log level.")
-    ] = "info",
-    log_format: Annotated[
-        str,
-        typer.Option(envvar="JOBRUN_LOG_FORMAT", show_envvar=True, help="Log format: text|json."),
-    ] = "text",
+    log_level: LogLevelOption = "info",
+    log_format: LogFormatOption = "text",
 ) -> None:
     """Serve the web dashboard: queues, jobs, schedules, with live updates."""
     if not 0 <= port <= 65535:

@@ -32,7 +32,15 @@ from typing import Annotated
 import typer
 
 from jobrun import loop as jobrun_loop
-from jobrun.cli.app import DatabaseUrlOption, DirectUrlOption, PgbouncerOption, app, fail
+from jobrun.cli.app import (
+    DatabaseUrlOption,
+    DirectUrlOption,
+    LogFormatOption,
+    LogLevelOption,
+    PgbouncerOption,
+    app,
+    fail,
+)
 from jobrun.cli.inputs import read_duration
 from jobrun.cli.log_setup import setup_logging
 from jobrun.cli.supervisor import Supervisor
@@ -151,13 +159,8 @@ def worker_command(
             help="How long running jobs may finish after SIGTERM.",
         ),
     ] = "30s",
-    log_level: Annotated[
-        str, typer.Option(envvar="JOBRUN_LOG_LEVEL", show_envvar=True, help="Log level.")
-    ] = "info",
-    log_format: Annotated[
-        str,
-        typer.Option(envvar="JOBRUN_LOG_FORMAT", show_envvar=True, help="Log format: text|json."),
-    ] = "text",
+    log_level: LogLevelOption = "info",
+    log_format: LogFormatOption = "text",
     metrics_port: Annotated[
         int | None,
         typer.Option(
