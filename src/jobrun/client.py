@@ -162,7 +162,7 @@ class Client:
 
     @property
     def pool(self) -> Pool:
-        """The connection pool, sized ``concurrency + 8``; the client must be open."""
+        """The connection pool (up to ``min(concurrency, 16) + 8``); the client must be open."""
         if self._pool is None:
             raise ConfigurationError("the client is not open: use `async with Client(...)`")
         return self._pool

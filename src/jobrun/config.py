@@ -72,8 +72,10 @@ class Config(BaseSettings):
         validation_alias=AliasChoices("queues", "JOBRUN_QUEUES", "JOBRUN_QUEUE"),
     )
     """Queues the worker claims from (``JOBRUN_QUEUE=mail,default``)."""
-    concurrency: int = Field(default=10, ge=1, le=_MAX_CONCURRENCY)
-    """Jobs run at once by one worker; the pool is sized from it."""
+    concurrency: int = Field(default=100, ge=1, le=_MAX_CONCURRENCY)
+    """Jobs run at once by one worker (async handlers as tasks, sync ones on as many
+    threads); also the most a claim leases. The pool is not one connection per job
+    (see :func:`jobrun.postgres.pool.pool_max_size`)."""
     lease: Duration = timedelta(seconds=30)
     """How long a claim holds a job without a heartbeat."""
     heartbeat_every: Duration | None = Field(

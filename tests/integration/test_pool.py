@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+from jobrun import Client, Config
 from jobrun.errors import ConfigurationError, DatabaseUnavailable
 from jobrun.postgres import embedded_database_url, open_pool, open_sync_pool, resolve_database_url
+from jobrun.postgres.pool import pool_max_size
 
 
 def closed_port() -> int:
@@ -60,6 +62,15 @@ async def test_pool_is_sized_for_the_worker_and_pinged(db_url: str) -> None:
         assert pool.get_stats()["pool_size"] >= 1
     finally:
         await pool.close()
+
+
+async def test_the_pool_stops_growing_with_concurrency(db_url: str) -> None:
+    # Handlers hold no connection while they run, so concurrency 1,000 must not
+    # mean 1,008 connections (a default server allows 100).
+    assert [pool_max_size(c) for c in (1, 16, 100, 1000)] == [9, 24, 24, 24]
+    async with Client(database_url=db_url) as client:
+        assert Config().concurrency == 100
+        assert client.pool.max_size == 24
 
 
 async def test_worker_concurrency_below_one_is_refused(db_url: str) -> None:

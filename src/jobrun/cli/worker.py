@@ -115,7 +115,7 @@ def worker_command(
     concurrency: Annotated[
         int,
         typer.Option(envvar="JOBRUN_CONCURRENCY", show_envvar=True, help="Jobs run at once."),
-    ] = 10,
+    ] = 100,
     lease: Annotated[
         str,
         typer.Option(envvar="JOBRUN_LEASE", show_envvar=True, help="Lease per claim, e.g. 30s."),

@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 
 from jobrun.sqlc import jobs as job_queries
+from jobrun.sqlc import system as system_queries
 from jobrun.sqlc.models import JobState
 
 # Delayed jobs the vet check puts in one queue, over this many priorities.
@@ -55,6 +56,14 @@ class ClaimPlan:
     def node_types(self) -> list[str]:
         """Every node type of the tree, depth first."""
         return [str(node["Node Type"]) for node in _walk(self.plan)]
+
+    def seq_scanned(self) -> list[str]:
+        """The relations the plan reads whole (Seq Scan nodes), depth first."""
+        return [
+            str(node.get("Relation Name"))
+            for node in _walk(self.plan)
+            if node["Node Type"] == "Seq Scan"
+        ]
 
 
 def _walk(node: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
@@ -177,3 +186,47 @@ async def _explain_nested(conn: psycopg.AsyncConnection[Any], queue: str) -> Cla
     # Inside the caller's transaction explain_claim's block is a savepoint,
     # rolled back alone.
     return await explain_claim(conn, [queue], 10)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimPlanReuse:
+    """How the claim's prepared statement was planned over repeated calls on one session."""
+
+    generic_plans: int
+    """Executions that reused the statement's generic plan."""
+    custom_plans: int
+    """Executions planned afresh with their values."""
+
+
+async def claim_plan_reuse(
+    conn: psycopg.AsyncConnection[Any], queues: Sequence[str], *, calls: int = 20
+) -> ClaimPlanReuse:
+    """Claim ``calls`` times as the store does, then read how PostgreSQL planned it.
+
+    psycopg prepares a statement on its fifth execution; PostgreSQL then plans
+    it with its values for five more and keeps a generic plan only if that
+    plan does not look dearer. Planning the claim costs about as much as
+    running it, so the claim must end up on its generic plan. Everything runs
+    in a transaction that is rolled back; ``conn`` must be outside one and
+    should be a fresh session (statements it prepared before count too).
+    """
+    queries = job_queries.AsyncQuerier(conn)
+    params = job_queries.JobClaimParams(
+        queues=list(queues),
+        owner="claimplan",
+        max_jobs=10,
+        lease=timedelta(seconds=30),
+        now=None,
+        record_events=True,
+    )
+    async with conn.transaction(force_rollback=True):
+        for _ in range(calls):
+            await queries.job_claim(params=params)
+        plans = [
+            row
+            for row in await system_queries.AsyncQuerier(conn).prepared_statement_plans()
+            if row.statement is not None and "levels" in row.statement
+        ]
+    if len(plans) != 1:
+        raise AssertionError(f"expected the claim among the prepared statements, found {plans}")
+    return ClaimPlanReuse(plans[0].generic_plans or 0, plans[0].custom_plans or 0)

@@ -1,10 +1,17 @@
 """Open the connection pool every jobrun component shares, with production limits.
 
-The pool is sized for the worker: one connection per concurrent job plus a
-margin for the heartbeat, the reaper, the scheduler and operator commands
-(``worker_concurrency + 8``). It is pinged when it opens, so a wrong URL fails at
-start-up with :class:`~jobrun.errors.DatabaseUnavailable` naming host, port and
-database, never later inside a job, and never with the password in the message.
+The pool is sized for the worker, not one connection per job: a handler holds
+no connection while it runs (its commit callback runs in the completer's
+batch transaction), so a worker needs a few for its own loops (claim, two
+completion batches in flight, heartbeat, reaper, scheduler) and some for what
+handlers do through the client, such as enqueueing follow-up jobs: ``min(
+worker_concurrency, 16) + 8`` connections at most, opened only when needed.
+Tying the pool to concurrency would let a worker at concurrency 100 open 108
+connections, past a default server's ``max_connections``.
+
+It is pinged when it opens, so a wrong URL fails at start-up with
+:class:`~jobrun.errors.DatabaseUnavailable` naming host, port and database, never
+later inside a job, and never with the password in the message.
 
 The synchronous store (:class:`~jobrun.postgres.store_sync.SyncStore`) runs on
 :func:`open_sync_pool`: the same connection settings and checks, on psycopg's
@@ -39,11 +46,13 @@ from jobrun.sqlc import system as system_queries
 __all__ = [
     "DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT",
     "POOL_HEADROOM",
+    "POOL_PER_JOB_CAP",
     "Pool",
     "SyncPool",
     "database_location",
     "open_pool",
     "open_sync_pool",
+    "pool_max_size",
     "resolve_database_url",
     "unavailable_error",
 ]
@@ -55,7 +64,15 @@ SyncPool: TypeAlias = "ConnectionPool[psycopg.Connection[TupleRow]]"
 """The pool the synchronous store runs on."""
 
 POOL_HEADROOM = 8
-"""Connections beyond the worker's concurrency: heartbeat, reaper, scheduler, operators."""
+"""Connections for the worker's own loops: claim, completion, heartbeat, reaper, scheduler."""
+
+POOL_PER_JOB_CAP = 16
+"""Most connections a worker's concurrency adds to the pool (for handlers' own use)."""
+
+
+def pool_max_size(worker_concurrency: int) -> int:
+    """The most connections :func:`open_pool` opens for a worker of ``worker_concurrency``."""
+    return min(worker_concurrency, POOL_PER_JOB_CAP) + POOL_HEADROOM
 
 
 def _parse(url: str) -> dict[str, Any]:
@@ -170,7 +187,7 @@ async def open_pool(
     idle_in_transaction_timeout: timedelta | None = DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT,
     pgbouncer: bool = False,
 ) -> Pool:
-    """Open and ping a pool of ``worker_concurrency + 8`` connections to ``url``.
+    """Open and ping a pool of up to :func:`pool_max_size` connections to ``url``.
 
     Every session is UTC and autocommit, and has PostgreSQL's
     ``idle_in_transaction_session_timeout`` set to ``idle_in_transaction_timeout``
@@ -196,7 +213,7 @@ async def open_pool(
     timeout = positive_seconds("connect_timeout", connect_timeout)
     _check_idle_timeout(idle_in_transaction_timeout)
     _parse(url)
-    max_size = worker_concurrency + POOL_HEADROOM
+    max_size = pool_max_size(worker_concurrency)
     kwargs = _connection_kwargs(url, idle_in_transaction_timeout, pgbouncer=pgbouncer)
     # A first direct connection, with the pool's settings, gives libpq's own reason
     # when the server is not there or refuses them; the pool would only time out.
