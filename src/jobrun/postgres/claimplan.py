@@ -33,6 +33,10 @@ CHECK_PRIORITIES = 4
 # claim that walks the delayed entries reads one buffer per few dozen of them
 # (the claim before the loose scan read some 740 for 50,000).
 CHECK_MAX_BUFFERS = 150
+# Text that only the claim's statement holds, to find it in pg_prepared_statements
+# (which keeps the text as sent, placeholders rewritten, so not JOB_CLAIM itself).
+_CLAIM_MARKER = "WITH RECURSIVE controls AS MATERIALIZED"
+assert _CLAIM_MARKER in job_queries.JOB_CLAIM
 # First id of the check's synthetic jobs; far from the uuid v7 ids jobrun mints.
 _CHECK_FIRST_ID = 1 << 40
 
@@ -225,8 +229,10 @@ async def claim_plan_reuse(
         plans = [
             row
             for row in await system_queries.AsyncQuerier(conn).prepared_statement_plans()
-            if row.statement is not None and "levels" in row.statement
+            if row.statement is not None and _CLAIM_MARKER in row.statement
         ]
     if len(plans) != 1:
-        raise AssertionError(f"expected the claim among the prepared statements, found {plans}")
+        raise RuntimeError(
+            f"expected the claim once among this session's prepared statements, found {plans}"
+        )
     return ClaimPlanReuse(plans[0].generic_plans or 0, plans[0].custom_plans or 0)
