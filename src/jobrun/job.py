@@ -25,7 +25,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -37,6 +37,7 @@ from pydantic import (
     ConfigDict,
     Field,
     JsonValue,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
     ValidatorFunctionWrapHandler,
@@ -120,8 +121,10 @@ __all__ = [
     "UnknownJobType",
     "UsageError",
     "duration_problem",
+    "jobs_alike",
     "key_lock_id",
     "new_job_id",
+    "new_job_ids",
     "new_job_problem",
     "payload_problem",
     "text_problem",
@@ -253,6 +256,11 @@ def _check_every(every: timedelta | None) -> None:
 
 
 _last_job_id = 0
+_MILLIS_MASK = (1 << 48) - 1
+# The version nibble and the variant bits of a UUIDv7, cleared and then set
+# over 80 random bits.
+_UUID7_CLEAR = ((1 << 128) - 1) ^ ((0xF << 76) | (0b11 << 62))
+_UUID7_SET = (0x7 << 76) | (0b10 << 62)
 
 
 def new_job_id() -> UUID:
@@ -263,18 +271,37 @@ def new_job_id() -> UUID:
     are strictly increasing, even inside one millisecond.
     """
     global _last_job_id
-    millis = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (millis & ((1 << 48) - 1)) << 80
-    value |= 0x7 << 76  # version 7
-    value |= ((rand >> 62) & 0xFFF) << 64  # rand_a, 12 bits
-    value |= 0b10 << 62  # RFC 9562 variant
-    value |= rand & ((1 << 62) - 1)  # rand_b, 62 bits
+    stamp = ((time.time_ns() // 1_000_000) & _MILLIS_MASK) << 80
+    value = (stamp | int.from_bytes(os.urandom(10), "big")) & _UUID7_CLEAR | _UUID7_SET
     if value <= _last_job_id:
-        # Same millisecond (or a clock step back): count up in rand_b instead.
         value = _last_job_id + 1
     _last_job_id = value
     return UUID(int=value)
+
+
+def new_job_ids(count: int) -> list[UUID]:
+    """Return ``count`` UUIDv7s as :func:`new_job_id` makes them, strictly increasing.
+
+    One clock read and one draw of randomness serve them all, which is what
+    makes a bulk enqueue's ids cheap.
+    """
+    global _last_job_id
+    millis = (time.time_ns() // 1_000_000) & _MILLIS_MASK
+    stamp = millis << 80
+    entropy = os.urandom(10 * count)
+    last = _last_job_id
+    ids = []
+    for at in range(0, 10 * count, 10):
+        # 48 bits of time, then version 7, 12 bits of rand_a, the RFC 9562
+        # variant and 62 bits of rand_b.
+        value = (stamp | int.from_bytes(entropy[at : at + 10], "big")) & _UUID7_CLEAR | _UUID7_SET
+        if value <= last:
+            # Same millisecond (or a clock step back): count up in rand_b instead.
+            value = last + 1
+        last = value
+        ids.append(UUID(int=value))
+    _last_job_id = last
+    return ids
 
 
 def key_lock_id(key: str) -> int:
@@ -477,6 +504,51 @@ def new_job_problem(job: NewJob) -> str | None:
     if job.run_at is not None:
         return _run_at_problem(job.run_at)
     return None
+
+
+_PAYLOADS: TypeAdapter[list[JsonValue]] = TypeAdapter(list[JsonValue])
+
+
+def jobs_alike(job_type: str, payloads: Iterable[Any], **fields: Any) -> tuple[NewJob, list[Any]]:
+    """Check a bulk enqueue: jobs of one type alike in every field but the payload.
+
+    Returns the shared fields as one validated NewJob (its payload and id
+    unused) and the payloads as JSON values, in order. Raises InvalidJob
+    naming the field, or the index of the first payload that is not JSON.
+    ``fields`` are NewJob's own (queue, priority, max_attempts, backoff,
+    delay, run_at); an idempotency key or an id is per job, so neither is
+    accepted here.
+    """
+    for name in fields:
+        if name in ("payload", "idempotency_key", "id") or name not in NewJob.model_fields:
+            raise InvalidJob(
+                f"jobs enqueued alike take no {name}: they share queue, priority, "
+                "max_attempts, backoff, delay and run_at (enqueue NewJobs for the rest)"
+            )
+    template = NewJob(type=job_type, **fields)
+    if isinstance(payloads, str | bytes | bytearray | Mapping):
+        # A dict would enqueue one job per key, a string one per character.
+        raise InvalidJob(
+            f"payloads must be a sequence of payloads, one per job, not a {type(payloads).__name__}"
+        )
+    try:
+        values = _PAYLOADS.validate_python(list(payloads))
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        index, *inner = err["loc"]
+        # pydantic's location alternates the JSON type it tried with the key or
+        # index inside it, ending in "[key]" when a dict key itself is wrong.
+        where = "".join(f"[{part!r}]" for part in inner[1::2])
+        if inner and inner[-1] == "[key]":
+            where += " (a key)"
+        if err["type"] == "recursion_depth_exceeded":
+            why = f"it is nested more than {MAX_PAYLOAD_DEPTH} levels deep"
+        else:
+            why = f"{where}: {err['msg']}" if where else str(err["msg"])
+        raise InvalidJob(
+            f"payload {index} of job type {job_type!r} is not a JSON value: {why}"
+        ) from None
+    return template, values
 
 
 class Job(BaseModel):

@@ -27,13 +27,17 @@ has seen it, so nothing can finish a job the reaper may hand to someone else.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 from uuid import UUID
 
 from jobrun.errors import IdempotencyConflict
 from jobrun.job import (
+    DEFAULT_BACKOFF,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_QUEUE,
+    Backoff,
     CommitCallback,
     Event,
     Job,
@@ -87,6 +91,22 @@ class Producer(Protocol):
         A keyed job whose key exists with the same body yields the stored job;
         with a different body, an IdempotencyConflict in its slot.
         """
+        ...
+
+    async def enqueue_many(
+        self,
+        job_type: str,
+        payloads: Iterable[Any],
+        *,
+        queue: str = DEFAULT_QUEUE,
+        priority: int = 0,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff: Backoff = DEFAULT_BACKOFF,
+        delay: timedelta | None = None,
+        run_at: datetime | None = None,
+        conn: Any | None = None,
+    ) -> list[UUID]:
+        """Insert one job of ``job_type`` per payload, alike in all else; their ids, in order."""
         ...
 
 

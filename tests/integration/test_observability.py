@@ -159,6 +159,14 @@ def _value(metrics: Any, name: str, **labels: str) -> float:
     return 0.0 if found is None else float(found)
 
 
+async def test_a_bulk_enqueue_is_counted_per_queue_and_type(db_url: str) -> None:
+    async with Client(database_url=db_url, metrics_port=0) as client:
+        metrics = client.metrics
+        assert isinstance(metrics, PrometheusObserver)
+        await client.enqueue_many("bulk", [{"n": n} for n in range(3)], queue="imports")
+        assert _value(metrics, "jobrun_jobs_enqueued_total", queue="imports", type="bulk") == 3
+
+
 async def test_client_counts_enqueues_and_serves_metrics(db_url: str) -> None:
     registry = Registry()
 

@@ -17,7 +17,7 @@ import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -552,6 +552,130 @@ async def test_enqueue_batch_of_100000_jobs(store: Store) -> None:
     assert len(results) == 100_000
     (depth,) = await store.depth()
     assert depth.count == 100_000
+
+
+# -- enqueue_many: jobs alike but for the payload -----------------------------------------
+
+
+async def test_enqueue_many_inserts_one_job_per_payload_in_order(store: Store) -> None:
+    # More than one COPY chunk (5,000), so the chunking is covered too.
+    payloads = [{"i": i} for i in range(12_345)]
+    backoff = Backoff(kind=BackoffKind.LINEAR, base=timedelta(seconds=3))
+    ids = await store.enqueue_many(
+        "bulk", payloads, queue="imports", priority=7, max_attempts=4, backoff=backoff
+    )
+    assert len(ids) == len(set(ids)) == 12_345
+    assert ids == sorted(ids), "ids are time-ordered, in payload order"
+    for index in (0, 4_999, 5_000, 12_344):
+        job = await store.get(ids[index])
+        assert job.payload == {"i": index}
+        assert (job.type, job.queue, job.priority, job.max_attempts) == ("bulk", "imports", 7, 4)
+        assert job.backoff == backoff
+        assert job.state is JobState.QUEUED and job.idempotency_key is None
+        assert job.run_at == job.created_at
+        assert [e.kind for e in await store.events(job.id)] == ["enqueued"]
+    (depth,) = await store.depth()
+    assert (depth.queue, depth.state, depth.count) == ("imports", JobState.QUEUED, 12_345)
+    claimed = await store.claim(["imports"], "w1", 3, LEASE)
+    assert [j.id for j in claimed] == ids[:3]
+
+
+async def test_enqueue_many_takes_payloads_of_every_json_kind(store: Store) -> None:
+    payloads: list[Any] = [None, 0, -1.5, "é ✓", True, [], {}, {"a": [1, {"b": None}]}]
+    ids = await store.enqueue_many("t", payloads)
+    assert [(await store.get(i)).payload for i in ids] == payloads
+
+
+async def test_enqueue_many_delays_every_job_alike(store: Store) -> None:
+    before = await store.now()
+    ids = await store.enqueue_many("t", [1, 2], delay=timedelta(hours=1))
+    for job_id in ids:
+        job = await store.get(job_id)
+        assert job.run_at - job.created_at == timedelta(hours=1)
+        assert job.run_at >= before + timedelta(hours=1)
+    at = before + timedelta(days=2)
+    (later,) = await store.enqueue_many("t", [3], run_at=at)
+    assert (await store.get(later)).run_at == at
+    assert await store.claim(["default"], "w1", 10, LEASE) == []
+
+
+async def test_enqueue_many_notifies_its_queue_once(
+    store: Store, listener: psycopg.Connection[Any]
+) -> None:
+    await store.enqueue_many("t", range(10), queue="bulk")
+    assert notified(listener) == ["bulk"]
+
+
+async def test_enqueue_many_of_nothing_writes_nothing_but_still_checks(
+    store: Store, db_url: str, listener: psycopg.Connection[Any]
+) -> None:
+    assert await store.enqueue_many("t", []) == []
+    assert count_rows(db_url) == 0
+    assert notified(listener) == []
+    with pytest.raises(InvalidJob, match="type"):
+        await store.enqueue_many("", [])
+
+
+@pytest.mark.parametrize(
+    ("payloads", "fields", "error"),
+    [
+        ([1, 2, float("nan")], {}, "payload 2 of job type 't' is not valid JSON"),
+        ([1, {"k": object()}], {}, r"payload 1 of job type 't' is not a JSON value: \['k'\]"),
+        ([1, {3: "int key"}], {}, r"payload 1 .*\[3\] \(a key\)"),
+        (["ok", "\ud800"], {}, "payload 1 of job type 't' is refused: .*surrogate"),
+        (["ok", {"s": "nul\x00"}], {}, "payload 1 of job type 't' is refused"),
+        (["x" * 10, "x" * 2_000], {}, "payload 1 of job type 't' is 2002 bytes, over"),
+        ({"a": 1}, {}, "not a dict"),
+        ("abc", {}, "not a str"),
+        ([1], {"priority": MAX_PRIORITY + 1}, "priority"),
+        ([1], {"max_attempts": 0}, "max_attempts"),
+        ([1], {"queue": "q\x00"}, "queue"),
+        (
+            [1],
+            {"delay": timedelta(hours=1), "run_at": datetime(2030, 1, 1, tzinfo=UTC)},
+            "not both",
+        ),
+        ([1], {"run_at": datetime(2030, 1, 1)}, "timezone-aware"),
+        ([1], {"delay": timedelta(days=3_000_000)}, "delay"),
+    ],
+)
+async def test_enqueue_many_refuses_bad_input_and_writes_nothing(
+    stores: Stores, db_url: str, payloads: Any, fields: dict[str, Any], error: str
+) -> None:
+    store = await stores.make(max_payload_bytes=1_000)
+    with pytest.raises(InvalidJob, match=error):
+        await store.enqueue_many("t", payloads, **fields)
+    assert count_rows(db_url) == 0
+
+
+async def test_enqueue_many_checks_payloads_against_the_types_model(
+    stores: Stores, db_url: str
+) -> None:
+    class Order(BaseModel):
+        order_id: int = Field(ge=1)
+
+    store = await stores.make(payload_models={"ship": Order})
+    with pytest.raises(InvalidJob, match="payload 1 of job type 'ship' does not match Order"):
+        await store.enqueue_many("ship", [{"order_id": 1}, {"order_id": 0}])
+    assert count_rows(db_url) == 0
+    ids = await store.enqueue_many("ship", [{"order_id": "7"}])
+    # Stored as the model dumps it, as enqueue does.
+    assert (await store.get(ids[0])).payload == {"order_id": 7}
+
+
+async def test_enqueue_many_in_the_callers_transaction_commits_or_rolls_back_with_it(
+    async_store: Store, db_url: str
+) -> None:
+    async with await psycopg.AsyncConnection.connect(db_url) as producer:
+        ids = await async_store.enqueue_many("t", [1, 2], conn=producer)
+        await producer.rollback()
+        kept = await async_store.enqueue_many("t", [3], conn=producer)
+        await producer.commit()
+    for gone in ids:
+        with pytest.raises(JobNotFound):
+            await async_store.get(gone)
+    assert (await async_store.get(kept[0])).payload == 3
+    assert count_rows(db_url) == 1
 
 
 # -- claim -----------------------------------------------------------------------------

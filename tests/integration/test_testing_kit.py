@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from jobrun.errors import IdempotencyConflict, InvalidJob
-from jobrun.job import Job, NewJob
+from jobrun.job import Job, JobState, NewJob
 from jobrun.postgres import Pool, Store, SyncProducer
 from jobrun.registry import JobContext, Registry
 from jobrun.testing import RecordingProducer, run_job
@@ -105,6 +105,24 @@ async def test_the_recording_producer_answers_enqueues_as_the_store_does(
     for producer in (jobrun_store, recorder):
         with pytest.raises(InvalidJob, match="priority"):
             await producer.enqueue(bad)
+
+
+async def test_the_recording_producer_enqueues_many_as_the_store_does(
+    jobrun_store: Store,
+) -> None:
+    recorder = RecordingProducer()
+    payloads = [{"n": 1}, None, [1, "two"]]
+    for producer in (jobrun_store, recorder):
+        ids = await producer.enqueue_many("a", payloads, queue="q", priority=3, max_attempts=2)
+        made = [await producer.get(i) for i in ids]
+        assert [_shape(j) for j in made] == [
+            ("a", "q", p, JobState.QUEUED, 0, 3, None) for p in payloads
+        ]
+        assert {j.max_attempts for j in made} == {2}
+        for bad, error in (([1, float("nan")], "payload 1"), ({"k": 1}, "not a dict")):
+            with pytest.raises(InvalidJob, match=error):
+                await producer.enqueue_many("a", bad)
+    assert len(recorder.jobs) == 3
 
 
 def test_the_sync_producer_fixture_enqueues_into_the_test_database(

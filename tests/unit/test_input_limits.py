@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta, timezone
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -32,6 +33,9 @@ from jobrun.job import (
     NewSchedule,
     SchedulePatch,
     duration_problem,
+    jobs_alike,
+    new_job_id,
+    new_job_ids,
     new_job_problem,
     payload_problem,
 )
@@ -273,3 +277,26 @@ def test_new_job_problem_catches_what_model_copy_skipped(
 
 def test_new_job_problem_passes_a_valid_job() -> None:
     assert new_job_problem(NewJob(type="t", idempotency_key="k", delay=timedelta(1))) is None
+
+
+def test_job_ids_are_uuid7_strictly_increasing_alone_or_in_bulk() -> None:
+    made = [new_job_id() for _ in range(1_000)] + new_job_ids(5_000) + [new_job_id()]
+    assert all(a < b for a, b in pairwise(made))
+    assert {u.version for u in made} == {7}
+    assert {u.variant for u in made} == {"specified in RFC 4122"}
+    now_ms = int(datetime.now(UTC).timestamp() * 1000)
+    stamp = made[-1].int >> 80
+    assert now_ms - 5_000 <= stamp <= now_ms + 1, "the first 48 bits are the time in milliseconds"
+    assert new_job_ids(0) == []
+
+
+def test_a_payload_deeper_than_the_limit_in_a_bulk_call_names_its_index() -> None:
+    deep: Any = 1
+    for _ in range(MAX_PAYLOAD_DEPTH + 400):
+        deep = [deep]
+    with pytest.raises(InvalidJob, match=f"payload 1 .* more than {MAX_PAYLOAD_DEPTH} levels"):
+        jobs_alike("t", [1, deep])
+    with pytest.raises(InvalidJob, match="take no idempotency_key"):
+        jobs_alike("t", [1], idempotency_key="k")
+    with pytest.raises(InvalidJob, match="take no colour"):
+        jobs_alike("t", [1], colour="red")

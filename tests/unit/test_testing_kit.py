@@ -289,6 +289,17 @@ async def test_recording_producer_validates_the_whole_batch_before_recording() -
     assert stored.payload == {"user_id": 3}, "the model's dump is stored, as in the store"
 
 
+async def test_recording_producer_enqueues_many_alike_and_checks_them_first() -> None:
+    producer = RecordingProducer(payload_models={"mail": Welcome})
+    ids = await producer.enqueue_many("mail", [{"user_id": "1"}, {"user_id": 2}], queue="mail")
+    assert [(await producer.get(i)).payload for i in ids] == [{"user_id": 1}, {"user_id": 2}]
+    assert [j.queue for j in producer.jobs] == ["mail", "mail"]
+    assert [j.id for j in producer.offered] == ids
+    with pytest.raises(InvalidJob, match="payload 1 of job type 'mail' does not match Welcome"):
+        await producer.enqueue_many("mail", [{"user_id": 3}, {}])
+    assert len(producer.jobs) == 2, "nothing of a refused call is recorded"
+
+
 async def test_recording_producer_uses_its_clock() -> None:
     pinned = datetime(2030, 1, 1, tzinfo=UTC)
     producer = RecordingProducer(clock=lambda: pinned)
@@ -326,3 +337,6 @@ def test_sync_recording_producer_is_the_same_without_await() -> None:
         assert producer.get(first.id) == first
         assert producer.now().tzinfo is UTC
         producer.assert_enqueued("t", count=1)
+        ids = producer.enqueue_many("bulk", [{"n": 1}, {"n": 2}], delay=timedelta(minutes=5))
+        assert [producer.get(i).payload for i in ids] == [{"n": 1}, {"n": 2}]
+        producer.assert_enqueued("bulk", payload={"n": 2})

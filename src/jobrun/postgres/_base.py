@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
@@ -38,6 +38,7 @@ from jobrun.job import (
     JobState,
     NewJob,
     duration_problem,
+    jobs_alike,
     new_job_problem,
     queue_limits_problem,
     queue_name_problem,
@@ -54,6 +55,7 @@ __all__ = [
     "CommitDeadline",
     "CopyRow",
     "PreparedJob",
+    "PreparedMany",
     "SyncCommitDeadline",
     "cancel_action",
     "check_batch_limit",
@@ -67,9 +69,12 @@ __all__ = [
     "keyed_results",
     "limits_args",
     "list_args",
+    "many_copy_rows",
+    "many_jobs",
     "needs_transaction_block",
     "page_of",
     "prepare_jobs",
+    "prepare_many",
     "split_batch",
     "wrong_connection",
 ]
@@ -104,16 +109,18 @@ class PreparedJob:
         return Jsonb(self.text, dumps=_already_encoded)
 
 
-def _validate_model(job: NewJob, model: type[BaseModel]) -> Any:
+def _validate_model(
+    job_type: str, payload: Any, model: type[BaseModel], what: str = "payload"
+) -> Any:
     try:
-        return model.model_validate(job.payload).model_dump(mode="json")
+        return model.model_validate(payload).model_dump(mode="json")
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or 'payload'}: {err['msg']}"
             for err in exc.errors()[:5]
         )
         raise InvalidJob(
-            f"payload of job type {job.type!r} does not match {model.__name__}: {problems}"
+            f"{what} of job type {job_type!r} does not match {model.__name__}: {problems}"
         ) from None
 
 
@@ -130,7 +137,7 @@ def prepare_jobs(
         if problem is not None:
             raise InvalidJob(f"job of type {job.type!r} is refused: {problem}")
         model = payload_models.get(job.type)
-        payload = job.payload if model is None else _validate_model(job, model)
+        payload = job.payload if model is None else _validate_model(job.type, job.payload, model)
         text = encode_payload(job.type, payload, max_payload_bytes)
         # Keyed jobs may be compared with a stored payload, so they need the
         # value PostgreSQL will hand back; NewJob already holds a JSON value.
@@ -138,6 +145,113 @@ def prepare_jobs(
             payload = normal_json(text)
         prepared.append(PreparedJob(job, payload, text))
     return prepared
+
+
+@dataclass(slots=True)
+class PreparedMany:
+    """Jobs alike but for their payloads, validated, each payload's JSON text ready to send."""
+
+    template: NewJob
+    """The fields every job shares (its own payload and id are not used)."""
+    payloads: list[Any]
+    texts: list[str]
+
+
+def prepare_many(
+    job_type: str,
+    payloads: Iterable[Any],
+    fields: Mapping[str, Any],
+    payload_models: Mapping[str, type[BaseModel]],
+    max_payload_bytes: int,
+) -> PreparedMany:
+    """Validate a bulk enqueue before anything is written; the first bad payload raises InvalidJob.
+
+    The shared fields are checked once, as one NewJob; each payload as JSON
+    (against the job type's payload model when it has one) and its size.
+    """
+    template, values = jobs_alike(job_type, payloads, **fields)
+    model = payload_models.get(job_type)
+    texts = []
+    for index, value in enumerate(values):
+        what = f"payload {index}"
+        if model is not None:
+            value = values[index] = _validate_model(job_type, value, model, what)
+        try:
+            texts.append(encode_payload(job_type, value, max_payload_bytes))
+        except InvalidJob as exc:
+            # Name the payload by its place in the input, as the other checks do.
+            raise type(exc)(str(exc).replace("payload", what, 1)) from None
+    return PreparedMany(template, values, texts)
+
+
+def many_copy_rows(
+    many: PreparedMany,
+    ids: Sequence[UUID],
+    texts: Sequence[str],
+    run_at: datetime,
+    now: datetime,
+    meta: dict[str, str] | None = None,
+) -> list[CopyRow]:
+    """COPY rows for ``ids`` and their payloads' ``texts``; every other column is shared."""
+    job = many.template
+    backoff = job.backoff
+    kind = BACKOFF_KINDS[backoff.kind]
+    plain = job_queries.JobInsertCopyParams
+    if meta is not None:
+        traced = job_queries.JobInsertCopyTracedParams
+        meta_value = Jsonb(meta)
+        return [
+            traced(
+                job_id,
+                job.queue,
+                job.type,
+                Jsonb(text, dumps=_already_encoded),
+                job.priority,
+                job.max_attempts,
+                kind,
+                backoff.base,
+                backoff.max,
+                run_at,
+                None,
+                now,
+                now,
+                meta_value,
+            )
+            for job_id, text in zip(ids, texts, strict=True)
+        ]
+    return [
+        plain(
+            job_id,
+            job.queue,
+            job.type,
+            Jsonb(text, dumps=_already_encoded),
+            job.priority,
+            job.max_attempts,
+            kind,
+            backoff.base,
+            backoff.max,
+            run_at,
+            None,
+            now,
+            now,
+        )
+        for job_id, text in zip(ids, texts, strict=True)
+    ]
+
+
+def many_jobs(
+    many: PreparedMany,
+    ids: Sequence[UUID],
+    run_at: datetime,
+    now: datetime,
+    meta: dict[str, str] | None = None,
+) -> list[Job]:
+    """The Jobs a bulk enqueue stored (for an observer: the call itself returns ids)."""
+    job = many.template
+    return [
+        job_from_new(job.model_copy(update={"id": job_id}), payload, run_at, now, meta)
+        for job_id, payload in zip(ids, many.payloads, strict=True)
+    ]
 
 
 def insert_args(

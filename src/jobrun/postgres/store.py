@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -51,7 +51,11 @@ from jobrun.errors import (
     LeaseLost,
 )
 from jobrun.job import (
+    DEFAULT_BACKOFF,
+    DEFAULT_MAX_ATTEMPTS,
     DEFAULT_NOTIFY_CHANNEL,
+    DEFAULT_QUEUE,
+    Backoff,
     CommitCallback,
     Event,
     EventMode,
@@ -67,6 +71,7 @@ from jobrun.job import (
     QueueInfo,
     QueueStats,
     key_lock_id,
+    new_job_ids,
 )
 from jobrun.observe import Observer
 from jobrun.postgres import _base
@@ -322,6 +327,65 @@ class Store(ScheduleMethods):
         if self.observer is not None and fresh:
             self.observer.enqueued(fresh)
         return [r for r in results if r is not None]
+
+    async def enqueue_many(
+        self,
+        job_type: str,
+        payloads: Iterable[Any],
+        *,
+        queue: str = DEFAULT_QUEUE,
+        priority: int = 0,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff: Backoff = DEFAULT_BACKOFF,
+        delay: timedelta | None = None,
+        run_at: datetime | None = None,
+        conn: psycopg.AsyncConnection[Any] | None = None,
+    ) -> list[UUID]:
+        """Insert one job of ``job_type`` per payload, alike in all else, in one transaction.
+
+        The bulk path: the shared fields (``queue``, ``priority``,
+        ``max_attempts``, ``backoff``, ``delay`` or ``run_at``, as NewJob
+        takes them) are validated once, each payload as JSON, all before
+        anything is written; the jobs go in by COPY. Returns the new jobs' ids
+        in payload order. Jobs with idempotency keys go through
+        :meth:`enqueue_batch`. With ``conn`` the jobs join the caller's
+        transaction.
+        """
+        fields = dict(
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+            backoff=backoff,
+            delay=delay,
+            run_at=run_at,
+        )
+        many = _base.prepare_many(
+            job_type, payloads, fields, self.payload_models, self.max_payload_bytes
+        )
+        if not many.texts:
+            return []
+        meta = current_trace_meta()
+        ids = new_job_ids(len(many.texts))
+        async with self._with_tx(conn) as tx:
+            db_now = await system_queries.AsyncQuerier(tx).database_now()
+            assert db_now is not None
+            now = utc(db_now)
+            due = _base.run_at_of(many.template, now)
+            queries = job_queries.AsyncQuerier(tx)
+            events = event_queries.AsyncQuerier(tx)
+            for start in range(0, len(ids), _COPY_CHUNK):
+                chunk = ids[start : start + _COPY_CHUNK]
+                texts = many.texts[start : start + _COPY_CHUNK]
+                rows = _base.many_copy_rows(many, chunk, texts, due, now, meta)
+                if meta is None:
+                    await queries.job_insert_copy(rows=cast(list[_PlainRow], rows))
+                else:
+                    await queries.job_insert_copy_traced(rows=cast(list[_TracedRow], rows))
+                await events.event_insert_enqueued_many(job_ids=chunk, at=now)
+            await queries.job_notify(channel=self.notify_channel, queue=many.template.queue)
+        if self.observer is not None:
+            self.observer.enqueued(_base.many_jobs(many, ids, due, now, meta))
+        return ids
 
     async def _insert_keyed(
         self,

@@ -35,15 +35,23 @@ Where it differs, on purpose:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from pydantic import BaseModel
 
 from jobrun.errors import IdempotencyConflict, JobNotFound
-from jobrun.job import Job, NewJob
+from jobrun.job import (
+    DEFAULT_BACKOFF,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_QUEUE,
+    Backoff,
+    Job,
+    NewJob,
+    new_job_ids,
+)
 
 # The real store's validation and replay rule, shared rather than copied: a
 # recorder that decided differently would let tests pass that production fails.
@@ -120,6 +128,22 @@ class _Recorder:
                 self._keys[key] = made
             results.append(made)
         return results
+
+    def _record_many(
+        self, job_type: str, payloads: Iterable[Any], fields: dict[str, Any]
+    ) -> list[UUID]:
+        many = _base.prepare_many(
+            job_type, payloads, fields, self.payload_models, self.max_payload_bytes
+        )
+        now = self._now()
+        run_at = _base.run_at_of(many.template, now)
+        ids = new_job_ids(len(many.texts))
+        for job_id, text in zip(ids, many.texts, strict=True):
+            payload = normal_json(text)
+            new = many.template.model_copy(update={"id": job_id, "payload": payload})
+            self.offered.append(new)
+            self._jobs[job_id] = job_from_new(new, payload, run_at, now)
+        return ids
 
     def _get(self, job_id: UUID) -> Job:
         try:
@@ -223,6 +247,33 @@ class RecordingProducer(_Recorder):
         """Record many jobs; one result per input, a conflict in its slot, as the store does."""
         return self._record(jobs)
 
+    async def enqueue_many(
+        self,
+        job_type: str,
+        payloads: Iterable[Any],
+        *,
+        queue: str = DEFAULT_QUEUE,
+        priority: int = 0,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff: Backoff = DEFAULT_BACKOFF,
+        delay: timedelta | None = None,
+        run_at: datetime | None = None,
+        conn: Any | None = None,
+    ) -> list[UUID]:
+        """Record one job of ``job_type`` per payload, alike in all else; their ids, in order."""
+        return self._record_many(
+            job_type,
+            payloads,
+            dict(
+                queue=queue,
+                priority=priority,
+                max_attempts=max_attempts,
+                backoff=backoff,
+                delay=delay,
+                run_at=run_at,
+            ),
+        )
+
     async def get(self, job_id: UUID) -> Job:
         """One recorded job by id; JobNotFound when there is none."""
         return self._get(job_id)
@@ -250,6 +301,33 @@ class SyncRecordingProducer(_Recorder):
     ) -> list[Job | IdempotencyConflict]:
         """Record many jobs; one result per input, a conflict in its slot, as the store does."""
         return self._record(jobs)
+
+    def enqueue_many(
+        self,
+        job_type: str,
+        payloads: Iterable[Any],
+        *,
+        queue: str = DEFAULT_QUEUE,
+        priority: int = 0,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff: Backoff = DEFAULT_BACKOFF,
+        delay: timedelta | None = None,
+        run_at: datetime | None = None,
+        conn: Any | None = None,
+    ) -> list[UUID]:
+        """Record one job of ``job_type`` per payload, alike in all else; their ids, in order."""
+        return self._record_many(
+            job_type,
+            payloads,
+            dict(
+                queue=queue,
+                priority=priority,
+                max_attempts=max_attempts,
+                backoff=backoff,
+                delay=delay,
+                run_at=run_at,
+            ),
+        )
 
     def get(self, job_id: UUID) -> Job:
         """One recorded job by id; JobNotFound when there is none."""
