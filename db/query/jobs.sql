@@ -314,7 +314,15 @@ WITH RECURSIVE controls AS MATERIALIZED (
     WHERE queues.name = tally.queue
       AND queues.rate_limit IS NOT NULL
 )
-SELECT * FROM claimed;
+SELECT claimed.* FROM claimed
+-- The claim commits without waiting for its WAL to reach disk (for this
+-- transaction only: set_config's third argument). No guarantee needs that
+-- flush: a claim the server forgets in a crash leaves the job queued as it
+-- was, and the forgotten attempt's completion is refused by the lease fence,
+-- so its commit callback never runs; a completion that does commit flushes
+-- the WAL up to its own commit record, the claim's with it. An idle claim
+-- waits about 0.5 ms less.
+WHERE (SELECT set_config('synchronous_commit', 'off', true)) = 'off';
 
 -- name: JobHeartbeat :many
 -- Extend the leases the owner still holds under the lease fence (same

@@ -16,6 +16,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from jobrun.errors import LeaseLost
+from jobrun.job import JobState as DomainJobState
+from jobrun.job import NewJob, Outcome, OutcomeKind
+from jobrun.postgres import Pool, Store
 from jobrun.postgres.claimplan import (
     CHECK_MAX_BUFFERS,
     analyze_jobs,
@@ -24,6 +28,8 @@ from jobrun.postgres.claimplan import (
     explain_claim,
     fill_synthetic,
 )
+from jobrun.postgres.convert import job_from_row
+from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc.models import JobState
 
 
@@ -115,3 +121,60 @@ async def test_the_generic_claim_plan_reads_little_on_a_small_table_of_finished_
         plan = await explain_claim(conn, ["q"], 10)
     assert plan.buffers < 150, plan.buffers
     assert "jobs" not in plan.seq_scanned(), plan.seq_scanned()
+
+
+# -- the claim's commit does not wait for its WAL flush ------------------------------------
+
+
+async def test_a_claim_commits_asynchronously_in_its_own_transaction_only(
+    db_url: str, pool: Pool
+) -> None:
+    await Store(pool).enqueue(NewJob(type="t"))
+    async with await psycopg.AsyncConnection.connect(db_url) as tx:
+        rows = await job_queries.AsyncQuerier(tx).job_claim(params=claim_params("w1"))
+        assert len(rows) == 1
+        setting = await (await tx.execute("SHOW synchronous_commit")).fetchone()
+        assert setting == ("off",), "the claim's transaction commits without a flush wait"
+        await tx.commit()
+        setting = await (await tx.execute("SHOW synchronous_commit")).fetchone()
+        assert setting == ("on",), "the session keeps the server's setting"
+
+
+async def test_a_claim_the_server_forgot_leaves_the_job_queued_and_its_effect_unrun(
+    db_url: str, pool: Pool
+) -> None:
+    # A crash before the claim's WAL reached disk forgets the claim, as a
+    # rollback does: the job is as it was, and the attempt the worker went on
+    # with is refused at completion, its commit callback never run.
+    store = Store(pool)
+    job = await store.enqueue(NewJob(type="t"))
+    async with await psycopg.AsyncConnection.connect(db_url) as tx:
+        (row,) = await job_queries.AsyncQuerier(tx).job_claim(params=claim_params("w1"))
+        await tx.rollback()
+    forgotten = job_from_row(row)
+    assert forgotten.attempts == 1
+    ran: list[Any] = []
+
+    async def effect(conn: Any) -> None:
+        ran.append(conn)
+
+    (result,) = await store.record_outcomes(
+        "w1", [Outcome(job=forgotten, kind=OutcomeKind.COMPLETE, commit=effect)]
+    )
+    assert isinstance(result, LeaseLost)
+    assert ran == []
+    stored = await store.get(job.id)
+    assert (stored.state, stored.attempts) == (DomainJobState.QUEUED, 0)
+    (again,) = await store.claim(["default"], "w2", 1, timedelta(seconds=30))
+    assert (again.id, again.attempts) == (job.id, 1)
+
+
+def claim_params(owner: str) -> job_queries.JobClaimParams:
+    return job_queries.JobClaimParams(
+        queues=["default"],
+        max_jobs=10,
+        now=None,
+        owner=owner,
+        lease=timedelta(seconds=30),
+        record_events=True,
+    )

@@ -276,7 +276,8 @@ WITH RECURSIVE controls AS MATERIALIZED (
     WHERE queues.name = tally.queue
       AND queues.rate_limit IS NOT NULL
 )
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM claimed
+SELECT claimed.id, claimed.queue, claimed.type, claimed.payload, claimed.priority, claimed.state, claimed.attempts, claimed.max_attempts, claimed.backoff_kind, claimed.backoff_base, claimed.backoff_max, claimed.run_at, claimed.lease_owner, claimed.lease_expires_at, claimed.cancel_requested, claimed.idempotency_key, claimed.last_error, claimed.created_at, claimed.updated_at, claimed.finished_at, claimed.meta FROM claimed
+WHERE (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
 """
 
 JOB_HEARTBEAT = """
