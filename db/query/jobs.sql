@@ -538,29 +538,15 @@ WITH retried AS (
 )
 SELECT * FROM retried;
 
--- name: JobPurge :execrows
--- Delete up to batch_size finished jobs older than the given age, with their
--- events. Ledger rows stay: they outlive their jobs (EffectPrune), so
--- replaying an old idempotency key after a purge cannot run its effect again.
--- Bounded batches keep every lock short.
-WITH doomed AS (
-    SELECT id
-    FROM jobs
-    WHERE finished_at < coalesce(sqlc.narg('now')::timestamptz, now()) - @older_than::interval
-    ORDER BY finished_at
-    LIMIT @batch_size
-    FOR UPDATE SKIP LOCKED
-), dropped_events AS (
-    DELETE FROM job_events WHERE job_id IN (SELECT id FROM doomed)
-)
-DELETE FROM jobs WHERE id IN (SELECT id FROM doomed);
-
 -- name: JobPurgeState :execrows
--- Retention: delete up to batch_size jobs that finished in one terminal state
--- more than the given age ago, with their events, oldest first. The same rules
--- as JobPurge (ledger rows stay; SKIP LOCKED, so a batch never waits on a row
--- someone else holds), one state at a time so each state keeps its own age;
--- jobs_finished_state_idx (migration 00006) makes it one index range scan.
+-- Delete up to batch_size jobs that finished in one terminal state more than
+-- the given age ago, with their events, oldest first. Ledger rows stay: they
+-- outlive their jobs (EffectPrune), so replaying an old idempotency key after
+-- a purge cannot run its effect again. SKIP LOCKED, so a batch never waits on
+-- a row someone else holds; bounded batches keep every lock short. One state
+-- at a time, so retention gives each state its own age and an operator's
+-- purge of every state is three passes; jobs_finished_state_idx (migration
+-- 00006) makes each one index range scan.
 WITH doomed AS (
     SELECT id
     FROM jobs

@@ -1515,16 +1515,29 @@ async def test_retry_puts_dead_job_back_due_now(store: Store, db_url: str) -> No
 
 
 async def test_purge_deletes_old_finished_jobs_in_batches(store: Store, db_url: str) -> None:
-    await store.enqueue_batch([NewJob(type="t") for _ in range(25)])
-    keep = await store.enqueue(NewJob(type="t"))
-    for job in await store.claim(["default"], "w1", 25, LEASE):
-        if job.id != keep.id:
+    # Finished in each of the three terminal states, more of each than a batch.
+    await store.enqueue_batch([NewJob(type="t", max_attempts=1) for _ in range(25)])
+    for index, job in enumerate(await store.claim(["default"], "w1", 25, LEASE)):
+        if index < 13:
             await store.complete(job, "w1")
+        else:
+            await store.fail(job, "w1", "boom")
+    for cancelled in await store.enqueue_batch([NewJob(type="t") for _ in range(11)]):
+        assert isinstance(cancelled, Job)
+        await store.cancel(cancelled.id)
+    keep = await store.enqueue(NewJob(type="t"))
+    states = {(d.state, d.count) for d in await store.depth()}
+    assert states == {
+        (JobState.SUCCEEDED, 13),
+        (JobState.DEAD, 12),
+        (JobState.CANCELLED, 11),
+        (JobState.QUEUED, 1),
+    }
     with psycopg.connect(db_url, autocommit=True) as conn:
         conn.execute(
             "UPDATE jobs SET finished_at = now() - interval '2 days' WHERE finished_at IS NOT NULL"
         )
-    assert await store.purge(timedelta(days=1), batch_size=10) == 25
+    assert await store.purge(timedelta(days=1), batch_size=10) == 36
     assert [j.id for j in (await store.list_jobs()).jobs] == [keep.id]
     with psycopg.connect(db_url) as conn:
         (orphans,) = conn.execute(

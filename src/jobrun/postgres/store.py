@@ -794,14 +794,21 @@ class Store(ScheduleMethods):
             raise ConfigurationError("batch_size must be at least 1")
         _base.check_older_than(older_than)
         total = 0
-        while True:
-            async with self._connection() as conn:
-                deleted = await job_queries.AsyncQuerier(conn).job_purge(
-                    older_than=older_than, batch_size=batch_size, now=now
-                )
-            total += deleted
-            if deleted < batch_size:
-                return total
+        # One terminal state at a time: each pass is a range scan of
+        # jobs_finished_state_idx, the one index of finished jobs.
+        for state in sorted(_base.FINISHED_STATES):
+            while True:
+                async with self._connection() as conn:
+                    deleted = await job_queries.AsyncQuerier(conn).job_purge_state(
+                        state=models.JobState(state.value),
+                        older_than=older_than,
+                        batch_size=batch_size,
+                        now=now,
+                    )
+                total += deleted
+                if deleted < batch_size:
+                    break
+        return total
 
     async def prune_effects(
         self, older_than: timedelta, batch_size: int = 5000, *, now: datetime | None = None

@@ -741,14 +741,19 @@ class SyncStore(SyncScheduleMethods):
             raise ConfigurationError("batch_size must be at least 1")
         _base.check_older_than(older_than)
         total = 0
-        while True:
-            with self._connection() as conn:
-                deleted = job_queries.Querier(conn).job_purge(
-                    older_than=older_than, batch_size=batch_size, now=now
-                )
-            total += deleted
-            if deleted < batch_size:
-                return total
+        for state in sorted(_base.FINISHED_STATES):
+            while True:
+                with self._connection() as conn:
+                    deleted = job_queries.Querier(conn).job_purge_state(
+                        state=models.JobState(state.value),
+                        older_than=older_than,
+                        batch_size=batch_size,
+                        now=now,
+                    )
+                total += deleted
+                if deleted < batch_size:
+                    break
+        return total
 
     def prune_effects(
         self, older_than: timedelta, batch_size: int = 5000, *, now: datetime | None = None

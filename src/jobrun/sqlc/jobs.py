@@ -464,20 +464,6 @@ WITH retried AS (
 SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM retried
 """
 
-JOB_PURGE = """
-WITH doomed AS (
-    SELECT id
-    FROM jobs
-    WHERE finished_at < coalesce(%(now)s::timestamptz, now()) - %(older_than)s::interval
-    ORDER BY finished_at
-    LIMIT %(batch_size)s
-    FOR UPDATE SKIP LOCKED
-), dropped_events AS (
-    DELETE FROM job_events WHERE job_id IN (SELECT id FROM doomed)
-)
-DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)
-"""
-
 JOB_PURGE_STATE = """
 WITH doomed AS (
     SELECT id
@@ -1260,33 +1246,6 @@ class AsyncQuerier:
             return None
         return row_to_job(_row)
 
-    async def job_purge(
-        self,
-        *,
-        now: datetime | None,
-        older_than: timedelta,
-        batch_size: int,
-    ) -> int:
-        """Delete up to batch_size finished jobs older than the given age, with their
-        events. Ledger rows stay: they outlive their jobs (EffectPrune), so
-        replaying an old idempotency key after a purge cannot run its effect again.
-        Bounded batches keep every lock short.
-
-        Run ``JobPurge``; return the number of rows it affected.
-        """
-        _args = {
-            "now": now,
-            "older_than": older_than,
-            "batch_size": batch_size,
-        }
-        async with self._conn.cursor() as _cur:
-            if self._conn.pgconn.pipeline_status:
-                async with self._conn.pipeline():
-                    await _cur.execute(JOB_PURGE, _args)
-            else:
-                await _cur.execute(JOB_PURGE, _args)
-            return _cur.rowcount
-
     async def job_purge_state(
         self,
         *,
@@ -1295,11 +1254,14 @@ class AsyncQuerier:
         older_than: timedelta,
         batch_size: int,
     ) -> int:
-        """Retention: delete up to batch_size jobs that finished in one terminal state
-        more than the given age ago, with their events, oldest first. The same rules
-        as JobPurge (ledger rows stay; SKIP LOCKED, so a batch never waits on a row
-        someone else holds), one state at a time so each state keeps its own age;
-        jobs_finished_state_idx (migration 00006) makes it one index range scan.
+        """Delete up to batch_size jobs that finished in one terminal state more than
+        the given age ago, with their events, oldest first. Ledger rows stay: they
+        outlive their jobs (EffectPrune), so replaying an old idempotency key after
+        a purge cannot run its effect again. SKIP LOCKED, so a batch never waits on
+        a row someone else holds; bounded batches keep every lock short. One state
+        at a time, so retention gives each state its own age and an operator's
+        purge of every state is three passes; jobs_finished_state_idx (migration
+        00006) makes each one index range scan.
 
         Run ``JobPurgeState``; return the number of rows it affected.
         """
@@ -1762,27 +1724,6 @@ class Querier:
             return None
         return row_to_job(_row)
 
-    def job_purge(self, *, now: datetime | None, older_than: timedelta, batch_size: int) -> int:
-        """Delete up to batch_size finished jobs older than the given age, with their
-        events. Ledger rows stay: they outlive their jobs (EffectPrune), so
-        replaying an old idempotency key after a purge cannot run its effect again.
-        Bounded batches keep every lock short.
-
-        Run ``JobPurge``; return the number of rows it affected.
-        """
-        _args = {
-            "now": now,
-            "older_than": older_than,
-            "batch_size": batch_size,
-        }
-        with self._conn.cursor() as _cur:
-            if self._conn.pgconn.pipeline_status:
-                with self._conn.pipeline():
-                    _cur.execute(JOB_PURGE, _args)
-            else:
-                _cur.execute(JOB_PURGE, _args)
-            return _cur.rowcount
-
     def job_purge_state(
         self,
         *,
@@ -1791,11 +1732,14 @@ class Querier:
         older_than: timedelta,
         batch_size: int,
     ) -> int:
-        """Retention: delete up to batch_size jobs that finished in one terminal state
-        more than the given age ago, with their events, oldest first. The same rules
-        as JobPurge (ledger rows stay; SKIP LOCKED, so a batch never waits on a row
-        someone else holds), one state at a time so each state keeps its own age;
-        jobs_finished_state_idx (migration 00006) makes it one index range scan.
+        """Delete up to batch_size jobs that finished in one terminal state more than
+        the given age ago, with their events, oldest first. Ledger rows stay: they
+        outlive their jobs (EffectPrune), so replaying an old idempotency key after
+        a purge cannot run its effect again. SKIP LOCKED, so a batch never waits on
+        a row someone else holds; bounded batches keep every lock short. One state
+        at a time, so retention gives each state its own age and an operator's
+        purge of every state is three passes; jobs_finished_state_idx (migration
+        00006) makes each one index range scan.
 
         Run ``JobPurgeState``; return the number of rows it affected.
         """
