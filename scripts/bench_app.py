@@ -2,12 +2,15 @@
 
 ``ping`` prints its job id and the wall-clock time of handler entry on stdout,
 so the benchmark measures wake-up through the worker exactly as users start it.
+``noop`` does nothing; ``effect`` returns a commit callback that writes one row to
+``bench_effects`` in the completion transaction (scripts/bench-peers creates it).
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from jobrun.registry import JobContext, Registry
@@ -24,3 +27,13 @@ async def ping(ctx: JobContext, payload: Any) -> None:
 @registry.handler("noop")
 async def noop(ctx: JobContext, payload: Any) -> None:
     """Does nothing: `scripts/bench --processes` measures the queue, not the handler."""
+
+
+@registry.handler("effect")
+async def effect(ctx: JobContext, payload: Any) -> Callable[[Any], Awaitable[None]]:
+    """Writes one row in the completion transaction: the exactly-once path."""
+
+    async def commit(conn: Any) -> None:
+        await conn.execute("INSERT INTO bench_effects (job_id) VALUES (%s)", (ctx.job.id,))
+
+    return commit
