@@ -313,21 +313,24 @@ def job_copy_row(
     ``job_insert_copy_traced``, which also writes the meta column.
     """
     job = item.job
+    backoff = job.backoff
     run_at = run_at_of(job, now)
+    # Positional, in the generated parameter order: keyword construction of a
+    # named tuple costs twice as much, once per job of a batch.
     row = job_queries.JobInsertCopyParams(
-        id=job.id,
-        queue=job.queue,
-        type=job.type,
-        payload=item.jsonb(),
-        priority=job.priority,
-        max_attempts=job.max_attempts,
-        backoff_kind=BACKOFF_KINDS[job.backoff.kind],
-        backoff_base=job.backoff.base,
-        backoff_max=job.backoff.max,
-        run_at=run_at,
-        idempotency_key=job.idempotency_key,
-        created_at=now,
-        updated_at=now,
+        job.id,
+        job.queue,
+        job.type,
+        item.jsonb(),
+        job.priority,
+        job.max_attempts,
+        BACKOFF_KINDS[backoff.kind],
+        backoff.base,
+        backoff.max,
+        run_at,
+        job.idempotency_key,
+        now,
+        now,
     )
     if meta is not None:
         traced = job_queries.JobInsertCopyTracedParams(*row, Jsonb(meta))

@@ -199,32 +199,34 @@ def job_from_new(
 ) -> Job:
     """The Job a COPY-inserted NewJob became: every column is known without reading it back.
 
-    ``run_at`` and ``now`` must already be in UTC; ``meta`` is what was written
-    to the meta column (nothing: its default, ``{}``).
+    ``run_at`` and ``now`` must already be in UTC (the callers' are: database
+    now through :func:`utc`, and times derived from it); ``meta`` is what was
+    written to the meta column (nothing: its default, ``{}``). A batch builds
+    one per job, so this is a dict literal and no conversions.
     """
     return _trusted(
         Job,
-        dict(
-            id=job.id,
-            queue=job.queue,
-            type=job.type,
-            payload=payload,
-            priority=job.priority,
-            state=JobState.QUEUED,
-            attempts=0,
-            max_attempts=job.max_attempts,
-            backoff=job.backoff,
-            run_at=utc(run_at),
-            lease_owner=None,
-            lease_expires_at=None,
-            cancel_requested=False,
-            idempotency_key=job.idempotency_key,
-            last_error=None,
-            created_at=utc(now),
-            updated_at=utc(now),
-            finished_at=None,
-            meta=dict(meta) if meta else {},
-        ),
+        {
+            "id": job.id,
+            "queue": job.queue,
+            "type": job.type,
+            "payload": payload,
+            "priority": job.priority,
+            "state": JobState.QUEUED,
+            "attempts": 0,
+            "max_attempts": job.max_attempts,
+            "backoff": job.backoff,
+            "run_at": run_at,
+            "lease_owner": None,
+            "lease_expires_at": None,
+            "cancel_requested": False,
+            "idempotency_key": job.idempotency_key,
+            "last_error": None,
+            "created_at": now,
+            "updated_at": now,
+            "finished_at": None,
+            "meta": dict(meta) if meta else {},
+        },
     )
 
 
