@@ -26,7 +26,7 @@ Where it differs, on purpose:
   (the application's UTC clock by default).
 - Nothing runs the jobs: they stay ``queued``. Run a handler with
   :func:`~jobrun.testing.run_job`.
-- Only the producer's methods: ``now``, ``enqueue``, ``enqueue_batch`` and
+- Only the producer's methods: ``now``, ``enqueue``, ``enqueue_batch``, ``enqueue_many`` and
   ``get``. It is not a :class:`~jobrun.job.Store` (code typed against the
   full port needs a cast).
 - No notifications.
