@@ -103,6 +103,31 @@ async def test_the_job_span_joins_the_trace_that_enqueued_it(
     assert lone.context.trace_id != request_ctx.trace_id
 
 
+async def test_a_bulk_enqueue_under_a_span_carries_its_trace_context(
+    db_url: str, exporter: InMemorySpanExporter
+) -> None:
+    registry = Registry()
+    seen: dict[str, int] = {}
+
+    @registry.handler("bulk")
+    async def bulk(ctx: JobContext, payload: Any) -> None:
+        seen[str(ctx.job.id)] = trace.get_current_span().get_span_context().trace_id
+
+    tracer = trace.get_tracer("test")
+    async with Client(registry, database_url=db_url, poll="100ms") as client:
+        with tracer.start_as_current_span("import") as request:
+            traced = await client.enqueue_many("bulk", [1, 2, 3])
+        untraced = await client.enqueue_many("bulk", [4])
+        trace_id = request.get_span_context().trace_id
+        for job_id in traced:
+            stored = await client.store.get(job_id)
+            assert stored.meta["traceparent"].split("-")[1] == f"{trace_id:032x}"
+        assert (await client.store.get(untraced[0])).meta == {}
+        await client.run_worker(drain=True)
+    assert [seen[str(i)] for i in traced] == [trace_id] * 3
+    assert seen[str(untraced[0])] != trace_id
+
+
 async def test_handler_logs_carry_the_job(db_url: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.handler.addFilter(JobLogFilter())
     caplog.set_level(logging.INFO)

@@ -215,8 +215,10 @@ def test_sync_producer_through_the_bouncer(pgbouncer: Bouncer, db_url: str) -> N
         singles = [producer.enqueue(NewJob(type="count", payload={"i": i})) for i in range(50)]
         batch = producer.enqueue_batch([NewJob(type="count") for _ in range(50)])
         assert len(batch) == 50
+        bulk = producer.enqueue_many("count", [{"n": n} for n in range(50)])
+        assert producer.get(bulk[-1]).payload == {"n": 49}
         assert producer.get(singles[-1].id).created_at.tzinfo is UTC
-    assert job_states(db_url, "count") == {"queued": 100}
+    assert job_states(db_url, "count") == {"queued": 150}
 
 
 async def test_migrations_go_to_the_direct_url_and_refuse_without_one(
