@@ -176,11 +176,7 @@ def prepare_many(
         what = f"payload {index}"
         if model is not None:
             value = values[index] = _validate_model(job_type, value, model, what)
-        try:
-            texts.append(encode_payload(job_type, value, max_payload_bytes))
-        except InvalidJob as exc:
-            # Name the payload by its place in the input, as the other checks do.
-            raise type(exc)(str(exc).replace("payload", what, 1)) from None
+        texts.append(encode_payload(job_type, value, max_payload_bytes, what))
     return PreparedMany(template, values, texts)
 
 
@@ -191,52 +187,24 @@ def many_copy_rows(
     run_at: datetime,
     now: datetime,
     meta: dict[str, str] | None = None,
-) -> list[CopyRow]:
-    """COPY rows for ``ids`` and their payloads' ``texts``; every other column is shared."""
+) -> Sequence[CopyRow]:
+    """COPY rows for ``ids`` and their payloads' ``texts``; every other column is shared.
+
+    With ``meta`` (the batch's trace context) the rows are ``job_insert_copy_traced``'s.
+    """
     job = many.template
     backoff = job.backoff
     kind = BACKOFF_KINDS[backoff.kind]
     plain = job_queries.JobInsertCopyParams
-    if meta is not None:
-        traced = job_queries.JobInsertCopyTracedParams
-        meta_value = Jsonb(meta)
-        return [
-            traced(
-                job_id,
-                job.queue,
-                job.type,
-                Jsonb(text, dumps=_already_encoded),
-                job.priority,
-                job.max_attempts,
-                kind,
-                backoff.base,
-                backoff.max,
-                run_at,
-                None,
-                now,
-                now,
-                meta_value,
-            )
-            for job_id, text in zip(ids, texts, strict=True)
-        ]
-    return [
-        plain(
-            job_id,
-            job.queue,
-            job.type,
-            Jsonb(text, dumps=_already_encoded),
-            job.priority,
-            job.max_attempts,
-            kind,
-            backoff.base,
-            backoff.max,
-            run_at,
-            None,
-            now,
-            now,
-        )
+    rows = [
+        plain(job_id, job.queue, job.type, Jsonb(text, dumps=_already_encoded), job.priority,
+              job.max_attempts, kind, backoff.base, backoff.max, run_at, None, now, now)
         for job_id, text in zip(ids, texts, strict=True)
-    ]
+    ]  # fmt: skip
+    if meta is None:
+        return rows
+    traced, meta_value = job_queries.JobInsertCopyTracedParams, Jsonb(meta)
+    return [traced(*row, meta_value) for row in rows]
 
 
 def many_jobs(

@@ -326,11 +326,13 @@ def depth_from_row(queue: str, state: Any, count: int, oldest: datetime | None) 
     )
 
 
-def encode_payload(job_type: str, payload: Any, max_bytes: int) -> str:
+def encode_payload(job_type: str, payload: Any, max_bytes: int, what: str = "payload") -> str:
     """Check that ``payload`` is JSON that jsonb can store, within ``max_bytes``; return its text.
 
     Raises InvalidJob (or PayloadTooLarge) naming the job type and, where it
     can, the place in the payload; nothing has been written when it does.
+    ``what`` names the payload in those messages (a bulk enqueue gives its
+    index: ``payload 3``).
 
     The checks that need a walk over the decoded value (:func:`payload_problem`)
     run only when the encoded text says they might find something, so a
@@ -344,14 +346,14 @@ def encode_payload(job_type: str, payload: Any, max_bytes: int) -> str:
         size = len(text) if text.isascii() else len(text.encode())
     except (TypeError, ValueError) as exc:
         if isinstance(exc, UnicodeEncodeError):
-            raise _refused(job_type, payload, "it holds a lone surrogate") from None
-        raise InvalidJob(f"payload of job type {job_type!r} is not valid JSON: {exc}") from None
+            raise _refused(job_type, payload, "it holds a lone surrogate", what) from None
+        raise InvalidJob(f"{what} of job type {job_type!r} is not valid JSON: {exc}") from None
     except RecursionError:
         # The encoder recurses per level; the walk does not, and names the limit.
-        raise _refused(job_type, payload, "it is nested too deeply") from None
+        raise _refused(job_type, payload, "it is nested too deeply", what) from None
     if size > max_bytes:
         raise PayloadTooLarge(
-            f"payload of job type {job_type!r} is {size} bytes, over the {max_bytes}-byte limit"
+            f"{what} of job type {job_type!r} is {size} bytes, over the {max_bytes}-byte limit"
         )
     # The encoder writes a NUL as \u0000, and a backslash before the text u0000
     # as \\u0000, so a match only says "maybe": the walk decides. The brackets
@@ -359,13 +361,13 @@ def encode_payload(job_type: str, payload: Any, max_bytes: int) -> str:
     if "\\u0000" in text or text.count("[") + text.count("{") > MAX_PAYLOAD_DEPTH:
         problem = payload_problem(payload)
         if problem is not None:
-            raise InvalidJob(f"payload of job type {job_type!r} is refused: {problem}")
+            raise InvalidJob(f"{what} of job type {job_type!r} is refused: {problem}")
     return text
 
 
-def _refused(job_type: str, payload: Any, fallback: str) -> InvalidJob:
+def _refused(job_type: str, payload: Any, fallback: str, what: str) -> InvalidJob:
     problem = payload_problem(payload) or fallback
-    return InvalidJob(f"payload of job type {job_type!r} is refused: {problem}")
+    return InvalidJob(f"{what} of job type {job_type!r} is refused: {problem}")
 
 
 def normal_json(text: str) -> Any:
