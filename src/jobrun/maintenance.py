@@ -21,6 +21,14 @@ Each tick (``every``, default 1 minute) the leader deletes, in this order:
   effect twice, so it outlives the jobs; a row whose job still exists is
   never pruned.
 
+Between passes, every ``statistics_every`` (10 seconds), the leader also
+analyzes any of jobrun's growing tables that holds more than twice the rows
+its planner statistics describe (:meth:`jobrun.ports.Pruning.refresh_statistics`).
+Sessions keep the plan they made of each prepared statement; a plan made while
+a table was nearly empty reads the whole table, and keeps doing so after the
+table has grown, until its statistics change. Autovacuum refreshes them within
+its naptime; a server without autovacuum never would.
+
 Every pass deletes in batches of ``batch_size`` rows, each batch its own short
 transaction that skips rows someone else holds, with ``pause`` seconds between
 batches: a backlog of millions drains steadily instead of holding locks or
@@ -35,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -50,6 +59,7 @@ __all__ = [
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_EVERY",
     "DEFAULT_RETRY_LEADERSHIP_EVERY",
+    "DEFAULT_STATISTICS_EVERY",
     "MAINTENANCE_LOCK_KEY",
     "Maintenance",
     "Pruned",
@@ -68,6 +78,9 @@ DEFAULT_BATCH_SIZE = 1000
 
 DEFAULT_BATCH_PAUSE = timedelta(milliseconds=50)
 """How long the leader waits between two batches of one pass."""
+
+DEFAULT_STATISTICS_EVERY = timedelta(seconds=10)
+"""Time between two checks of the leader for tables that outgrew their statistics."""
 
 DEFAULT_RETRY_LEADERSHIP_EVERY = timedelta(seconds=30)
 """Seconds between a follower's attempts to lead (each one opens a connection)."""
@@ -177,6 +190,9 @@ class Pruned:
 class Maintenance:
     """Prune by ``retention`` every ``every`` while leading; stand by while not.
 
+    While leading it also refreshes the statistics of tables that outgrew them,
+    every ``statistics_every``.
+
     ``run(stop)`` returns when ``stop`` is set, releasing the lock if held.
     Store and locker errors are logged and retried on the next tick, never
     raised: maintenance outlives a database restart. :meth:`prune_once` runs
@@ -194,6 +210,7 @@ class Maintenance:
         batch_size: int = DEFAULT_BATCH_SIZE,
         pause: timedelta = DEFAULT_BATCH_PAUSE,
         retry_leadership_every: timedelta = DEFAULT_RETRY_LEADERSHIP_EVERY,
+        statistics_every: timedelta = DEFAULT_STATISTICS_EVERY,
     ) -> None:
         if every <= timedelta(0):
             raise ConfigurationError(f"maintenance interval must be positive, got {every}")
@@ -207,6 +224,8 @@ class Maintenance:
         self._batch = batch_size
         self._pause = positive_seconds("pause", pause, allow_zero=True)
         self._retry = positive_seconds("retry_leadership_every", retry_leadership_every)
+        self._statistics_every = positive_seconds("statistics_every", statistics_every)
+        self._analyzed: list[str] = []
         self._handle: LockHandle | None = None
         self._passes = 0
         self._deleted = 0
@@ -230,6 +249,11 @@ class Maintenance:
     def deleted(self) -> int:
         """Rows this service has deleted since it started, every kind together."""
         return self._deleted
+
+    @property
+    def analyzed(self) -> list[str]:
+        """Tables this service has analyzed because they outgrew their statistics, in order."""
+        return list(self._analyzed)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Compete for leadership and prune every ``every`` while leading, until ``stop``."""
@@ -324,9 +348,28 @@ class Maintenance:
             return None
 
     async def _lead(self, handle: LockHandle, stop: asyncio.Event) -> None:
+        prune_at = time.monotonic()
         while not stop.is_set() and not handle.lost:
-            await self._pass(handle, stop)
-            await sleep_unless(stop, self._every, handle)
+            if time.monotonic() >= prune_at:
+                await self._pass(handle, stop)
+                prune_at = time.monotonic() + self._every
+            await self._refresh_statistics()
+            wait = min(self._statistics_every, prune_at - time.monotonic())
+            await sleep_unless(stop, max(0.0, wait), handle)
+
+    async def _refresh_statistics(self) -> None:
+        try:
+            tables = await self._store.refresh_statistics()
+        except (JobrunError, OSError) as exc:
+            log.warning("maintenance: refreshing planner statistics failed: %s", exc)
+            return
+        if tables:
+            self._analyzed += tables
+            log.info(
+                "maintenance: analyzed %s (more than twice the rows "
+                "their planner statistics describe)",
+                ", ".join(tables),
+            )
 
     async def _pass(self, handle: LockHandle, stop: asyncio.Event) -> None:
         try:

@@ -232,12 +232,13 @@ class Admin(Protocol):
 
 @runtime_checkable
 class Pruning(Protocol):
-    """Retention: what the maintenance service needs, one short bounded batch per call.
+    """What the maintenance service needs: retention, one short bounded batch per call,
+    and planner statistics kept in step with the tables' growth.
 
-    Each method deletes at most ``limit`` rows in one short transaction and
-    returns how many it deleted (fewer than ``limit``: nothing old is left), so
-    the caller decides how fast to go. Ages are measured from database now, or
-    from ``now`` when given.
+    Each pruning method deletes at most ``limit`` rows in one short transaction
+    and returns how many it deleted (fewer than ``limit``: nothing old is
+    left), so the caller decides how fast to go. Ages are measured from
+    database now, or from ``now`` when given.
     """
 
     async def purge_finished_batch(
@@ -261,6 +262,10 @@ class Pruning(Protocol):
         self, older_than: timedelta, limit: int = 5000, *, now: datetime | None = None
     ) -> int:
         """Delete up to ``limit`` ledger rows older than ``older_than`` whose job is gone."""
+        ...
+
+    async def refresh_statistics(self) -> list[str]:
+        """Analyze the tables that outgrew their planner statistics; return their names."""
         ...
 
 

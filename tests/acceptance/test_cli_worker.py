@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -143,3 +143,51 @@ def test_shutdown_leaves_a_stubborn_sync_job_leased_and_exits_at_the_deadline(
     assert [line[0] for line in starts] == ["start", "start"]
     assert starts[1][2] == "2"  # the attempt the first worker left was counted
     assert float(starts[1][3]) - float(starts[0][3]) >= 5  # at least the lease
+
+
+def test_cli_worker_refreshes_the_statistics_of_a_table_that_grew_under_it(db_url: str) -> None:
+    # A session keeps the plan it made of the claim while jobs was nearly empty,
+    # a plan that reads the whole table (tests/integration/test_statistics.py).
+    # The worker's maintenance leader analyzes a table that outgrew its
+    # statistics, so the sessions plan again. Autovacuum (on in the embedded
+    # server) is kept off these tables: only the worker may analyze them here.
+    from jobrun.postgres import SyncStore, open_sync_pool
+
+    def stats() -> tuple[bool, bool]:
+        with psycopg.connect(db_url) as conn:
+            row = conn.execute(
+                "SELECT last_analyze IS NOT NULL, last_autoanalyze IS NOT NULL "
+                "FROM pg_stat_user_tables WHERE relname = 'jobs'"
+            ).fetchone()
+        assert row is not None
+        return row[0], row[1]
+
+    def until(check: Callable[[], bool], within: float) -> None:
+        deadline = time.monotonic() + within
+        while not check():
+            assert time.monotonic() < deadline, "not true in time"
+            time.sleep(0.2)
+
+    def leading() -> bool:
+        with psycopg.connect(db_url) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            ).fetchone()
+        return row is not None and row[0] > 0
+
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for table in ("jobs", "job_events"):
+            conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+    with worker(db_url, "--log-level", "info") as proc:
+        until(leading, within=30)
+        with open_sync_pool(db_url) as pool:
+            SyncStore(pool).enqueue_many("t", [{}] * 5000, queue="elsewhere")
+        # The leader looks every 10 seconds.
+        until(lambda: stats()[0], within=60)
+        proc.send_signal(signal.SIGTERM)
+        _, logs = proc.communicate(timeout=30)
+    assert proc.returncode == 0, logs
+    assert stats() == (True, False)
+    (line,) = [line for line in logs.splitlines() if "maintenance: analyzed" in line]
+    assert "jobs" in json.loads(line)["message"], line

@@ -1002,6 +1002,33 @@ class Store(ScheduleMethods):
                 older_than=older_than, batch_size=limit, now=now
             )
 
+    async def refresh_statistics(self) -> list[str]:
+        """Analyze each of jobrun's growing tables that has outgrown its statistics.
+
+        A table has outgrown them when it holds more than twice the rows (and
+        a thousand more) it held when last analyzed. Every session plans a
+        prepared statement once and keeps that plan; planned on a nearly empty
+        table, the claim reads the whole table on every call once it is large,
+        until new statistics make the sessions plan again. Autovacuum's
+        analyze gets there within its naptime; this gets there on a server
+        that runs without it, and sooner. A table autovacuum is processing
+        right now is skipped, not waited for. Returns the tables analyzed.
+        """
+        async with self._connection() as conn:
+            queries = system_queries.AsyncQuerier(conn)
+            outgrown = await queries.tables_outgrowing_statistics()
+            for table in outgrown:
+                await _ANALYZE[table](queries)
+        return outgrown
+
+
+_ANALYZE = {
+    "jobs": system_queries.AsyncQuerier.analyze_jobs,
+    "job_events": system_queries.AsyncQuerier.analyze_job_events,
+    "processed_effects": system_queries.AsyncQuerier.analyze_processed_effects,
+}
+"""The statement that analyzes each table TablesOutgrowingStatistics can name."""
+
 
 class _CallbackFailed(Exception):
     """One commit callback of a group raised; the group's transaction rolls back."""

@@ -22,6 +22,29 @@ FROM pg_catalog.pg_prepared_statements
 ORDER BY statement
 """
 
+TABLES_OUTGROWING_STATISTICS = """
+SELECT c.relname::text AS name
+FROM pg_catalog.pg_class AS c
+JOIN pg_catalog.pg_stat_all_tables AS s ON s.relid = c.oid
+WHERE c.oid = ANY (ARRAY[to_regclass('jobs'), to_regclass('job_events'),
+                         to_regclass('processed_effects')]::oid[])
+  AND s.n_live_tup > 2 * greatest(c.reltuples, 0) + 1000
+  AND pg_catalog.pg_has_role(c.relowner, 'USAGE')
+ORDER BY c.relname
+"""
+
+ANALYZE_JOBS = """
+ANALYZE (SKIP_LOCKED) jobs
+"""
+
+ANALYZE_JOB_EVENTS = """
+ANALYZE (SKIP_LOCKED) job_events
+"""
+
+ANALYZE_PROCESSED_EFFECTS = """
+ANALYZE (SKIP_LOCKED) processed_effects
+"""
+
 
 class PreparedStatementPlansRow(pydantic.BaseModel):
     """A row returned by ``PreparedStatementPlans``."""
@@ -92,6 +115,51 @@ class AsyncQuerier:
             _rows = await _cur.fetchall()
         return [_row_to_prepared_statement_plans_row(_row) for _row in _rows]
 
+    async def tables_outgrowing_statistics(self) -> list[str]:
+        """jobrun's growing tables whose planner statistics describe a much smaller
+        table: more than twice the rows (and a thousand more) live now than when
+        they were last analyzed, or never analyzed at all. Each session keeps a
+        generic plan of every statement it prepared, costed with the statistics
+        of that moment; one made while a table was nearly empty reads the whole
+        table (a hash join is cheapest there) and stays until the statistics
+        change: a claim planned on an empty jobs table took 73 ms once the table
+        held 500,000 rows. Autovacuum's analyze fixes that within its naptime;
+        with autovacuum off, nothing would. Only tables this role may analyze.
+
+        Run ``TablesOutgrowingStatistics``; return all its rows.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(TABLES_OUTGROWING_STATISTICS)
+            _rows = await _cur.fetchall()
+        return [_row[0] for _row in _rows]
+
+    async def analyze_jobs(self) -> None:
+        """Refresh the statistics of jobs, unless someone (autovacuum) is at it.
+        @sqlc-vet-disable
+
+        Run ``AnalyzeJobs``.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(ANALYZE_JOBS)
+
+    async def analyze_job_events(self) -> None:
+        """Refresh the statistics of job_events, unless someone (autovacuum) is at it.
+        @sqlc-vet-disable
+
+        Run ``AnalyzeJobEvents``.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(ANALYZE_JOB_EVENTS)
+
+    async def analyze_processed_effects(self) -> None:
+        """Refresh the statistics of processed_effects, unless someone (autovacuum) is at it.
+        @sqlc-vet-disable
+
+        Run ``AnalyzeProcessedEffects``.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(ANALYZE_PROCESSED_EFFECTS)
+
 class Querier:
     """The queries of ``db/query/system.sql`` on a connection.
 
@@ -131,3 +199,48 @@ class Querier:
             _cur.execute(PREPARED_STATEMENT_PLANS)
             _rows = _cur.fetchall()
         return [_row_to_prepared_statement_plans_row(_row) for _row in _rows]
+
+    def tables_outgrowing_statistics(self) -> list[str]:
+        """jobrun's growing tables whose planner statistics describe a much smaller
+        table: more than twice the rows (and a thousand more) live now than when
+        they were last analyzed, or never analyzed at all. Each session keeps a
+        generic plan of every statement it prepared, costed with the statistics
+        of that moment; one made while a table was nearly empty reads the whole
+        table (a hash join is cheapest there) and stays until the statistics
+        change: a claim planned on an empty jobs table took 73 ms once the table
+        held 500,000 rows. Autovacuum's analyze fixes that within its naptime;
+        with autovacuum off, nothing would. Only tables this role may analyze.
+
+        Run ``TablesOutgrowingStatistics``; return all its rows.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(TABLES_OUTGROWING_STATISTICS)
+            _rows = _cur.fetchall()
+        return [_row[0] for _row in _rows]
+
+    def analyze_jobs(self) -> None:
+        """Refresh the statistics of jobs, unless someone (autovacuum) is at it.
+        @sqlc-vet-disable
+
+        Run ``AnalyzeJobs``.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(ANALYZE_JOBS)
+
+    def analyze_job_events(self) -> None:
+        """Refresh the statistics of job_events, unless someone (autovacuum) is at it.
+        @sqlc-vet-disable
+
+        Run ``AnalyzeJobEvents``.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(ANALYZE_JOB_EVENTS)
+
+    def analyze_processed_effects(self) -> None:
+        """Refresh the statistics of processed_effects, unless someone (autovacuum) is at it.
+        @sqlc-vet-disable
+
+        Run ``AnalyzeProcessedEffects``.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(ANALYZE_PROCESSED_EFFECTS)

@@ -1,0 +1,179 @@
+"""Plans made while a table was small must not outlive its growth.
+
+A session plans each prepared statement once (PostgreSQL keeps the generic
+plan) and keeps that plan until the statistics of a table it reads change.
+Planned while jobs was nearly empty, the claim joins its picked ids to jobs
+by reading the whole table, which is cheapest there; the plan stays when the
+table grows, and every claim then reads every row (73 ms per claim at 500,000
+rows, measured on the development machine). Autovacuum's analyze makes the
+sessions plan again within its naptime; on a server without autovacuum, such
+as the shared test server, nothing would. These tests reproduce the stale plan
+on a session that claimed as the store does, and show that the store's
+statistics refresh, run by the maintenance leader (and by ``jobrun worker``:
+tests/acceptance/test_cli_worker.py),
+puts that same session back on primary-key probes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from jobrun.maintenance import Maintenance
+from jobrun.postgres import Pool
+from jobrun.postgres.claimplan import fill_synthetic
+from jobrun.postgres.lock import AdvisoryLocker
+from jobrun.postgres.store import Store
+from jobrun.sqlc import jobs as job_queries
+from jobrun.sqlc.models import JobState
+
+CLAIM_MARKER = "WITH RECURSIVE controls AS MATERIALIZED"
+# Literals for a prepared claim's parameters, by their type: EXPLAIN EXECUTE
+# takes the values, and the plan it shows is the one the session would run.
+LITERALS = {
+    "text[]": "'{default}'",
+    "smallint": "10",
+    "integer": "10",
+    "timestamp with time zone": "NULL",
+    "text": "'stats-test'",
+    "interval": "'30 seconds'",
+    "boolean": "true",
+}
+
+
+async def connect(db_url: str) -> psycopg.AsyncConnection[Any]:
+    return await psycopg.AsyncConnection.connect(db_url, autocommit=True)
+
+
+async def without_autovacuum(db_url: str) -> None:
+    """Keep autovacuum (on in the embedded server) from analyzing jobs behind the test."""
+    async with await connect(db_url) as conn:
+        await conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+
+
+async def claim_as_a_worker(conn: psycopg.AsyncConnection[Any], calls: int = 12) -> None:
+    """Claim as the store does, enough times for the session to keep a generic plan."""
+    queries = job_queries.AsyncQuerier(conn)
+    params = job_queries.JobClaimParams(
+        queues=["default"],
+        owner="stats-test",
+        max_jobs=10,
+        lease=timedelta(seconds=30),
+        now=None,
+        record_events=True,
+    )
+    for _ in range(calls):
+        await queries.job_claim(params=params)
+
+
+async def claim_scans(conn: psycopg.AsyncConnection[Any]) -> list[tuple[str, str | None]]:
+    """(node type, relation) of every scan in the plan this session keeps for the claim."""
+    cur = await conn.execute(
+        "SELECT name, parameter_types::text[], generic_plans FROM pg_prepared_statements "
+        "WHERE strpos(statement, %s) > 0",
+        (CLAIM_MARKER,),
+    )
+    rows = await cur.fetchall()
+    assert len(rows) == 1, rows
+    name, types, generic_plans = rows[0]
+    assert generic_plans > 0, "the session should be running the claim's generic plan"
+    args = ", ".join(LITERALS[t] for t in types)
+    cur = await conn.execute(f"EXPLAIN (FORMAT JSON) EXECUTE {name}({args})")
+    row = await cur.fetchone()
+    assert row is not None
+    document = row[0] if not isinstance(row[0], str) else json.loads(row[0])
+    found: list[tuple[str, str | None]] = []
+
+    def walk(node: dict[str, Any]) -> None:
+        if "Scan" in node["Node Type"]:
+            found.append((node["Node Type"], node.get("Relation Name")))
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(document[0]["Plan"])
+    return found
+
+
+async def grow(db_url: str, total: int) -> None:
+    """Add ``total`` finished jobs, as a busy queue leaves behind."""
+    async with await connect(db_url) as conn:
+        await fill_synthetic(
+            conn, queue="done", total=total, first_id=1, state=JobState.SUCCEEDED,
+            finished_at=datetime.now(UTC),
+        )  # fmt: skip
+
+
+async def until(check: Any, within: float = 20.0) -> Any:
+    """Await ``check()`` until it returns something true; the server's counters lag a moment."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        result = await check()
+        if result:
+            return result
+        assert asyncio.get_running_loop().time() < deadline, "not true in time"
+        await asyncio.sleep(0.1)
+
+
+async def test_a_claim_planned_on_an_empty_table_is_planned_again_once_statistics_are_refreshed(
+    db_url: str, pool: Pool
+) -> None:
+    await without_autovacuum(db_url)
+    store = Store(pool)
+    async with await connect(db_url) as session:
+        await claim_as_a_worker(session)
+        assert ("Seq Scan", "jobs") in await claim_scans(session)  # cheapest while empty
+        await grow(db_url, 20_000)
+        # The hazard: the session keeps reading the whole (now large) table.
+        assert ("Seq Scan", "jobs") in await claim_scans(session)
+
+        analyzed = await until(store.refresh_statistics)
+        assert analyzed == ["jobs"]
+
+        scans = await claim_scans(session)
+        assert ("Seq Scan", "jobs") not in scans, scans
+        assert ("Index Scan", "jobs") in scans, scans
+        # Statistics now describe the table: nothing left to refresh.
+        assert await store.refresh_statistics() == []
+
+
+async def test_small_growth_does_not_analyze(db_url: str, pool: Pool) -> None:
+    await without_autovacuum(db_url)
+    store = Store(pool)
+    await grow(db_url, 900)  # below the thousand-row floor
+    await asyncio.sleep(1.5)  # let the server's counters catch up
+    assert await store.refresh_statistics() == []
+
+
+async def test_the_maintenance_leader_refreshes_the_statistics_of_a_grown_table(
+    db_url: str, pool: Pool
+) -> None:
+    await without_autovacuum(db_url)
+    maintenance = Maintenance(
+        Store(pool),
+        AdvisoryLocker(db_url, application_name="jobrun-stats-test"),
+        every=timedelta(hours=1),
+        statistics_every=timedelta(milliseconds=100),
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(maintenance.run(stop))
+    try:
+        await until(lambda: asyncio.sleep(0, maintenance.is_leader))
+        await grow(db_url, 5_000)
+
+        async def analyzed() -> list[str]:
+            return maintenance.analyzed
+
+        assert await until(analyzed) == ["jobs"]
+        assert maintenance.passes == 1  # the hourly prune ran once; the refresh ran between
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+    async with await connect(db_url) as conn:
+        cur = await conn.execute(
+            "SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables WHERE relname = 'jobs'"
+        )
+        assert await cur.fetchone() == (True,)
