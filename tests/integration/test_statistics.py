@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from jobrun.maintenance import Maintenance
-from jobrun.postgres import Pool
+from jobrun.postgres import Pool, open_pool
 from jobrun.postgres.claimplan import fill_synthetic
 from jobrun.postgres.lock import AdvisoryLocker
 from jobrun.postgres.store import Store
@@ -146,6 +149,35 @@ async def test_small_growth_does_not_analyze(db_url: str, pool: Pool) -> None:
     await grow(db_url, 900)  # below the thousand-row floor
     await asyncio.sleep(1.5)  # let the server's counters catch up
     assert await store.refresh_statistics() == []
+
+
+async def test_a_role_that_may_not_analyze_the_tables_leaves_them_alone(
+    db_url: str, pool: Pool
+) -> None:
+    # Workers may log in as a role that does not own jobrun's tables: ANALYZE
+    # would only warn and skip, on every check. Such a role skips them itself.
+    await without_autovacuum(db_url)
+    await grow(db_url, 5_000)
+
+    async def counted() -> bool:
+        async with await connect(db_url) as conn:
+            cur = await conn.execute(
+                "SELECT n_live_tup FROM pg_stat_user_tables WHERE relname = 'jobs'"
+            )
+            row = await cur.fetchone()
+        return row is not None and row[0] >= 5_000
+
+    await until(counted)
+    role = f"jobrun_worker_{uuid.uuid4().hex[:10]}"
+    async with await connect(db_url) as admin:
+        await admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        try:
+            async with await open_pool(make_conninfo(db_url, user=role)) as other:
+                assert await Store(other).refresh_statistics() == []
+            assert await Store(pool).refresh_statistics() == ["jobs"]
+        finally:
+            await admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+            await admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
 async def test_the_maintenance_leader_refreshes_the_statistics_of_a_grown_table(
