@@ -25,10 +25,9 @@ ORDER BY statement
 TABLES_OUTGROWING_STATISTICS = """
 SELECT c.relname::text AS name
 FROM pg_catalog.pg_class AS c
-JOIN pg_catalog.pg_stat_all_tables AS s ON s.relid = c.oid
 WHERE c.oid = ANY (ARRAY[to_regclass('jobs'), to_regclass('job_events'),
                          to_regclass('processed_effects')]::oid[])
-  AND s.n_live_tup > 2 * greatest(c.reltuples, 0) + 1000
+  AND pg_catalog.pg_stat_get_live_tuples(c.oid) > 2 * greatest(c.reltuples, 0) + 1000
   AND pg_catalog.pg_has_role(c.relowner, 'USAGE')
 ORDER BY c.relname
 """
