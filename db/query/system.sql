@@ -19,8 +19,9 @@ ORDER BY statement;
 -- generic plan of every statement it prepared, costed with the statistics
 -- of that moment; one made while a table was nearly empty reads the whole
 -- table (a hash join is cheapest there) and stays until the statistics
--- change: a claim planned on an empty jobs table took 73 ms once the table
--- held 500,000 rows. Autovacuum's analyze fixes that within its naptime;
+-- change: a claim planned on an empty jobs table takes some 100 times as long
+-- once the table holds 500,000 rows (scripts/bench-claim --grown measures
+-- it). Autovacuum's analyze fixes that within its naptime;
 -- with autovacuum off, nothing would. Only tables this role may analyze.
 SELECT c.relname::text AS name
 FROM pg_catalog.pg_class AS c

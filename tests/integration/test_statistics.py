@@ -4,8 +4,8 @@ A session plans each prepared statement once (PostgreSQL keeps the generic
 plan) and keeps that plan until the statistics of a table it reads change.
 Planned while jobs was nearly empty, the claim joins its picked ids to jobs
 by reading the whole table, which is cheapest there; the plan stays when the
-table grows, and every claim then reads every row (73 ms per claim at 500,000
-rows, measured on the development machine). Autovacuum's analyze makes the
+table grows, and every claim then reads every row (about 100 times slower at
+500,000 rows: scripts/bench-claim --grown 500k). Autovacuum's analyze makes the
 sessions plan again within its naptime; on a server without autovacuum, such
 as the shared test server, nothing would. These tests reproduce the stale plan
 on a session that claimed as the store does, and show that the store's
