@@ -9,7 +9,8 @@ depend on the few operations they use, never on PostgreSQL:
 * :class:`Reaping`: requeue jobs whose lease ran out (the reaper).
 * :class:`Admin`: inspect and steer jobs and queues (operators, the CLI).
 * :class:`Pruning`: delete what retention says is old, one bounded batch per
-  call (the maintenance service).
+  call, and refresh the statistics of tables that outgrew them (the
+  maintenance service).
 * :class:`ScheduleStore`: create and fire schedules (the scheduler, operators).
 * :class:`Dispatcher`: wake idle workers early (LISTEN/NOTIFY; polling is the
   guarantee).
