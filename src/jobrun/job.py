@@ -270,13 +270,7 @@ def new_job_id() -> UUID:
     listings a stable newest-first order for free. Within one process the ids
     are strictly increasing, even inside one millisecond.
     """
-    global _last_job_id
-    stamp = ((time.time_ns() // 1_000_000) & _MILLIS_MASK) << 80
-    value = (stamp | int.from_bytes(os.urandom(10), "big")) & _UUID7_CLEAR | _UUID7_SET
-    if value <= _last_job_id:
-        value = _last_job_id + 1
-    _last_job_id = value
-    return UUID(int=value)
+    return new_job_ids(1)[0]
 
 
 def new_job_ids(count: int) -> list[UUID]:
