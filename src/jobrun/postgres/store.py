@@ -798,13 +798,7 @@ class Store(ScheduleMethods):
         # jobs_finished_state_idx, the one index of finished jobs.
         for state in sorted(_base.FINISHED_STATES):
             while True:
-                async with self._connection() as conn:
-                    deleted = await job_queries.AsyncQuerier(conn).job_purge_state(
-                        state=models.JobState(state.value),
-                        older_than=older_than,
-                        batch_size=batch_size,
-                        now=now,
-                    )
+                deleted = await self.purge_finished_batch(state, older_than, batch_size, now=now)
                 total += deleted
                 if deleted < batch_size:
                     break

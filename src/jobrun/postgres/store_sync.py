@@ -743,13 +743,7 @@ class SyncStore(SyncScheduleMethods):
         total = 0
         for state in sorted(_base.FINISHED_STATES):
             while True:
-                with self._connection() as conn:
-                    deleted = job_queries.Querier(conn).job_purge_state(
-                        state=models.JobState(state.value),
-                        older_than=older_than,
-                        batch_size=batch_size,
-                        now=now,
-                    )
+                deleted = self.purge_finished_batch(state, older_than, batch_size, now=now)
                 total += deleted
                 if deleted < batch_size:
                     break
