@@ -110,6 +110,16 @@ async def grow(db_url: str, total: int) -> None:
         )  # fmt: skip
 
 
+async def live_rows_counted(db_url: str, rows: int) -> bool:
+    """Whether the server's live-row counter of jobs has caught up with ``rows``."""
+    async with await connect(db_url) as conn:
+        cur = await conn.execute(
+            "SELECT n_live_tup FROM pg_stat_user_tables WHERE relname = 'jobs'"
+        )
+        row = await cur.fetchone()
+    return row is not None and row[0] >= rows
+
+
 async def until(check: Any, within: float = 20.0) -> Any:
     """Await ``check()`` until it returns something true; the server's counters lag a moment."""
     deadline = asyncio.get_running_loop().time() + within
@@ -143,6 +153,34 @@ async def test_a_claim_planned_on_an_empty_table_is_planned_again_once_statistic
         assert await store.refresh_statistics() == []
 
 
+async def test_a_table_someone_else_is_analyzing_is_skipped_and_analyzed_at_the_next_call(
+    db_url: str, pool: Pool
+) -> None:
+    # ANALYZE (SKIP_LOCKED): a lock another session holds on the table (as a
+    # running autovacuum or a manual VACUUM does) makes the refresh skip it
+    # at once instead of waiting, and say so; the next call analyzes it.
+    await without_autovacuum(db_url)
+    store = Store(pool)
+    await grow(db_url, 5_000)
+
+    async def last_analyzed() -> bool:
+        async with await connect(db_url) as conn:
+            cur = await conn.execute(
+                "SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables WHERE relname = 'jobs'"
+            )
+            row = await cur.fetchone()
+        return row is not None and bool(row[0])
+
+    await until(lambda: live_rows_counted(db_url, 5_000))
+    async with await psycopg.AsyncConnection.connect(db_url) as holder:
+        await holder.execute("LOCK TABLE jobs IN SHARE UPDATE EXCLUSIVE MODE")
+        assert await asyncio.wait_for(store.refresh_statistics(), 10) == []
+        await holder.rollback()
+    assert not await last_analyzed()
+    assert await store.refresh_statistics() == ["jobs"]
+    assert await until(last_analyzed)
+
+
 async def test_small_growth_does_not_analyze(db_url: str, pool: Pool) -> None:
     await without_autovacuum(db_url)
     store = Store(pool)
@@ -159,15 +197,7 @@ async def test_a_role_that_may_not_analyze_the_tables_leaves_them_alone(
     await without_autovacuum(db_url)
     await grow(db_url, 5_000)
 
-    async def counted() -> bool:
-        async with await connect(db_url) as conn:
-            cur = await conn.execute(
-                "SELECT n_live_tup FROM pg_stat_user_tables WHERE relname = 'jobs'"
-            )
-            row = await cur.fetchone()
-        return row is not None and row[0] >= 5_000
-
-    await until(counted)
+    await until(lambda: live_rows_counted(db_url, 5_000))
     role = f"jobrun_worker_{uuid.uuid4().hex[:10]}"
     async with await connect(db_url) as admin:
         await admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))

@@ -1005,15 +1005,20 @@ class Store(ScheduleMethods):
         table, the claim reads the whole table on every call once it is large,
         until new statistics make the sessions plan again. Autovacuum's
         analyze gets there within its naptime; this gets there on a server
-        that runs without it, and sooner. A table autovacuum is processing
-        right now is skipped, not waited for. Returns the tables analyzed.
+        that runs without it, and sooner. A table someone else is vacuuming
+        or analyzing right now (autovacuum) is skipped, not waited for, and
+        left for the next call. Returns the tables analyzed.
         """
         async with self._connection() as conn:
             queries = system_queries.AsyncQuerier(conn)
             outgrown = await queries.tables_outgrowing_statistics()
+            if not outgrown:
+                return []
             for table in outgrown:
                 await _ANALYZE[table](queries)
-        return outgrown
+            # A skipped table still describes fewer rows than it holds.
+            skipped = set(await queries.tables_outgrowing_statistics())
+        return [table for table in outgrown if table not in skipped]
 
 
 _ANALYZE = {
