@@ -86,3 +86,7 @@ def test_retention_and_maintenance_refuse_unworkable_values_too() -> None:
         Maintenance(object(), object(), every=timedelta(0))  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="batch_size"):
         Maintenance(object(), object(), batch_size=0)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="statistics_every"):
+        Maintenance(object(), object(), statistics_every=timedelta(0))  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="statistics_every"):
+        Maintenance(object(), object(), statistics_every=timedelta(seconds=-1))  # type: ignore[arg-type]
