@@ -370,6 +370,9 @@ class Worker:
         self._threads: DaemonThreadPool | None = None
         self._started = False
         self._drain_mode = False
+        # Jobs that have left _running, counted: a drain compares it across a
+        # claim to tell whether an outcome committed while the claim ran.
+        self._settled = 0
         # Created in run(): asyncio primitives belong to the loop that runs the worker.
         self._stopping: asyncio.Event | None = None
         self._hard: asyncio.Event | None = None
@@ -514,6 +517,7 @@ class Worker:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
+            settled_before = self._settled
             try:
                 jobs = await self._store.claim(self._queues, self.owner, free, self._lease)
             except Exception as exc:
@@ -537,6 +541,11 @@ class Worker:
                 self._start(job)
             if len(jobs) < free:
                 if self._drain_mode:
+                    if self._settled != settled_before:
+                        # An outcome (a snooze, a retry due now) committed
+                        # while this claim ran, maybe after its snapshot:
+                        # claim once more before calling the queues drained.
+                        continue
                     if not self._running:
                         self._log.info("worker %s: nothing due and nothing running", self.owner)
                         self.request_stop()
@@ -776,6 +785,7 @@ class Worker:
         finally:
             self._release(run)
             self._running.pop(job.id, None)
+            self._settled += 1
             if run.successor is not None:
                 self._start(run.successor, handed_back=self._handing_back)
             assert self._wakeup is not None

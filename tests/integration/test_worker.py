@@ -501,3 +501,53 @@ async def test_a_job_snoozed_without_delay_is_claimed_again_at_once_and_runs(
     assert counts == {(JobState.SUCCEEDED, 304)}
     assert "claimed again" not in caplog.text
     assert sorted(set(rounds.values())) == [6]
+
+
+async def test_a_drain_claims_again_when_an_outcome_commits_while_its_claim_runs(
+    store: Store, pool: Pool
+) -> None:
+    # The last running job snoozes (due again at once) while a claim is in
+    # flight: the claim's snapshot predates the snooze, so it finds nothing,
+    # and by the time it returns the job has left the worker. A drain that
+    # called the queues empty then would exit with a due job still queued.
+    reg = Registry()
+    runs: list[int] = []
+    snoozing = asyncio.Event()
+
+    @reg.handler("later")
+    async def later(ctx: JobContext, payload: Any) -> None:
+        runs.append(ctx.attempt)
+        if len(runs) == 1:
+            snoozing.set()
+            raise Snooze(timedelta(0))
+
+    reporting, claim_read, committed = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    class ClaimAcrossTheSnooze(Store):
+        async def record_outcomes(self, *args: Any, **kw: Any) -> Any:
+            if committed.is_set():
+                return await super().record_outcomes(*args, **kw)
+            reporting.set()
+            await claim_read.wait()  # the claim below has taken its snapshot
+            results = await super().record_outcomes(*args, **kw)
+            committed.set()
+            return results
+
+        async def claim(self, *args: Any, **kw: Any) -> Any:
+            jobs = await super().claim(*args, **kw)
+            if snoozing.is_set() and not claim_read.is_set():
+                await asyncio.wait_for(reporting.wait(), 10)
+                claim_read.set()
+                await asyncio.wait_for(committed.wait(), 10)
+                # Let the job's task finish leaving the worker before this
+                # claim's empty result is seen.
+                await asyncio.sleep(0.05)
+            return jobs
+
+    wrapped = ClaimAcrossTheSnooze(pool)
+    job = await wrapped.enqueue(NewJob(type="later"))
+    worker = make_worker(wrapped, reg, concurrency=4, lease=timedelta(seconds=30))
+    await asyncio.wait_for(worker.run(asyncio.Event(), drain=True), 30)
+    assert claim_read.is_set(), "the claim never ran across the snooze"
+    assert (await store.get(job.id)).state is JobState.SUCCEEDED
+    assert len(runs) == 2
