@@ -86,6 +86,7 @@ from jobrun.postgres.convert import (
     queue_stats_from_row,
     utc,
 )
+from jobrun.postgres.lean import AsyncLeanConnection
 from jobrun.postgres.pool import Pool, database_location
 from jobrun.postgres.schedules import ScheduleMethods
 from jobrun.sqlc import effects as effect_queries
@@ -109,6 +110,11 @@ MAX_RETRY_JITTER = 0.5
 _COPY_CHUNK = 5_000
 _PlainRow = job_queries.JobInsertCopyParams
 _TracedRow = job_queries.JobInsertCopyTracedParams
+
+
+def _lean(conn: psycopg.AsyncConnection[Any]) -> psycopg.AsyncConnection[Any]:
+    """``conn`` (pooled, autocommit) as the generated querier takes it, run without a cursor."""
+    return cast(psycopg.AsyncConnection[Any], AsyncLeanConnection(conn))
 
 
 class Store(ScheduleMethods):
@@ -199,10 +205,20 @@ class Store(ScheduleMethods):
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """A pooled connection for a single statement (its own implicit transaction)."""
+        """A pooled connection for a single statement (its own implicit transaction).
+
+        getconn/putconn rather than ``pool.connection()``: pooled connections
+        are in autocommit, so the commit that block sends on exit would do
+        nothing, at the cost of a pass through psycopg's wait machinery per
+        statement. putconn still rolls back, or discards, a connection
+        returned in a transaction or mid-statement.
+        """
         try:
-            async with self._pool.connection() as conn:
+            conn = await self._pool.getconn()
+            try:
                 yield conn
+            finally:
+                await self._pool.putconn(conn)
         except psycopg.Error as exc:
             raise map_error(exc, self._location, self._pool) from exc
 
@@ -232,7 +248,7 @@ class Store(ScheduleMethods):
             # The common path: one statement on an autocommit pooled connection
             # inserts the job and its event and notifies; it commits as it ends.
             async with self._connection() as pooled:
-                queries = job_queries.AsyncQuerier(pooled)
+                queries = job_queries.AsyncQuerier(_lean(pooled))
                 row = await queries.job_insert_notify(params=params)
                 if row is None:
                     return await self._replay(queries, item, params)

@@ -93,6 +93,7 @@ from jobrun.postgres.convert import (
     queue_stats_from_row,
     utc,
 )
+from jobrun.postgres.lean import LeanConnection
 from jobrun.postgres.pool import SyncPool, database_location
 from jobrun.postgres.schedules_sync import SyncScheduleMethods
 from jobrun.sqlc import effects as effect_queries
@@ -118,6 +119,11 @@ _COPY_CHUNK = 5000
 _PlainRow = job_queries.JobInsertCopyParams
 
 _TracedRow = job_queries.JobInsertCopyTracedParams
+
+
+def _lean(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+    """``conn`` (pooled, autocommit) as the generated querier takes it, run without a cursor."""
+    return cast(psycopg.Connection[Any], LeanConnection(conn))
 
 
 class SyncStore(SyncScheduleMethods):
@@ -201,10 +207,20 @@ class SyncStore(SyncScheduleMethods):
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection for a single statement (its own implicit transaction)."""
+        """A pooled connection for a single statement (its own implicit transaction).
+
+        getconn/putconn rather than ``pool.connection()``: pooled connections
+        are in autocommit, so the commit that block sends on exit would do
+        nothing, at the cost of a pass through psycopg's wait machinery per
+        statement. putconn still rolls back, or discards, a connection
+        returned in a transaction or mid-statement.
+        """
         try:
-            with self._pool.connection() as conn:
+            conn = self._pool.getconn()
+            try:
                 yield conn
+            finally:
+                self._pool.putconn(conn)
         except psycopg.Error as exc:
             raise map_error(exc, self._location, self._pool) from exc
 
@@ -228,7 +244,7 @@ class SyncStore(SyncScheduleMethods):
         params = _base.insert_args(item, self.notify_channel, current_trace_meta())
         if conn is None:
             with self._connection() as pooled:
-                queries = job_queries.Querier(pooled)
+                queries = job_queries.Querier(_lean(pooled))
                 row = queries.job_insert_notify(params=params)
                 if row is None:
                     return self._replay(queries, item, params)

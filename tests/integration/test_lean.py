@@ -1,0 +1,144 @@
+"""The lean statement path: a single enqueue without psycopg's cursor, on real PostgreSQL.
+
+Each test runs on a pool of one connection, so the session the store prepared
+its statement in is the session the test then inspects or disturbs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+
+import psycopg
+import pytest
+
+from jobrun.errors import SchemaMissing
+from jobrun.job import JobState, NewJob
+from jobrun.postgres import Pool, SyncPool, open_pool, open_sync_pool
+from jobrun.postgres.store import Store
+from jobrun.postgres.store_sync import SyncStore
+
+LEAN_STATEMENTS = "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'jobrun_lean_%'"
+
+
+@pytest.fixture
+async def one(db_url: str) -> AsyncIterator[Pool]:
+    opened = await open_pool(db_url, worker_concurrency=1)
+    await opened.resize(min_size=1, max_size=1)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@pytest.fixture
+def sync_one(db_url: str) -> Iterator[SyncPool]:
+    opened = open_sync_pool(db_url, max_size=1)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+async def session_scalar(pool: Pool, query: str) -> object:
+    async with pool.connection() as conn:
+        row = await (await conn.execute(query)).fetchone()
+    assert row is not None
+    return row[0]
+
+
+async def test_the_statement_is_prepared_once_per_session_and_per_parameter_types(
+    one: Pool,
+) -> None:
+    store = Store(one)
+    now = await store.now()
+    plain = [await store.enqueue(NewJob(type="t", payload={"i": i})) for i in range(3)]
+    assert await session_scalar(one, LEAN_STATEMENTS) == 1
+    # A run_at is sent as a timestamptz where the calls above sent an
+    # untyped NULL: another statement, as psycopg would prepare.
+    at = now + timedelta(days=1)
+    timed = await store.enqueue(NewJob(type="t", run_at=at, priority=-5))
+    assert await session_scalar(one, LEAN_STATEMENTS) == 2
+    again = await store.enqueue(NewJob(type="t", run_at=at + timedelta(seconds=1)))
+    assert await session_scalar(one, LEAN_STATEMENTS) == 2
+    stored = await store.get(timed.id)
+    assert (stored.run_at, stored.priority, stored.state) == (at, -5, JobState.QUEUED)
+    assert (await store.get(again.id)).run_at == at + timedelta(seconds=1)
+    assert [(await store.get(j.id)).payload for j in plain] == [{"i": i} for i in range(3)]
+
+
+async def test_a_session_that_lost_its_statements_prepares_them_again(one: Pool) -> None:
+    store = Store(one)
+    first = await store.enqueue(NewJob(type="t"))
+    async with one.connection() as conn:
+        await conn.execute("DEALLOCATE ALL")
+    assert await session_scalar(one, LEAN_STATEMENTS) == 0
+    second = await store.enqueue(NewJob(type="t", payload={"n": 2}))
+    assert await session_scalar(one, LEAN_STATEMENTS) == 1
+    assert (await store.get(first.id)).state is JobState.QUEUED
+    assert (await store.get(second.id)).payload == {"n": 2}
+
+
+async def test_behind_pgbouncer_nothing_is_prepared(db_url: str) -> None:
+    pool = await open_pool(db_url, worker_concurrency=1, pgbouncer=True)
+    await pool.resize(min_size=1, max_size=1)
+    try:
+        store = Store(pool)
+        jobs = [await store.enqueue(NewJob(type="t", payload={"i": i})) for i in range(7)]
+        assert await session_scalar(pool, "SELECT count(*) FROM pg_prepared_statements") == 0
+        assert [(await store.get(j.id)).payload for j in jobs] == [{"i": i} for i in range(7)]
+    finally:
+        await pool.close()
+
+
+async def test_an_enqueue_cancelled_mid_statement_costs_the_pool_nothing(
+    one: Pool, db_url: str
+) -> None:
+    store = Store(one)
+    await store.enqueue(NewJob(type="t"))
+    with psycopg.connect(db_url) as blocker:
+        blocker.execute("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE")
+        task = asyncio.create_task(store.enqueue(NewJob(type="t", payload={"lost": True})))
+        deadline = time.monotonic() + 10
+        while True:
+            row = blocker.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            ).fetchone()
+            if row == (1,):
+                break
+            assert time.monotonic() < deadline, "the enqueue never waited on the lock"
+            await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        blocker.rollback()
+    # The interrupted connection was discarded; the pool opens another.
+    after = await asyncio.wait_for(store.enqueue(NewJob(type="t", payload={"n": 3})), 10)
+    assert (await store.get(after.id)).payload == {"n": 3}
+
+
+async def test_a_server_error_on_the_lean_path_is_mapped_as_before(db_url: str) -> None:
+    async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as conn:
+        await conn.execute("ALTER TABLE jobs RENAME TO jobs_elsewhere")
+    pool = await open_pool(db_url, worker_concurrency=1)
+    try:
+        with pytest.raises(SchemaMissing):
+            await Store(pool).enqueue(NewJob(type="t"))
+    finally:
+        await pool.close()
+
+
+def test_the_sync_store_prepares_once_and_again_after_losing_it(sync_one: SyncPool) -> None:
+    store = SyncStore(sync_one)
+    jobs = [store.enqueue(NewJob(type="t", payload={"i": i})) for i in range(3)]
+    with sync_one.connection() as conn:
+        assert conn.execute(LEAN_STATEMENTS).fetchone() == (1,)
+        conn.execute("DEALLOCATE ALL")
+    jobs.append(store.enqueue(NewJob(type="t", payload={"i": 3}, delay=timedelta(hours=1))))
+    with sync_one.connection() as conn:
+        assert conn.execute(LEAN_STATEMENTS).fetchone() == (1,)
+    assert [store.get(j.id).payload for j in jobs] == [{"i": i} for i in range(4)]
+    assert jobs[-1].run_at - jobs[0].run_at > timedelta(minutes=59)
