@@ -13,8 +13,9 @@ from datetime import timedelta
 
 import psycopg
 import pytest
+from psycopg_pool import ConnectionPool
 
-from jobrun.errors import SchemaMissing
+from jobrun.errors import DatabaseUnavailable, SchemaMissing
 from jobrun.job import JobState, NewJob
 from jobrun.postgres import Pool, SyncPool, open_pool, open_sync_pool
 from jobrun.postgres.store import Store
@@ -142,3 +143,57 @@ def test_the_sync_store_prepares_once_and_again_after_losing_it(sync_one: SyncPo
         assert conn.execute(LEAN_STATEMENTS).fetchone() == (1,)
     assert [store.get(j.id).payload for j in jobs] == [{"i": i} for i in range(4)]
     assert jobs[-1].run_at - jobs[0].run_at > timedelta(minutes=59)
+
+
+async def test_a_connection_the_server_ended_fails_as_unavailable_then_the_pool_recovers(
+    one: Pool, db_url: str
+) -> None:
+    # The async pool checks nothing on borrow (it would cost every claim a
+    # round trip): the enqueue that meets the dead connection fails as the
+    # database being unavailable, as it did through psycopg's cursor, and the
+    # pool replaces the connection for the next one.
+    store = Store(one)
+    await store.enqueue(NewJob(type="t"))
+    pid = await session_scalar(one, "SELECT pg_backend_pid()")
+    with psycopg.connect(db_url, autocommit=True) as admin:
+        assert admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone() == (True,)
+        for _ in range(500):
+            gone = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)
+            ).fetchone()
+            if gone == (0,):
+                break
+            await asyncio.sleep(0.01)
+        assert gone == (0,), "the terminated backend never exited"
+    with pytest.raises(DatabaseUnavailable):
+        await store.enqueue(NewJob(type="t", payload={"lost": True}))
+    after = await asyncio.wait_for(store.enqueue(NewJob(type="t", payload={"n": 2})), 10)
+    assert (await store.get(after.id)).payload == {"n": 2}
+
+
+def test_a_sync_connection_the_server_ended_fails_as_unavailable(db_url: str) -> None:
+    # libpq's blocking call reports the lost connection as a result without
+    # a SQLSTATE; it must still surface as DatabaseUnavailable. A pool without
+    # jobrun's borrow check, so the dead connection is the one used.
+    with ConnectionPool(
+        db_url, min_size=1, max_size=1, kwargs={"autocommit": True}, open=True
+    ) as bare:
+        store = SyncStore(bare)
+        store.enqueue(NewJob(type="t"))
+        with bare.connection() as conn:
+            row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        with psycopg.connect(db_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (row[0],))
+            for _ in range(500):
+                gone = admin.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (row[0],)
+                ).fetchone()
+                if gone == (0,):
+                    break
+                time.sleep(0.01)
+            assert gone == (0,), "the terminated backend never exited"
+        with pytest.raises(DatabaseUnavailable):
+            store.enqueue(NewJob(type="t", payload={"lost": True}))
+        after = store.enqueue(NewJob(type="t", payload={"n": 2}))
+        assert store.get(after.id).payload == {"n": 2}

@@ -140,6 +140,13 @@ def _check(conn: psycopg.BaseConnection[Any], result: pq.abc.PGresult) -> pq.abc
     if status in (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK):
         return result
     if status == pq.ExecStatus.FATAL_ERROR:
+        if conn.pgconn.status == pq.ConnStatus.BAD:
+            # libpq's own report of a lost connection carries no SQLSTATE, so
+            # error_from_result would call it a plain DatabaseError; psycopg's
+            # cursor raises OperationalError, which callers treat as the
+            # database being unavailable.
+            message = result.error_message.decode(conn.info.encoding, "replace")
+            raise psycopg.OperationalError(" ".join(message.split()) or "the connection was lost")
         raise errors.error_from_result(result, encoding=conn.info.encoding)
     raise psycopg.ProgrammingError(
         f"a lean statement got a {pq.ExecStatus(status).name} result;"
