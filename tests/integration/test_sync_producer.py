@@ -224,3 +224,36 @@ def test_open_sync_pool_refuses_bad_arguments_without_the_password() -> None:
     with pytest.raises(ConfigurationError) as caught:
         open_sync_pool("postgresql://u:pa55word@host:notaport/db?bogus_option=1")
     assert "pa55word" not in str(caught.value)
+
+
+# -- a connection the server ended ----------------------------------------------
+
+
+def test_a_pooled_connection_the_server_ended_is_replaced_before_the_next_enqueue(
+    db_url: str,
+) -> None:
+    # The pool checks a borrowed connection only when its socket has
+    # something to read; a server that ends a session writes its error and
+    # closes, so the next enqueue gets a new connection instead of failing.
+    with SyncProducer(db_url, max_pool_size=1) as producer:
+        first = producer.enqueue(NewJob(type="t"))
+        with producer.pool.connection() as conn:
+            row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        pid = row[0]
+        with psycopg.connect(db_url, autocommit=True) as admin:
+            assert admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone() == (True,)
+            for _ in range(500):  # the backend is gone once it left pg_stat_activity
+                gone = admin.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)
+                ).fetchone()
+                if gone == (0,):
+                    break
+                admin.execute("SELECT pg_sleep(0.01)")
+            assert gone == (0,), "the terminated backend never exited"
+        second = producer.enqueue(NewJob(type="t", payload={"after": True}))
+        assert producer.get(second.id).payload == {"after": True}
+        assert producer.get(first.id).state is JobState.QUEUED
+        with producer.pool.connection() as conn:
+            row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None and row[0] != pid
