@@ -28,5 +28,6 @@ def test_bench_peers_jobrun_half_runs_and_verifies_every_sample(pg_admin_url: st
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     for step in ("jobrun enqueue single", "jobrun enqueue batch_1000", "jobrun wake-up p50",
-                 "jobrun no-op defaults", "jobrun callback c20", "summary:"):  # fmt: skip
+                 "jobrun no-op defaults", "jobrun callback c20", "jobrun no-op processes 2",
+                 "jobrun callback processes 2", "summary:"):  # fmt: skip
         assert step in result.stdout, result.stdout
