@@ -21,7 +21,7 @@ Each tick (``every``, default 1 minute) the leader deletes, in this order:
   effect twice, so it outlives the jobs; a row whose job still exists is
   never pruned.
 
-Between passes, every ``statistics_every`` (10 seconds), the leader also
+Between passes, every ``statistics_every`` (2 seconds), the leader also
 analyzes any of jobrun's growing tables that holds more than twice the rows
 its planner statistics describe (:meth:`jobrun.ports.Pruning.refresh_statistics`).
 Sessions keep the plan they made of each prepared statement; a plan made while
@@ -79,8 +79,12 @@ DEFAULT_BATCH_SIZE = 1000
 DEFAULT_BATCH_PAUSE = timedelta(milliseconds=50)
 """How long the leader waits between two batches of one pass."""
 
-DEFAULT_STATISTICS_EVERY = timedelta(seconds=10)
-"""Time between two checks of the leader for tables that outgrew their statistics."""
+DEFAULT_STATISTICS_EVERY = timedelta(seconds=2)
+"""Time between two checks of the leader for tables that outgrew their statistics.
+
+Short, because a burst into a queue whose workers planned their claim while it
+was empty is served by claims that read the whole table until the check runs;
+the check itself is one catalog read."""
 
 DEFAULT_RETRY_LEADERSHIP_EVERY = timedelta(seconds=30)
 """Seconds between a follower's attempts to lead (each one opens a connection)."""

@@ -183,7 +183,7 @@ def test_cli_worker_refreshes_the_statistics_of_a_table_that_grew_under_it(db_ur
         until(leading, within=30)
         with open_sync_pool(db_url) as pool:
             SyncStore(pool).enqueue_many("t", [{}] * 5000, queue="elsewhere")
-        # The leader looks every 10 seconds.
+        # The leader looks every 2 seconds.
         until(lambda: stats()[0], within=60)
         proc.send_signal(signal.SIGTERM)
         _, logs = proc.communicate(timeout=30)
