@@ -188,11 +188,13 @@ async def _exchange(pgconn: pq.abc.PGconn) -> pq.abc.PGresult:
     """Flush what was sent, wait for the whole reply, return its one result."""
     while pgconn.flush():
         await _ready(pgconn.socket, write=True)
+    # Nothing can have arrived yet: wait before reading rather than spend a
+    # system call on a read that would find the socket empty.
     while True:
+        await _ready(pgconn.socket, write=False)
         pgconn.consume_input()
         if not pgconn.is_busy():
             break
-        await _ready(pgconn.socket, write=False)
     result = pgconn.get_result()
     if result is None:  # pragma: no cover - a sent statement always has a result
         raise psycopg.OperationalError("the server sent no result")
