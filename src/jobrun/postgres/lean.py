@@ -158,6 +158,57 @@ def _is_stale(exc: psycopg.Error) -> bool:
     return exc.sqlstate in _STALE_STATEMENT
 
 
+class _Rows:
+    """A statement's result as a cursor hands it out: the state both lean cursors share."""
+
+    def __init__(self, conn: psycopg.BaseConnection[Any]) -> None:
+        self._conn = conn
+        self._result: pq.abc.PGresult | None = None
+        self._next = 0
+
+    def _hold(self, call: _Call, result: pq.abc.PGresult) -> None:
+        self._result = result
+        self._next = 0
+        call.session.transformer.set_pgresult(result)
+
+    @property
+    def rowcount(self) -> int:
+        """Rows the statement affected or returned (-1 before it ran)."""
+        if self._result is None:
+            return -1
+        count = self._result.command_tuples
+        return -1 if count is None else count
+
+    def _one(self) -> tuple[Any, ...] | None:
+        result = self._result
+        if result is None or self._next >= result.ntuples:
+            return None
+        row: tuple[Any, ...] | None = _session(self._conn).transformer.load_row(self._next, tuple)
+        self._next += 1
+        return row
+
+    def _all(self) -> list[tuple[Any, ...]]:
+        result = self._result
+        if result is None or self._next >= result.ntuples:
+            return []
+        tx = _session(self._conn).transformer
+        rows: list[tuple[Any, ...]] = tx.load_rows(self._next, result.ntuples, tuple)
+        self._next = result.ntuples
+        return rows
+
+
+class _Lean:
+    """A wrapped pooled connection: what both lean connections share."""
+
+    def __init__(self, conn: psycopg.BaseConnection[Any]) -> None:
+        self._conn = conn
+
+    @property
+    def pgconn(self) -> pq.abc.PGconn:
+        """The libpq connection underneath."""
+        return self._conn.pgconn
+
+
 # -- async ------------------------------------------------------------------------------
 
 
@@ -228,13 +279,10 @@ async def _run_async(conn: psycopg.AsyncConnection[Any], call: _Call) -> pq.abc.
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-class _AsyncLeanCursor:
+class _AsyncLeanCursor(_Rows):
     """The part of psycopg's cursor the generated queriers use, over one exchange."""
 
-    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        self._conn = conn
-        self._result: pq.abc.PGresult | None = None
-        self._next = 0
+    _conn: psycopg.AsyncConnection[Any]
 
     async def __aenter__(self) -> _AsyncLeanCursor:
         return self
@@ -250,52 +298,28 @@ class _AsyncLeanCursor:
     async def execute(self, query: str, params: Mapping[str, Any] | None = None) -> None:
         """Run ``query`` (generated, with ``%(name)s`` placeholders) with ``params``."""
         call = _Call.of(self._conn, query, params or {})
-        self._result = await _run_async(self._conn, call)
-        self._next = 0
-        call.session.transformer.set_pgresult(self._result)
-
-    @property
-    def rowcount(self) -> int:
-        """Rows the statement affected or returned (-1 before it ran)."""
-        if self._result is None:
-            return -1
-        count = self._result.command_tuples
-        return -1 if count is None else count
+        self._hold(call, await _run_async(self._conn, call))
 
     async def fetchone(self) -> tuple[Any, ...] | None:
         """The next row, or None."""
-        result = self._result
-        if result is None or self._next >= result.ntuples:
-            return None
-        row: tuple[Any, ...] | None = _session(self._conn).transformer.load_row(self._next, tuple)
-        self._next += 1
-        return row
+        return self._one()
 
     async def fetchall(self) -> list[tuple[Any, ...]]:
         """Every row not fetched yet."""
-        result = self._result
-        if result is None or self._next >= result.ntuples:
-            return []
-        tx = _session(self._conn).transformer
-        rows: list[tuple[Any, ...]] = tx.load_rows(self._next, result.ntuples, tuple)
-        self._next = result.ntuples
-        return rows
+        return self._all()
 
 
-class AsyncLeanConnection:
+class AsyncLeanConnection(_Lean):
     """A pooled autocommit connection as the generated queriers see it, minus the cursor's cost.
 
     Pass it where a querier takes a connection; only single statements
     (``:one``, ``:many``, ``:exec``, ``:execrows``) run on it.
     """
 
-    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        self._conn = conn
+    _conn: psycopg.AsyncConnection[Any]
 
-    @property
-    def pgconn(self) -> pq.abc.PGconn:
-        """The libpq connection underneath."""
-        return self._conn.pgconn
+    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        super().__init__(conn)
 
     def cursor(self) -> _AsyncLeanCursor:
         """A cursor that runs one statement per ``execute`` in one exchange."""
@@ -334,13 +358,10 @@ def _run_sync(conn: psycopg.Connection[Any], call: _Call) -> pq.abc.PGresult:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-class _LeanCursor:
+class _LeanCursor(_Rows):
     """The sync twin of the lean cursor."""
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
-        self._conn = conn
-        self._result: pq.abc.PGresult | None = None
-        self._next = 0
+    _conn: psycopg.Connection[Any]
 
     def __enter__(self) -> _LeanCursor:
         return self
@@ -356,48 +377,24 @@ class _LeanCursor:
     def execute(self, query: str, params: Mapping[str, Any] | None = None) -> None:
         """Run ``query`` (generated, with ``%(name)s`` placeholders) with ``params``."""
         call = _Call.of(self._conn, query, params or {})
-        self._result = _run_sync(self._conn, call)
-        self._next = 0
-        call.session.transformer.set_pgresult(self._result)
-
-    @property
-    def rowcount(self) -> int:
-        """Rows the statement affected or returned (-1 before it ran)."""
-        if self._result is None:
-            return -1
-        count = self._result.command_tuples
-        return -1 if count is None else count
+        self._hold(call, _run_sync(self._conn, call))
 
     def fetchone(self) -> tuple[Any, ...] | None:
         """The next row, or None."""
-        result = self._result
-        if result is None or self._next >= result.ntuples:
-            return None
-        row: tuple[Any, ...] | None = _session(self._conn).transformer.load_row(self._next, tuple)
-        self._next += 1
-        return row
+        return self._one()
 
     def fetchall(self) -> list[tuple[Any, ...]]:
         """Every row not fetched yet."""
-        result = self._result
-        if result is None or self._next >= result.ntuples:
-            return []
-        tx = _session(self._conn).transformer
-        rows: list[tuple[Any, ...]] = tx.load_rows(self._next, result.ntuples, tuple)
-        self._next = result.ntuples
-        return rows
+        return self._all()
 
 
-class LeanConnection:
+class LeanConnection(_Lean):
     """The sync twin of :class:`AsyncLeanConnection`."""
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
-        self._conn = conn
+    _conn: psycopg.Connection[Any]
 
-    @property
-    def pgconn(self) -> pq.abc.PGconn:
-        """The libpq connection underneath."""
-        return self._conn.pgconn
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        super().__init__(conn)
 
     def cursor(self) -> _LeanCursor:
         """A cursor that runs one statement per ``execute`` in one exchange."""
