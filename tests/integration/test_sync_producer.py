@@ -187,6 +187,25 @@ def test_given_pool_is_used_and_left_open(db_url: str) -> None:
         pool.close()
 
 
+def test_a_caller_pool_without_autocommit_keeps_every_write(db_url: str) -> None:
+    # psycopg_pool's default connections open a transaction on their first
+    # statement; the store must commit what its single statements wrote, not
+    # hand the connection back mid-transaction for the pool to roll back.
+    pool: ConnectionPool[Any] = ConnectionPool(db_url, min_size=1, max_size=1, open=True)
+    try:
+        producer = SyncProducer(pool)
+        job = producer.enqueue(NewJob(type="t", queue="held"))
+        producer.pause_queue("held", actor="test")
+        with psycopg.connect(db_url) as other:
+            assert other.execute(
+                "SELECT count(*) FROM jobs WHERE id = %s", (job.id,)
+            ).fetchone() == (1,)
+            paused = other.execute("SELECT paused FROM queues WHERE name = 'held'").fetchone()
+        assert paused == (True,)
+    finally:
+        pool.close()
+
+
 def test_context_manager_closes_its_own_pool(db_url: str) -> None:
     with SyncProducer(db_url) as producer:
         producer.depth()

@@ -207,16 +207,22 @@ class Store(ScheduleMethods):
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         """A pooled connection for a single statement (its own implicit transaction).
 
-        getconn/putconn rather than ``pool.connection()``: pooled connections
-        are in autocommit, so the commit that block sends on exit would do
-        nothing, at the cost of a pass through psycopg's wait machinery per
-        statement. putconn still rolls back, or discards, a connection
-        returned in a transaction or mid-statement.
+        On jobrun's pools (autocommit) the statement commits as it ends, and
+        the commit ``pool.connection()`` sends on exit would do nothing at the
+        cost of a pass through psycopg's wait machinery, so the connection is
+        only borrowed and returned. A caller's pool without autocommit opens
+        a transaction on the first statement: the connection's own block
+        commits it (or rolls it back on an error), as ``pool.connection()``
+        does, before it goes back.
         """
         try:
             conn = await self._pool.getconn()
             try:
-                yield conn
+                if conn.autocommit:
+                    yield conn
+                else:
+                    async with conn:
+                        yield conn
             finally:
                 await self._pool.putconn(conn)
         except psycopg.Error as exc:
