@@ -312,8 +312,8 @@ def _check_if_the_server_spoke(conn: psycopg.Connection[Any]) -> None:
     An idle connection has nothing to read unless the server ended it (a
     restart, ``pg_terminate_backend``, ``idle_session_timeout``: the server
     sends its error and closes the socket) or sent a notice. Polling the
-    socket costs no round trip, where psycopg's check costs one per borrow,
-    which was half the time of a sync enqueue. A peer that vanished without
+    socket costs no round trip, where psycopg's check added one to every
+    borrow, on top of the statement's own. A peer that vanished without
     closing (a dropped NAT entry) looks alive to both checks alike.
     """
     fd = conn.pgconn.socket
