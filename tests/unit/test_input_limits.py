@@ -8,10 +8,16 @@ InvalidJob when a model was built without validation.
 
 from __future__ import annotations
 
+import copy
 import json
+import multiprocessing
+import pickle
+import sys
+import threading
 from datetime import UTC, datetime, timedelta, timezone
 from itertools import pairwise
 from typing import Any
+from uuid import UUID, SafeUUID
 
 import pytest
 from hypothesis import given
@@ -288,6 +294,59 @@ def test_job_ids_are_uuid7_strictly_increasing_alone_or_in_bulk() -> None:
     stamp = made[-1].int >> 80
     assert now_ms - 5_000 <= stamp <= now_ms + 1, "the first 48 bits are the time in milliseconds"
     assert new_job_ids(0) == []
+
+
+def test_job_ids_made_by_many_threads_at_once_are_all_different() -> None:
+    # A tiny switch interval makes threads interleave inside the generator;
+    # unlocked, two of them took the count-up branch from one last id.
+    made: list[list[UUID]] = []
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+
+        def make() -> None:
+            mine = [new_job_id() for _ in range(5_000)]
+            mine += new_job_ids(5_000)
+            made.append(mine)
+
+        threads = [threading.Thread(target=make) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert sum(len(ids) for ids in made) == len({i for ids in made for i in ids}) == 80_000
+    assert all(all(a < b for a, b in pairwise(ids)) for ids in made)
+
+
+def _ids_in_a_child(conn: Any) -> None:
+    conn.send([new_job_id() for _ in range(200)] + new_job_ids(200))
+
+
+def test_a_forked_child_does_not_make_its_parents_ids() -> None:
+    new_job_id()  # the parent has drawn randomness and made an id before the fork
+    fork = multiprocessing.get_context("fork")
+    ours, theirs = fork.Pipe()
+    child = fork.Process(target=_ids_in_a_child, args=(theirs,))
+    child.start()
+    parent_ids = [new_job_id() for _ in range(200)] + new_job_ids(200)
+    child_ids = ours.recv()
+    child.join()
+    assert child.exitcode == 0
+    assert not set(parent_ids) & set(child_ids)
+    # Not even the random bits repeat: a child that inherited the unread
+    # randomness would make the parent's ids, a few milliseconds apart.
+    rand_b = (1 << 62) - 1
+    assert not {u.int & rand_b for u in parent_ids} & {u.int & rand_b for u in child_ids}
+
+
+def test_a_job_id_is_a_plain_uuid() -> None:
+    made = new_job_id()
+    twin = UUID(str(made))
+    assert made == twin and hash(made) == hash(twin) and str(made) == str(twin)
+    assert type(made) is UUID and made.is_safe is SafeUUID.unknown
+    assert pickle.loads(pickle.dumps(made)) == made and copy.deepcopy(made) == made
 
 
 def test_a_payload_deeper_than_the_limit_in_a_bulk_call_names_its_index() -> None:
