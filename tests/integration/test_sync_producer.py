@@ -9,9 +9,12 @@ operators, notifications) runs against the generated sync store in
 from __future__ import annotations
 
 import asyncio
+import sys
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
+from uuid import UUID
 
 import psycopg
 import pytest
@@ -204,6 +207,46 @@ def test_a_caller_pool_without_autocommit_keeps_every_write(db_url: str) -> None
         assert paused == (True,)
     finally:
         pool.close()
+
+
+def test_one_producer_shared_by_many_threads_stores_every_job_once(db_url: str) -> None:
+    # A threaded web server shares one SyncProducer across its request threads.
+    # The switch interval makes the threads interleave inside enqueue (job ids
+    # included: unlocked, the id generator gave two threads one id).
+    threads_n, each = 8, 150
+    made: list[UUID] = []
+    failures: list[BaseException] = []
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        with SyncProducer(db_url, max_pool_size=3) as producer:
+
+            def produce() -> None:
+                try:
+                    mine = [
+                        producer.enqueue(NewJob(type="t", queue="threads")).id for _ in range(each)
+                    ]
+                    batch = producer.enqueue_batch(
+                        [NewJob(type="t", queue="threads") for _ in range(each)]
+                    )
+                    mine += [job.id for job in batch if isinstance(job, Job)]
+                    mine += producer.enqueue_many("t", [{}] * each, queue="threads")
+                    made.extend(mine)
+                except BaseException as exc:  # reported below, with the thread's count
+                    failures.append(exc)
+
+            workers = [threading.Thread(target=produce) for _ in range(threads_n)]
+            for thread in workers:
+                thread.start()
+            for thread in workers:
+                thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert failures == []
+    assert len(made) == len(set(made)) == threads_n * each * 3
+    with psycopg.connect(db_url) as conn:
+        stored = {row[0] for row in conn.execute("SELECT id FROM jobs WHERE queue = 'threads'")}
+    assert stored == set(made)
 
 
 def test_context_manager_closes_its_own_pool(db_url: str) -> None:
