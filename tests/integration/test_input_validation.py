@@ -209,3 +209,26 @@ async def test_a_real_nul_in_a_payload_is_still_refused(store: Store, db_url: st
     with pytest.raises(InvalidJob, match="NUL"):
         await store.enqueue_batch([NewJob(type="t", payload={"k\x00": 1})])
     assert count(db_url) == 0
+
+
+async def test_a_job_id_already_stored_is_invalid_job_naming_it(
+    store: Store, producer: SyncProducer, db_url: str
+) -> None:
+    stored = await store.enqueue(NewJob(type="t"))
+    again = NewJob(type="t", id=stored.id)
+    with pytest.raises(InvalidJob, match=f"same id is already stored.*{stored.id}"):
+        await store.enqueue(again)
+    with pytest.raises(InvalidJob, match=f"same id is already stored.*{stored.id}"):
+        await store.enqueue_batch([NewJob(type="t"), again])
+    with pytest.raises(InvalidJob, match=f"same id is already stored.*{stored.id}"):
+        producer.enqueue(again)
+    with pytest.raises(InvalidJob, match=f"same id is already stored.*{stored.id}"):
+        producer.enqueue_batch([again, NewJob(type="t")])
+    async with await psycopg.AsyncConnection.connect(db_url) as conn:
+        with pytest.raises(InvalidJob, match=f"same id is already stored.*{stored.id}"):
+            await store.enqueue(again, conn=conn)
+    twin = NewJob(type="t")
+    with pytest.raises(InvalidJob, match=f"same id is already stored.*{twin.id}"):
+        await store.enqueue_batch([twin, twin])
+    # Each refusal wrote nothing: the batches' other jobs went with them.
+    assert count(db_url) == 1

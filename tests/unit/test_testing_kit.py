@@ -289,6 +289,21 @@ async def test_recording_producer_validates_the_whole_batch_before_recording() -
     assert stored.payload == {"user_id": 3}, "the model's dump is stored, as in the store"
 
 
+async def test_recording_producer_refuses_an_id_already_stored_as_the_store_does() -> None:
+    producer = RecordingProducer()
+    stored = await producer.enqueue(NewJob(type="t"))
+    again = NewJob(type="t", id=stored.id)
+    with pytest.raises(InvalidJob, match=f"same id is already stored: {stored.id}"):
+        await producer.enqueue(again)
+    with pytest.raises(InvalidJob, match="same id is already stored"):
+        await producer.enqueue_batch([NewJob(type="t"), again])
+    twin = NewJob(type="t")
+    with pytest.raises(InvalidJob, match="same id is already stored"):
+        await producer.enqueue_batch([twin, twin])
+    assert producer.jobs == [stored], "a refused batch records none of its jobs"
+    assert producer.offered == [NewJob(type="t", id=stored.id)]
+
+
 async def test_recording_producer_enqueues_many_alike_and_checks_them_first() -> None:
     producer = RecordingProducer(payload_models={"mail": Welcome})
     ids = await producer.enqueue_many("mail", [{"user_id": "1"}, {"user_id": 2}], queue="mail")

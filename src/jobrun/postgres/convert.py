@@ -383,7 +383,8 @@ def map_error(
     The one place that interprets SQLSTATEs. Connection-level failures become
     DatabaseUnavailable without the connection string; a statement timeout in
     a completion becomes CommitTimeout; CHECK and NOT NULL violations are bad
-    input that the Python-side validation did not catch; an undefined table
+    input that the Python-side validation did not catch, as is a second job
+    with an id already stored (a NewJob given its own id); an undefined table
     or type of jobrun's own is SchemaMissing. A pool timeout while
     ``pool`` (the pool the connection was asked of) has all its connections
     out becomes PoolExhausted.
@@ -411,6 +412,10 @@ def map_error(
     if isinstance(exc, psycopg.errors.QueryCanceled):
         reason = exc.diag.message_primary
         return CommitTimeout(f"a completion ran past the commit timeout: {reason}")
+    if isinstance(exc, psycopg.errors.UniqueViolation) and exc.diag.constraint_name == "jobs_pkey":
+        # Only a NewJob given an explicit id can collide: minted ids are unique.
+        detail = exc.diag.message_detail or "a job with that id exists"
+        return InvalidJob(f"a job with the same id is already stored: {detail}")
     if isinstance(exc, psycopg.errors.CheckViolation | psycopg.errors.NotNullViolation):
         constraint = exc.diag.constraint_name or exc.diag.column_name or "a constraint"
         return InvalidJob(f"rejected by the database ({constraint}): {exc.diag.message_primary}")

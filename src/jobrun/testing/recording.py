@@ -15,7 +15,8 @@ is recorded (``InvalidJob``, ``PayloadTooLarge``; ``payload_models`` and
 the database would hand back; an idempotency key is unique per queue, a
 replay with the same body returns the stored job (whose id differs from the
 one offered) and a different body raises ``IdempotencyConflict`` (in its
-slot, in a batch).
+slot, in a batch); a NewJob whose own id is already stored raises
+``InvalidJob``, and a batch holding one records none of its jobs.
 
 Where it differs, on purpose:
 
@@ -42,7 +43,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
-from jobrun.errors import IdempotencyConflict, JobNotFound
+from jobrun.errors import IdempotencyConflict, InvalidJob, JobNotFound
 from jobrun.job import (
     DEFAULT_BACKOFF,
     DEFAULT_MAX_ATTEMPTS,
@@ -109,24 +110,33 @@ class _Recorder:
 
     def _record(self, jobs: Sequence[NewJob]) -> list[Job | IdempotencyConflict]:
         prepared = _base.prepare_jobs(jobs, self.payload_models, self.max_payload_bytes)
-        self.offered.extend(jobs)
         now = self._now()
+        # Kept apart until the whole call is accepted: the store's transaction
+        # writes all of a batch or none of it.
+        fresh: dict[UUID, Job] = {}
+        fresh_keys: dict[tuple[str, str], Job] = {}
         results: list[Job | IdempotencyConflict] = []
         for item in prepared:
             new = item.job
             key = None if new.idempotency_key is None else (new.queue, new.idempotency_key)
-            stored = None if key is None else self._keys.get(key)
+            stored = None if key is None else fresh_keys.get(key) or self._keys.get(key)
             if stored is not None:
                 try:
                     results.append(_base.check_replay(item, stored))
                 except IdempotencyConflict as conflict:
                     results.append(conflict)
                 continue
+            if new.id in self._jobs or new.id in fresh:
+                # The store's primary key refuses it the same way.
+                raise InvalidJob(f"a job with the same id is already stored: {new.id}")
             made = job_from_new(new, normal_json(item.text), _base.run_at_of(new, now), now)
-            self._jobs[made.id] = made
+            fresh[made.id] = made
             if key is not None:
-                self._keys[key] = made
+                fresh_keys[key] = made
             results.append(made)
+        self.offered.extend(jobs)
+        self._jobs.update(fresh)
+        self._keys.update(fresh_keys)
         return results
 
     def _record_many(
