@@ -9,6 +9,8 @@ operators, notifications) runs against the generated sync store in
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
+import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -247,6 +249,77 @@ def test_one_producer_shared_by_many_threads_stores_every_job_once(db_url: str) 
     with psycopg.connect(db_url) as conn:
         stored = {row[0] for row in conn.execute("SELECT id FROM jobs WHERE queue = 'threads'")}
     assert stored == set(made)
+
+
+def _enqueue_in_a_fork(producer: SyncProducer, index: int, conn: Any) -> None:
+    try:
+        ids = [producer.enqueue(NewJob(type="t", queue="forked", payload={"child": index})).id]
+        batch = producer.enqueue_batch([NewJob(type="t", queue="forked") for _ in range(10)])
+        ids += [job.id for job in batch if isinstance(job, Job)]
+        ids += producer.enqueue_many("t", [{"child": index}] * 40, queue="forked")
+        ids += [producer.enqueue(NewJob(type="t", queue="forked")).id for _ in range(49)]
+        # Closing in the child must not end the parent's sessions.
+        producer.close()
+        conn.send(("ok", [str(i) for i in ids]))
+    except BaseException as exc:
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+
+
+def _close_unused_in_a_fork(producer: SyncProducer, conn: Any) -> None:
+    producer.close()
+    conn.send("closed")
+
+
+def test_a_producer_opened_before_a_fork_serves_every_process(db_url: str) -> None:
+    # gunicorn --preload: the app (and its producer) is built in the master,
+    # and every worker is a fork of it. Shared, the pool's sockets carried
+    # several processes' statements at once, and the processes hung.
+    fork = multiprocessing.get_context("fork")
+    with SyncProducer(db_url, max_pool_size=2) as producer:
+        parent_first = producer.enqueue(NewJob(type="t", queue="forked"))
+        pipes = [fork.Pipe() for _ in range(3)]
+        children = [
+            fork.Process(target=_enqueue_in_a_fork, args=(producer, i, theirs))
+            for i, (_, theirs) in enumerate(pipes)
+        ]
+        idle_ours, idle_theirs = fork.Pipe()
+        children.append(fork.Process(target=_close_unused_in_a_fork, args=(producer, idle_theirs)))
+        for child in children:
+            child.start()
+        mine = [producer.enqueue(NewJob(type="t", queue="forked")).id for _ in range(100)]
+        results = [ours.recv() for ours, _ in pipes]
+        assert idle_ours.recv() == "closed"
+        for child in children:
+            child.join(30)
+            assert child.exitcode == 0
+        assert [status for status, _ in results] == ["ok"] * 3, results
+        # The parent's own connections survived the children closing theirs.
+        mine.append(producer.enqueue(NewJob(type="t", queue="forked")).id)
+    made = {parent_first.id, *mine} | {UUID(i) for _, ids in results for i in ids}
+    assert len(made) == 1 + 101 + 3 * 100
+    with psycopg.connect(db_url) as conn:
+        stored = {row[0] for row in conn.execute("SELECT id FROM jobs WHERE queue = 'forked'")}
+    assert stored == made
+
+
+def test_a_pool_passed_in_is_refused_in_a_fork_and_left_to_the_parent(db_url: str) -> None:
+    fork = multiprocessing.get_context("fork")
+    pool = open_sync_pool(db_url, max_size=1)
+    try:
+        producer = SyncProducer(pool)
+        producer.enqueue(NewJob(type="t", queue="forked"))
+        ours, theirs = fork.Pipe()
+        child = fork.Process(target=_enqueue_in_a_fork, args=(producer, 0, theirs))
+        child.start()
+        status, message = ours.recv()
+        child.join(30)
+        assert status == "error"
+        assert message.startswith("UsageError: ") and "cannot cross a fork" in message
+        assert str(os.getpid()) in message, "the message names the process that opened it"
+        producer.enqueue(NewJob(type="t", queue="forked"))
+    finally:
+        pool.close()
+    assert _count(db_url) == 2
 
 
 def test_context_manager_closes_its_own_pool(db_url: str) -> None:

@@ -9,6 +9,7 @@ generated from it) only move the results through a connection.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from jobrun.errors import (
     InvalidJob,
     InvalidTransition,
     JobrunError,
+    UsageError,
 )
 from jobrun.job import (
     BackoffKind,
@@ -522,6 +524,22 @@ def wrong_connection(expected: type[BaseConnection[Any]]) -> ConfigurationError:
     return ConfigurationError(
         "conn must be a sync psycopg.Connection; "
         "use jobrun.postgres.Store with a psycopg.AsyncConnection"
+    )
+
+
+def forked_pool_error(opened_in: int) -> UsageError:
+    """The error for a store whose pool was opened in process ``opened_in``, used in a fork of it.
+
+    The child's pooled connections are the parent's sockets: two processes
+    writing to one session interleave their statements and read each other's
+    results, or wait forever for a reply the other one took.
+    """
+    return UsageError(
+        f"this store's pool was opened in process {opened_in} and is used in process "
+        f"{os.getpid()}, a fork of it: pooled connections cannot cross a fork. Open the "
+        "store or its pool in the process that uses it (after the fork: gunicorn's "
+        "post_fork hook, or on first use), or give SyncProducer a connection string, "
+        "which opens a pool of its own in each process"
     )
 
 

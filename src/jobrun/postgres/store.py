@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
@@ -156,6 +157,7 @@ class Store(ScheduleMethods):
         if max_payload_bytes < 1:
             raise ConfigurationError("max_payload_bytes must be positive")
         self._pool = pool
+        self._pid = os.getpid()
         self.event_mode = EventMode(event_mode)
         self.commit_timeout = commit_timeout
         self.retry_jitter = retry_jitter
@@ -173,6 +175,14 @@ class Store(ScheduleMethods):
         return self._pool
 
     # -- plumbing -----------------------------------------------------------------
+
+    def _forked(self) -> None:
+        """Called when the pool is about to be used in a fork of the process that opened it.
+
+        Refuses: the pool's connections belong to the parent too. SyncProducer,
+        which knows how its own pool was opened, opens a new one instead.
+        """
+        raise _base.forked_pool_error(self._pid)
 
     @asynccontextmanager
     async def _with_tx(
@@ -198,6 +208,8 @@ class Store(ScheduleMethods):
                     # first statement begins it and the caller commits it.
                     yield conn
                 return
+            if self._pid != os.getpid():
+                self._forked()
             async with self._pool.connection() as pooled, pooled.transaction():
                 yield pooled
         except psycopg.Error as exc:
@@ -215,6 +227,8 @@ class Store(ScheduleMethods):
         commits it (or rolls it back on an error), as ``pool.connection()``
         does, before it goes back.
         """
+        if self._pid != os.getpid():
+            self._forked()
         try:
             conn = await self._pool.getconn()
             try:

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -165,6 +166,7 @@ class SyncStore(SyncScheduleMethods):
         if max_payload_bytes < 1:
             raise ConfigurationError("max_payload_bytes must be positive")
         self._pool = pool
+        self._pid = os.getpid()
         self.event_mode = EventMode(event_mode)
         self.commit_timeout = commit_timeout
         self.retry_jitter = retry_jitter
@@ -180,6 +182,14 @@ class SyncStore(SyncScheduleMethods):
     def pool(self) -> SyncPool:
         """The pool this store runs on."""
         return self._pool
+
+    def _forked(self) -> None:
+        """Called when the pool is about to be used in a fork of the process that opened it.
+
+        Refuses: the pool's connections belong to the parent too. SyncProducer,
+        which knows how its own pool was opened, opens a new one instead.
+        """
+        raise _base.forked_pool_error(self._pid)
 
     @contextmanager
     def _with_tx(
@@ -200,6 +210,8 @@ class SyncStore(SyncScheduleMethods):
                 else:
                     yield conn
                 return
+            if self._pid != os.getpid():
+                self._forked()
             with self._pool.connection() as pooled, pooled.transaction():
                 yield pooled
         except psycopg.Error as exc:
@@ -217,6 +229,8 @@ class SyncStore(SyncScheduleMethods):
         commits it (or rolls it back on an error), as ``pool.connection()``
         does, before it goes back.
         """
+        if self._pid != os.getpid():
+            self._forked()
         try:
             conn = self._pool.getconn()
             try:

@@ -14,9 +14,13 @@ the job and its notification commit with the caller's own rows or not at all.
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
 from collections.abc import Mapping
 from datetime import timedelta
 from types import TracebackType
+from typing import Any
 
 from psycopg_pool import ConnectionPool
 from pydantic import BaseModel
@@ -27,6 +31,21 @@ from jobrun.postgres.pool import DEFAULT_CONNECT_TIMEOUT, SyncPool, open_sync_po
 from jobrun.postgres.store_sync import DEFAULT_NOTIFY_CHANNEL, SyncStore
 
 __all__ = ["SyncProducer"]
+
+log = logging.getLogger(__name__)
+
+# Serialises the reopening of producers' pools after a fork; itself new in
+# every child, so a fork taken while a thread held it cannot deadlock.
+_reopening = threading.Lock()
+
+
+def _new_reopening_lock() -> None:
+    global _reopening
+    _reopening = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_reopening_lock)
 
 
 class SyncProducer(SyncStore):
@@ -41,6 +60,12 @@ class SyncProducer(SyncStore):
     is PgBouncer in transaction mode (see :func:`~jobrun.postgres.open_sync_pool`).
 
     Use it as a context manager, or call :meth:`close`.
+
+    A producer opened from a connection string survives ``os.fork()``: a
+    child that uses it (a gunicorn worker of an app loaded with
+    ``--preload``, a multiprocessing child) opens a pool of its own, and
+    never touches the parent's connections. A pool passed in cannot be
+    replaced, so using it in a fork raises UsageError.
     """
 
     def __init__(
@@ -60,12 +85,13 @@ class SyncProducer(SyncStore):
         if max_payload_bytes < 1:
             raise ConfigurationError("max_payload_bytes must be positive")
         if isinstance(conninfo_or_pool, str):
-            pool = open_sync_pool(
-                conninfo_or_pool,
+            self._pool_args: dict[str, Any] = dict(
+                url=conninfo_or_pool,
                 max_size=max_pool_size,
                 connect_timeout=connect_timeout,
                 pgbouncer=pgbouncer,
             )
+            pool = open_sync_pool(**self._pool_args)
             self._owns_pool = True
         elif isinstance(conninfo_or_pool, ConnectionPool):
             pool = conninfo_or_pool
@@ -81,9 +107,26 @@ class SyncProducer(SyncStore):
             max_payload_bytes=max_payload_bytes,
         )
 
+    def _forked(self) -> None:
+        if not self._owns_pool:
+            super()._forked()
+        with _reopening:
+            if self._pid == os.getpid():  # another thread of this process reopened it
+                return
+            # The inherited pool is dropped, not closed: closing would end the
+            # parent's sessions, which share its sockets. psycopg's finalizers
+            # never end a session from a process other than the one that opened it.
+            self._pool = open_sync_pool(**self._pool_args)
+            self._pid = os.getpid()
+            log.info("SyncProducer: opened a pool of this process's own after a fork")
+
     def close(self) -> None:
-        """Close the pool if this producer opened it; a pool passed in stays open."""
-        if self._owns_pool:
+        """Close the pool if this producer opened it; a pool passed in stays open.
+
+        In a forked child that never used the producer, the pool is still the
+        parent's and is left alone.
+        """
+        if self._owns_pool and self._pid == os.getpid():
             self._pool.close()
 
     def __enter__(self) -> SyncProducer:
