@@ -1,4 +1,4 @@
-"""The lean statement path: a single enqueue without psycopg's cursor, on real PostgreSQL.
+"""The lean statement path: single statements without psycopg's cursor, on real PostgreSQL.
 
 Each test runs on a pool of one connection, so the session the store prepared
 its statement in is the session the test then inspects or disturbs.
@@ -16,7 +16,7 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from jobrun.errors import DatabaseUnavailable, SchemaMissing
-from jobrun.job import JobState, NewJob
+from jobrun.job import Job, JobState, NewJob, Outcome, OutcomeKind
 from jobrun.postgres import Pool, SyncPool, open_pool, open_sync_pool
 from jobrun.postgres.store import Store
 from jobrun.postgres.store_sync import SyncStore
@@ -80,6 +80,32 @@ async def test_a_session_that_lost_its_statements_prepares_them_again(one: Pool)
     assert await session_scalar(one, LEAN_STATEMENTS) == 1
     assert (await store.get(first.id)).state is JobState.QUEUED
     assert (await store.get(second.id)).payload == {"n": 2}
+
+
+async def test_claims_and_outcomes_go_lean_with_their_binary_parameters(one: Pool) -> None:
+    # The claim's and the outcomes' queries send arrays as %(name)b: the lean
+    # path must dump them in binary, as psycopg's cursor does.
+    store = Store(one)
+    jobs = [await store.enqueue(NewJob(type="t", queue=q, priority=p)) for q, p in
+            [("a", 0), ("b", -1), ("a", 5)]]  # fmt: skip
+    claimed = await store.claim(["a", "b"], "w1", 10, timedelta(seconds=30))
+    assert [j.id for j in claimed] == [jobs[1].id, jobs[0].id, jobs[2].id]
+    assert await session_scalar(one, LEAN_STATEMENTS) == 2  # the enqueue, the claim
+    outcomes = [Outcome(job=j, kind=OutcomeKind.COMPLETE) for j in claimed[:2]]
+    outcomes.append(Outcome(job=claimed[2], kind=OutcomeKind.FAIL, detail="boom"))
+    recorded = await store.record_outcomes("w1", outcomes)
+    assert await session_scalar(one, LEAN_STATEMENTS) == 3
+    states = [r.state if isinstance(r, Job) else r for r in recorded]
+    assert states == [JobState.SUCCEEDED, JobState.SUCCEEDED, JobState.QUEUED]
+    assert (await store.get(jobs[2].id)).last_error == "boom"
+    # A session that lost them prepares them again within the call.
+    await store.enqueue(NewJob(type="t", queue="a"))
+    async with one.connection() as conn:
+        await conn.execute("DEALLOCATE ALL")
+    (again,) = await store.claim(["a"], "w2", 10, timedelta(seconds=30))
+    assert again.queue == "a" and again.lease_owner == "w2"
+    (done,) = await store.record_outcomes("w2", [Outcome(job=again, kind=OutcomeKind.COMPLETE)])
+    assert isinstance(done, Job) and done.state is JobState.SUCCEEDED
 
 
 async def test_behind_pgbouncer_nothing_is_prepared(db_url: str) -> None:

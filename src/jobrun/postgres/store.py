@@ -461,7 +461,7 @@ class Store(ScheduleMethods):
         if limit <= 0 or not queues:
             return []
         async with self._connection() as conn:
-            rows = await job_queries.AsyncQuerier(conn).job_claim(
+            rows = await job_queries.AsyncQuerier(_lean(conn)).job_claim(
                 params=job_queries.JobClaimParams(
                     queues=list(queues),
                     owner=owner,
@@ -591,7 +591,7 @@ class Store(ScheduleMethods):
         pending = [o for o in outcomes if o.commit is not None and o.kind is OutcomeKind.COMPLETE]
         if plain:
             async with self._connection() as conn:
-                await self._record(job_queries.AsyncQuerier(conn), owner, plain, results)
+                await self._record(job_queries.AsyncQuerier(_lean(conn)), owner, plain, results)
         while pending:
             try:
                 await self._complete_group(owner, pending, results)

@@ -449,7 +449,7 @@ class SyncStore(SyncScheduleMethods):
         if limit <= 0 or not queues:
             return []
         with self._connection() as conn:
-            rows = job_queries.Querier(conn).job_claim(
+            rows = job_queries.Querier(_lean(conn)).job_claim(
                 params=job_queries.JobClaimParams(
                     queues=list(queues),
                     owner=owner,
@@ -573,7 +573,7 @@ class SyncStore(SyncScheduleMethods):
         pending = [o for o in outcomes if o.commit is not None and o.kind is OutcomeKind.COMPLETE]
         if plain:
             with self._connection() as conn:
-                self._record(job_queries.Querier(conn), owner, plain, results)
+                self._record(job_queries.Querier(_lean(conn)), owner, plain, results)
         while pending:
             try:
                 self._complete_group(owner, pending, results)
