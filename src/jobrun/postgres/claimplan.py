@@ -210,8 +210,9 @@ async def claim_plan_reuse(
     This runs through psycopg's cursor, which prepares a statement on its
     fifth execution (the store's lean path prepares it on the first);
     PostgreSQL then plans it with its values for five more and keeps a
-    generic plan only if that plan does not look dearer. Planning the claim costs about as much as
-    running it, so the claim must end up on its generic plan. Everything runs
+    generic plan only if that plan does not look dearer. Planning the claim
+    costs about as much as running it, so the claim must end up on its
+    generic plan. Everything runs
     in a transaction that is rolled back; ``conn`` must be outside one and
     should be a fresh session (statements it prepared before count too).
     """
