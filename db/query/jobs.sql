@@ -35,30 +35,86 @@ SELECT * FROM inserted;
 -- the job is visible. No row: an idempotency-key conflict (read the stored job).
 -- payload_json is the payload's JSON text as the store already encoded it to
 -- validate it, so it is not encoded a second time to be sent (never empty: the
--- nullif only lets sqlc vet EXPLAIN the query with an empty placeholder). Only the two
+-- nullif only lets sqlc vet EXPLAIN the query with an empty placeholder). Only the
 -- columns the database decides come back: the store knows every other one, and
 -- decoding the payload and meta it just sent would be wasted work.
-WITH inserted AS (
+--
+-- Handoff (migration 00009): when the caller allows it (a job due now, without
+-- an idempotency key, small enough to travel in a notification) and an idle
+-- worker offers a slot for the queue, the job is inserted already leased to
+-- that worker (attempt 1, the worker's own lease, handed), the claim is
+-- recorded, and the whole job goes to the worker's channel instead of the
+-- queue's wake-up: the worker starts it without claiming. SKIP LOCKED passes
+-- over an offer another enqueue or the worker's own claim is rewriting. A
+-- queue with controls (paused, a concurrency or a rate limit) is never handed
+-- to: only the claim enforces those.
+WITH offer AS (
+    UPDATE worker_offers
+    SET slots = worker_offers.slots - 1
+    FROM (
+        SELECT candidate.owner, candidate.queue
+        FROM worker_offers AS candidate
+        WHERE @handoff::boolean
+          AND candidate.queue = @queue::text
+          AND candidate.slots > 0
+          AND candidate.expires_at > now()
+          AND NOT EXISTS (
+              SELECT 1 FROM queues
+              WHERE queues.name = candidate.queue
+                AND (queues.paused OR queues.concurrency_limit IS NOT NULL
+                     OR queues.rate_limit IS NOT NULL)
+          )
+        LIMIT 1
+        FOR UPDATE OF candidate SKIP LOCKED
+    ) AS taken
+    WHERE worker_offers.owner = taken.owner AND worker_offers.queue = taken.queue
+    RETURNING worker_offers.owner, worker_offers.channel, worker_offers.lease
+), inserted AS (
     INSERT INTO jobs (
         id, queue, type, payload, priority, max_attempts,
-        backoff_kind, backoff_base, backoff_max, run_at, idempotency_key, meta
-    ) VALUES (
-        @id, @queue, @type, nullif(sqlc.arg('payload_json')::text, '')::jsonb, @priority,
-        @max_attempts,
-        @backoff_kind, @backoff_base, @backoff_max,
-        coalesce(sqlc.narg('run_at')::timestamptz, now() + sqlc.arg('delay')::interval),
-        sqlc.narg('idempotency_key'), coalesce(sqlc.narg('meta')::jsonb, '{}'::jsonb)
+        backoff_kind, backoff_base, backoff_max, run_at, idempotency_key, meta,
+        state, attempts, lease_owner, lease_expires_at, handed
     )
+    SELECT @id, @queue, @type, nullif(sqlc.arg('payload_json')::text, '')::jsonb, @priority,
+           @max_attempts,
+           @backoff_kind, @backoff_base, @backoff_max,
+           coalesce(sqlc.narg('run_at')::timestamptz, now() + sqlc.arg('delay')::interval),
+           sqlc.narg('idempotency_key'), coalesce(sqlc.narg('meta')::jsonb, '{}'::jsonb),
+           CASE WHEN offer.owner IS NULL THEN 'queued' ELSE 'leased' END::job_state,
+           CASE WHEN offer.owner IS NULL THEN 0 ELSE 1 END,
+           offer.owner, now() + offer.lease, offer.owner IS NOT NULL
+    FROM (SELECT 1) AS one (n)
+    LEFT JOIN offer ON true
     ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING *
 ), recorded AS (
-    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt)
-    SELECT inserted.id, inserted.created_at, 'enqueued', NULL, inserted.state, 0
+    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
+    SELECT inserted.id, inserted.created_at, 'enqueued', NULL::job_state,
+           'queued'::job_state, 0, NULL::text
     FROM inserted
+    UNION ALL
+    SELECT inserted.id, inserted.created_at, 'claimed', 'queued'::job_state,
+           'leased'::job_state, 1, inserted.lease_owner
+    FROM inserted
+    WHERE inserted.handed AND @record_claim::boolean
 ), notified AS (
-    SELECT pg_notify(@channel::text, inserted.queue) FROM inserted
+    SELECT CASE WHEN inserted.handed
+        THEN pg_notify(offer.channel, json_build_object(
+            'id', inserted.id, 'queue', inserted.queue, 'type', inserted.type,
+            'payload', inserted.payload, 'priority', inserted.priority,
+            'attempts', inserted.attempts, 'max_attempts', inserted.max_attempts,
+            'backoff_kind', inserted.backoff_kind,
+            'backoff_base', extract(epoch FROM inserted.backoff_base),
+            'backoff_max', extract(epoch FROM inserted.backoff_max),
+            'run_at', inserted.run_at, 'lease_owner', inserted.lease_owner,
+            'lease_expires_at', inserted.lease_expires_at,
+            'created_at', inserted.created_at, 'meta', inserted.meta)::text)
+        ELSE pg_notify(@channel::text, inserted.queue) END
+    FROM inserted
+    LEFT JOIN offer ON true
 )
-SELECT inserted.run_at, inserted.created_at FROM inserted CROSS JOIN notified;
+SELECT inserted.run_at, inserted.created_at, inserted.lease_owner, inserted.lease_expires_at
+FROM inserted CROSS JOIN notified;
 
 -- name: JobInsertCopy :copyfrom
 INSERT INTO jobs (
@@ -284,10 +340,37 @@ WITH RECURSIVE controls AS MATERIALIZED (
         attempts = jobs.attempts + 1,
         lease_owner = @owner::text,
         lease_expires_at = coalesce(sqlc.narg('now')::timestamptz, now()) + @lease::interval,
+        handed = false,
         updated_at = now()
     FROM unnest((SELECT array_agg(picked.id) FROM picked)::uuid[]) AS chosen (id)
     WHERE jobs.id = chosen.id
     RETURNING jobs.*
+), left_over AS (
+    -- The slots this claim leaves free: what its handoff offers are worth.
+    SELECT (SELECT @max_jobs::integer) - count(*)::integer AS slots FROM claimed
+), offered AS (
+    -- The owner's handoff offers (migration 00009) are rewritten by every
+    -- claim, in the same statement, so they never outlive what the claim
+    -- knew: with offer_channel set and slots left free, one offer per wanted
+    -- queue of that many slots, valid for offer_ttl (an idle worker claims
+    -- again within its poll interval, which renews them).
+    INSERT INTO worker_offers (owner, queue, channel, slots, lease, expires_at)
+    SELECT @owner::text, wanted.queue, sqlc.narg('offer_channel')::text, left_over.slots,
+           @lease::interval, now() + sqlc.arg('offer_ttl')::interval
+    FROM left_over
+    CROSS JOIN unnest((SELECT @queues::text[])) AS wanted (queue)
+    WHERE sqlc.narg('offer_channel')::text IS NOT NULL AND left_over.slots > 0
+    ON CONFLICT (owner, queue) DO UPDATE
+    SET channel = excluded.channel, slots = excluded.slots, lease = excluded.lease,
+        expires_at = excluded.expires_at
+), withdrawn AS (
+    -- Otherwise (no offer asked for, or no slot left) the owner's offers go,
+    -- and so do those of queues it no longer claims.
+    DELETE FROM worker_offers
+    USING left_over
+    WHERE worker_offers.owner = @owner::text
+      AND (sqlc.narg('offer_channel')::text IS NULL OR left_over.slots <= 0
+           OR worker_offers.queue <> ALL ((SELECT @queues::text[])::text[]))
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
     SELECT claimed.id, claimed.updated_at, 'claimed', 'queued', 'leased',
@@ -330,6 +413,8 @@ WHERE (SELECT set_config('synchronous_commit', 'off', true)) = 'off';
 -- requested: the owner must stop those jobs. ids and attempts are parallel
 -- arrays: job i was claimed as attempt i.
 --
+-- A heartbeat also confirms a handed job (migration 00009): its worker has it.
+--
 -- The state is compared with a column of the materialized input, not with
 -- the literal (see JobRecordOutcomes): each held job is one primary-key probe.
 WITH held AS MATERIALIZED (
@@ -338,6 +423,7 @@ WITH held AS MATERIALIZED (
 )
 UPDATE jobs
 SET lease_expires_at = coalesce(sqlc.narg('now')::timestamptz, now()) + @lease::interval,
+    handed = false,
     updated_at = now()
 FROM held
 WHERE jobs.id = held.id
@@ -439,8 +525,14 @@ FROM recorded;
 -- cancelled when a cancel was requested), with its event. SKIP LOCKED lets
 -- reapers on several workers split the work instead of queueing behind each
 -- other, and skips a row whose completion is committing right now.
+--
+-- A handed job (migration 00009) whose lease ran out before any heartbeat
+-- confirmed it most likely never reached its worker: it is given back as a
+-- hand-back is, queued and due now with the attempt not counted (cancelled
+-- if a cancel was requested), so a worker that died just after offering
+-- costs its handed jobs a delay, never an attempt.
 WITH expired AS (
-    SELECT id
+    SELECT id, (handed AND NOT cancel_requested) AS unconfirmed
     FROM jobs
     WHERE state = 'leased'
       AND lease_expires_at <= coalesce(sqlc.narg('now')::timestamptz, now())
@@ -449,23 +541,32 @@ WITH expired AS (
     FOR UPDATE SKIP LOCKED
 ), reaped AS (
     UPDATE jobs
-    SET state = job_outcome_state('fail', jobs.cancel_requested, jobs.attempts,
-                                  jobs.max_attempts),
-        run_at = CASE job_outcome_state('fail', jobs.cancel_requested, jobs.attempts,
-                                        jobs.max_attempts)
-            WHEN 'queued' THEN coalesce(sqlc.narg('now')::timestamptz, now())
-                               + job_backoff_delay(jobs.backoff_kind, jobs.backoff_base,
-                                                   jobs.backoff_max, jobs.attempts,
-                                                   @jitter::double precision)
+    SET state = CASE WHEN expired.unconfirmed THEN 'queued'::job_state
+            ELSE job_outcome_state('fail', jobs.cancel_requested, jobs.attempts,
+                                   jobs.max_attempts) END,
+        attempts = CASE WHEN expired.unconfirmed THEN greatest(jobs.attempts - 1, 0)
+            ELSE jobs.attempts END,
+        run_at = CASE
+            WHEN expired.unconfirmed THEN coalesce(sqlc.narg('now')::timestamptz, now())
+            WHEN job_outcome_state('fail', jobs.cancel_requested, jobs.attempts,
+                                   jobs.max_attempts) = 'queued'
+                THEN coalesce(sqlc.narg('now')::timestamptz, now())
+                     + job_backoff_delay(jobs.backoff_kind, jobs.backoff_base,
+                                         jobs.backoff_max, jobs.attempts,
+                                         @jitter::double precision)
             ELSE jobs.run_at END,
-        finished_at = CASE job_outcome_state('fail', jobs.cancel_requested, jobs.attempts,
-                                             jobs.max_attempts)
-            WHEN 'queued' THEN NULL
+        finished_at = CASE
+            WHEN expired.unconfirmed THEN NULL
+            WHEN job_outcome_state('fail', jobs.cancel_requested, jobs.attempts,
+                                   jobs.max_attempts) = 'queued' THEN NULL
             ELSE coalesce(sqlc.narg('now')::timestamptz, now()) END,
         lease_owner = NULL,
         lease_expires_at = NULL,
         cancel_requested = false,
-        last_error = 'lease expired: the worker stopped heartbeating',
+        handed = false,
+        last_error = CASE WHEN expired.unconfirmed
+            THEN 'handed to a worker that never confirmed it: given back, the attempt not counted'
+            ELSE 'lease expired: the worker stopped heartbeating' END,
         updated_at = now()
     FROM expired
     WHERE jobs.id = expired.id

@@ -89,6 +89,7 @@ __all__ = [
     "Event",
     "EventMode",
     "HandlerTimedOut",
+    "HandoffOffer",
     "IdempotencyConflict",
     "InvalidJob",
     "InvalidPayload",
@@ -121,6 +122,7 @@ __all__ = [
     "SyncOutcome",
     "UnknownJobType",
     "UsageError",
+    "WorkerOffer",
     "duration_problem",
     "jobs_alike",
     "key_lock_id",
@@ -931,3 +933,33 @@ class SyncOutcome:
 
 SyncCompletion = SyncOutcome
 """A :class:`SyncOutcome` of kind complete: ``SyncCompletion(job, commit)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffOffer:
+    """What an idle worker offers along with a claim: its free slots, for handoff.
+
+    A claim that leaves slots free records them as offers for each claimed
+    queue, valid for ``ttl``; a single enqueue due now that finds one leases
+    its job to the worker in the same statement and sends the whole job on
+    ``channel``, where the worker's dispatcher receives it. Every claim
+    rewrites the owner's offers, so they never outlive what the last claim
+    knew; an offer left by a worker that died expires after ``ttl``.
+    """
+
+    channel: str
+    """The LISTEN channel on which the worker's dispatcher receives handed jobs."""
+    ttl: timedelta
+    """How long the offer stands without a new claim to renew it."""
+
+
+class WorkerOffer(BaseModel):
+    """A standing handoff offer: ``owner`` takes ``slots`` more jobs of ``queue``."""
+
+    owner: str
+    queue: str
+    channel: str
+    slots: int
+    lease: timedelta
+    """The lease a handed job gets: the worker's own."""
+    expires_at: datetime

@@ -13,7 +13,8 @@ depend on the few operations they use, never on PostgreSQL:
   maintenance service).
 * :class:`ScheduleStore`: create and fire schedules (the scheduler, operators).
 * :class:`Dispatcher`: wake idle workers early (LISTEN/NOTIFY; polling is the
-  guarantee).
+  guarantee); a :class:`HandoffReceiver` also delivers jobs an enqueue leased
+  straight to an idle worker.
 * :class:`Locker` / :class:`LockHandle`: elect one leader (the scheduler, the
   maintenance service).
 
@@ -28,7 +29,7 @@ has seen it, so nothing can finish a job the reaper may hand to someone else.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 from uuid import UUID
@@ -41,6 +42,7 @@ from jobrun.job import (
     Backoff,
     CommitCallback,
     Event,
+    HandoffOffer,
     Job,
     JobFilter,
     JobPage,
@@ -60,6 +62,8 @@ __all__ = [
     "Admin",
     "Dispatcher",
     "Executor",
+    "HandoffInbox",
+    "HandoffReceiver",
     "LockHandle",
     "Locker",
     "Producer",
@@ -116,9 +120,24 @@ class Executor(Protocol):
     """Claiming, leasing and recording outcomes: what a worker needs."""
 
     async def claim(
-        self, queues: Sequence[str], owner: str, limit: int, lease: timedelta
+        self,
+        queues: Sequence[str],
+        owner: str,
+        limit: int,
+        lease: timedelta,
+        *,
+        offer: HandoffOffer | None = None,
     ) -> list[Job]:
-        """Lease up to ``limit`` due jobs of ``queues`` for ``owner``."""
+        """Lease up to ``limit`` due jobs of ``queues`` for ``owner``.
+
+        The same call rewrites ``owner``'s handoff offers: with ``offer``, the
+        slots it leaves free are offered (see :class:`~jobrun.job.HandoffOffer`);
+        without, they are withdrawn.
+        """
+        ...
+
+    async def retract_offers(self, owner: str) -> int:
+        """Withdraw ``owner``'s handoff offers (a stopping worker); return how many."""
         ...
 
     async def heartbeat(self, owner: str, jobs: Sequence[Job], lease: timedelta) -> set[UUID]:
@@ -351,6 +370,43 @@ class Dispatcher(Protocol):
         Returns True when woken by a notification. Notifications that arrive
         while nobody waits are coalesced into one pending wake-up.
         """
+        ...
+
+
+@runtime_checkable
+class HandoffReceiver(Protocol):
+    """A dispatcher that can also deliver jobs handed to one worker (see HandoffOffer).
+
+    A worker whose dispatcher is one offers its free slots with its claims;
+    an enqueue that takes an offer leases the job to the worker and sends it
+    on the receiver's channel, and the receiver calls ``deliver`` with it.
+    """
+
+    def receive_handoffs(self, owner: str, deliver: Callable[[Job], None]) -> HandoffInbox:
+        """Deliver the jobs handed to ``owner`` (a worker's lease owner) to ``deliver``."""
+        ...
+
+
+@runtime_checkable
+class HandoffInbox(Protocol):
+    """Where one worker's handed jobs arrive."""
+
+    @property
+    def channel(self) -> str:
+        """The channel offers name, so that enqueues send handed jobs here."""
+        ...
+
+    @property
+    def ready(self) -> bool:
+        """Whether handed jobs can arrive now (the listening connection is up).
+
+        A worker offers slots only while this holds: a job handed while the
+        connection is down is not lost, but waits for its lease to expire.
+        """
+        ...
+
+    def close(self) -> None:
+        """Stop receiving handed jobs."""
         ...
 
 

@@ -73,9 +73,9 @@ from jobrun.errors import (
     UnknownJobType,
     UsageError,
 )
-from jobrun.job import CommitCallback, Job, JobState, Outcome, OutcomeKind
+from jobrun.job import CommitCallback, HandoffOffer, Job, JobState, Outcome, OutcomeKind
 from jobrun.observe import Observer, current_job
-from jobrun.ports import Dispatcher, Executor, WorkerStore
+from jobrun.ports import Dispatcher, Executor, HandoffInbox, HandoffReceiver, WorkerStore
 from jobrun.reaper import Reaper
 from jobrun.registry import Cancel, Handler, JobContext, Registry, Snooze
 from jobrun.tracing import job_span
@@ -378,6 +378,14 @@ class Worker:
         self._hard: asyncio.Event | None = None
         self._wakeup: asyncio.Event | None = None
         self._signals: list[int] = []
+        # Handoff (see HandoffOffer): where handed jobs arrive, while offering.
+        self._inbox: HandoffInbox | None = None
+        # Longer than an idle worker takes between two claims, each of which
+        # renews the offers; an offer of a worker that died lasts this long.
+        self._offer_ttl = 2 * poll_every + timedelta(seconds=1)
+        self._claiming = False
+        # Jobs handed in while a claim was in flight: started once it returns.
+        self._handed_during_claim: list[Job] = []
 
     # -- public surface ---------------------------------------------------------------------
 
@@ -443,14 +451,20 @@ class Worker:
             self._concurrency,
             extra={"owner": self.owner},
         )
+        if not drain and isinstance(self.dispatcher, HandoffReceiver):
+            self._inbox = self.dispatcher.receive_handoffs(self.owner, self._handed)
         try:
             await self._claim_loop()
+            await self._retract_offers()
             await self._drain()
         except asyncio.CancelledError:
             self._hard.set()
             await self._drain()
             raise
         finally:
+            if self._inbox is not None:
+                self._inbox.close()
+                self._inbox = None
             self._completer.close()
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(completer), _HAND_BACK_TIMEOUT)
@@ -518,9 +532,17 @@ class Worker:
                 await self._wakeup.wait()
                 continue
             settled_before = self._settled
+            offer = self._offer()
+            self._claiming = True
             try:
-                jobs = await self._store.claim(self._queues, self.owner, free, self._lease)
+                if offer is None:
+                    jobs = await self._store.claim(self._queues, self.owner, free, self._lease)
+                else:
+                    jobs = await self._store.claim(
+                        self._queues, self.owner, free, self._lease, offer=offer
+                    )
             except Exception as exc:
+                self._claim_done()
                 # One line per attempt: a database restart must not flood the log
                 # with tracebacks (debug logging adds them back).
                 self._log.warning(
@@ -539,6 +561,7 @@ class Worker:
                 self._observer.claimed(jobs)
             for job in jobs:
                 self._start(job)
+            self._claim_done()
             if len(jobs) < free:
                 if self._drain_mode:
                     if self._settled != settled_before:
@@ -556,6 +579,67 @@ class Worker:
                     await self._wakeup.wait()
                     continue
                 await self._idle(use_dispatcher=True)
+
+    # -- handoff ------------------------------------------------------------------------------
+
+    def _offer(self) -> HandoffOffer | None:
+        """What to offer with the next claim: nothing unless handed jobs can arrive now."""
+        inbox = self._inbox
+        if inbox is None or not inbox.ready:
+            return None
+        assert self._stopping is not None
+        if self._stopping.is_set():
+            return None
+        return HandoffOffer(channel=inbox.channel, ttl=self._offer_ttl)
+
+    def _handed(self, job: Job) -> None:
+        """A job an enqueue leased to this worker: start it, or give it back.
+
+        Called by the dispatcher as the notification arrives, on this loop.
+        """
+        if job.id in self._running:
+            return
+        if self._claiming:
+            # The claim in flight was sized before this job was handed over.
+            self._handed_during_claim.append(job)
+            return
+        self._take_handed(job)
+
+    def _claim_done(self) -> None:
+        self._claiming = False
+        handed, self._handed_during_claim = self._handed_during_claim, []
+        for job in handed:
+            if job.id not in self._running:
+                self._take_handed(job)
+
+    def _take_handed(self, job: Job) -> None:
+        assert self._stopping is not None
+        room = min(
+            self._concurrency - self._executing,
+            2 * self._concurrency - len(self._running),
+        )
+        if room > 0 and not self._stopping.is_set():
+            if self._observer is not None:
+                self._observer.claimed((job,))
+            self._start(job)
+            return
+        # No slot free (a multi-queue worker's offers overlap, or a claim's
+        # rewrite crossed this handoff), or stopping: give it back at once,
+        # due now and its attempt not counted, for another worker to claim.
+        reason = "handed back: the worker had no free slot for a handed job"
+        if self._stopping.is_set():
+            reason = "handed back: the worker was stopping when the job was handed to it"
+        self._completer.submit(Outcome(job=job, kind=OutcomeKind.RELEASE, detail=reason))
+
+    async def _retract_offers(self) -> None:
+        """A stopping worker takes no more handoffs (those already sent are given back)."""
+        if self._inbox is None:
+            return
+        try:
+            await self._store.retract_offers(self.owner)
+        except Exception as exc:
+            # They expire by themselves; jobs handed meanwhile are given back.
+            self._log.warning("could not withdraw handoff offers: %s", _one_line(exc))
 
     async def _idle(self, *, use_dispatcher: bool) -> None:
         """Wait for a notification, ``poll_every``, or a stop request, whichever comes first."""

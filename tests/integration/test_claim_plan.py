@@ -176,5 +176,7 @@ def claim_params(owner: str) -> job_queries.JobClaimParams:
         now=None,
         owner=owner,
         lease=timedelta(seconds=30),
+        offer_channel=None,
+        offer_ttl=timedelta(0),
         record_events=True,
     )

@@ -49,7 +49,14 @@ async def enqueue(store: Store, queue: str, n: int, sleep: float = 0.2) -> None:
 
 def claim_params(queues: list[str], limit: int, now: datetime | None) -> Any:
     return job_queries.JobClaimParams(
-        queues=queues, owner="t", max_jobs=limit, lease=LEASE, now=now, record_events=True
+        queues=queues,
+        owner="t",
+        max_jobs=limit,
+        lease=LEASE,
+        now=now,
+        offer_channel=None,
+        offer_ttl=timedelta(0),
+        record_events=True,
     )
 
 

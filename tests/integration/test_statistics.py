@@ -67,6 +67,8 @@ async def claim_as_a_worker(conn: psycopg.AsyncConnection[Any], calls: int = 12)
         max_jobs=10,
         lease=timedelta(seconds=30),
         now=None,
+        offer_channel=None,
+        offer_ttl=timedelta(0),
         record_events=True,
     )
     for _ in range(calls):

@@ -45,7 +45,14 @@ from jobrun.job import (
     queue_limits_problem,
     queue_name_problem,
 )
-from jobrun.postgres.convert import encode_payload, job_from_new, job_from_row, normal_json, utc
+from jobrun.postgres.convert import (
+    encode_payload,
+    job_from_new,
+    job_from_row,
+    job_handed,
+    normal_json,
+    utc,
+)
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import models
 from jobrun.sqlc import queues as queue_queries
@@ -53,6 +60,7 @@ from jobrun.sqlc import queues as queue_queries
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
     "FINISHED_STATES",
+    "HANDOFF_MAX_BYTES",
     "CancelAction",
     "CommitDeadline",
     "CopyRow",
@@ -65,6 +73,7 @@ __all__ = [
     "check_queue_name",
     "check_replay",
     "check_retryable",
+    "handoff_allowed",
     "inserted_job",
     "job_copy_row",
     "keyed_arrays",
@@ -224,17 +233,53 @@ def many_jobs(
     ]
 
 
+HANDOFF_MAX_BYTES = 3000
+"""The most payload, type, queue and trace context (UTF-8 bytes together) a handed job
+carries: PostgreSQL's notifications hold under 8000 bytes, and the job travels as
+JSON in one (the payload re-rendered by jsonb, which adds spaces)."""
+
+
+def handoff_allowed(item: PreparedJob, meta: dict[str, str] | None) -> bool:
+    """Whether a single enqueue of ``item`` may be handed to an idle worker.
+
+    Only a job due now, without an idempotency key (a replay must not use up
+    an offer it does not take), and small enough to travel in a notification.
+    """
+    job = item.job
+    if job.idempotency_key is not None or job.run_at is not None or job.delay:
+        return False
+    size = len(item.text) + len(job.type) + len(job.queue)
+    if meta:
+        size += sum(len(k) + len(v) for k, v in meta.items())
+    if size > HANDOFF_MAX_BYTES:
+        return False
+    if item.text.isascii() and job.type.isascii() and job.queue.isascii():
+        return True
+    return (
+        len(item.text.encode()) + len(job.type.encode()) + len(job.queue.encode())
+        <= HANDOFF_MAX_BYTES
+    )
+
+
 def insert_args(
-    item: PreparedJob, channel: str, meta: dict[str, str] | None = None
+    item: PreparedJob,
+    channel: str,
+    meta: dict[str, str] | None = None,
+    *,
+    handoff: bool = False,
+    record_claim: bool = True,
 ) -> job_queries.JobInsertNotifyParams:
     """The parameters of the generated ``job_insert_notify`` for one job.
 
     ``channel`` is the notification channel; ``meta`` the trace context. The
     payload goes as the JSON text :func:`prepare_jobs` already encoded.
+    ``handoff`` lets the statement lease the job to an idle worker's offer
+    (see :func:`handoff_allowed`); ``record_claim`` records that claim too.
     """
     job = item.job
     backoff = job.backoff
     return job_queries.JobInsertNotifyParams(
+        handoff=handoff,
         id=job.id,
         queue=job.queue,
         type=job.type,
@@ -248,6 +293,7 @@ def insert_args(
         delay=job.delay or _ZERO,
         idempotency_key=job.idempotency_key,
         meta=meta,
+        record_claim=record_claim,
         channel=channel,
     )
 
@@ -255,12 +301,17 @@ def insert_args(
 def inserted_job(
     item: PreparedJob, row: job_queries.JobInsertNotifyRow, meta: dict[str, str] | None
 ) -> Job:
-    """The Job ``job_insert_notify`` stored, from the two columns it returns.
+    """The Job ``job_insert_notify`` stored, from the columns it returns.
 
     Every other column is what was sent (or a default), so the payload and
-    meta are not decoded back from the row.
+    meta are not decoded back from the row. A job the statement handed to
+    an idle worker comes back leased to it, as its first attempt.
     """
-    return job_from_new(item.job, item.payload, utc(row.run_at), utc(row.created_at), meta)
+    now = utc(row.created_at)
+    made = job_from_new(item.job, item.payload, utc(row.run_at), now, meta)
+    if row.lease_owner is None or row.lease_expires_at is None:
+        return made
+    return job_handed(made, row.lease_owner, utc(row.lease_expires_at))
 
 
 def run_at_of(job: NewJob, now: datetime) -> datetime:

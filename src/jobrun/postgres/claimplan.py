@@ -95,6 +95,8 @@ async def explain_claim(
         "now": now,
         "owner": "claimplan",
         "lease": timedelta(seconds=30),
+        "offer_channel": None,
+        "offer_ttl": timedelta(0),
         "record_events": True,
     }
     # The generated claim text itself, so the plan is that of the query the
@@ -223,6 +225,8 @@ async def claim_plan_reuse(
         max_jobs=10,
         lease=timedelta(seconds=30),
         now=None,
+        offer_channel=None,
+        offer_ttl=timedelta(0),
         record_events=True,
     )
     async with conn.transaction(force_rollback=True):

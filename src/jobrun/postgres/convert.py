@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
+from uuid import UUID
 
 import psycopg
 import psycopg.errors
@@ -42,6 +43,7 @@ from jobrun.job import (
     QueueInfo,
     QueueStats,
     Schedule,
+    WorkerOffer,
     payload_problem,
 )
 from jobrun.sqlc import models
@@ -52,11 +54,14 @@ __all__ = [
     "dump_dt",
     "encode_payload",
     "event_from_row",
+    "job_from_handoff",
     "job_from_new",
     "job_from_row",
+    "job_handed",
     "job_recorded",
     "map_error",
     "normal_json",
+    "offer_from_row",
     "queue_from_row",
     "queue_info_from_row",
     "queue_stats_from_row",
@@ -75,6 +80,7 @@ _OWN_OBJECTS = frozenset(
         "processed_effects",
         "schedules",
         "queues",
+        "worker_offers",
         # types
         "job_state",
         "backoff_kind",
@@ -160,6 +166,8 @@ def job_from_row(row: models.Job) -> Job:
     sessions in UTC; timestamps from any other session are converted.
     """
     values = dict(row.__dict__)
+    # Whether a heartbeat confirmed a handoff is the reaper's business only.
+    del values["handed"]
     values["state"] = _STATES[values["state"]]
     values["backoff"] = backoff_of(
         values.pop("backoff_kind"), values.pop("backoff_base"), values.pop("backoff_max")
@@ -169,6 +177,64 @@ def job_from_row(row: models.Job) -> Job:
             if values[column] is not None:
                 values[column] = values[column].astimezone(UTC)
     return _trusted(Job, values)
+
+
+def job_from_handoff(text: str) -> Job:
+    """The Job a handoff notification carries (``JobInsertNotify`` builds the JSON).
+
+    A handed job was inserted leased, as attempt 1, by the statement that
+    sent it: the fields the JSON leaves out hold their insert-time values.
+    Raises ValueError (or KeyError, TypeError) when ``text`` is not such a job.
+    """
+    values = json.loads(text)
+    backoff = backoff_of(
+        values.pop("backoff_kind"),
+        timedelta(seconds=float(values.pop("backoff_base"))),
+        timedelta(seconds=float(values.pop("backoff_max"))),
+    )
+    created_at = utc(datetime.fromisoformat(values["created_at"]))
+    lease_expires_at = utc(datetime.fromisoformat(values["lease_expires_at"]))
+    return _trusted(
+        Job,
+        {
+            "id": UUID(values["id"]),
+            "queue": values["queue"],
+            "type": values["type"],
+            "payload": values["payload"],
+            "priority": int(values["priority"]),
+            "state": JobState.LEASED,
+            "attempts": int(values["attempts"]),
+            "max_attempts": int(values["max_attempts"]),
+            "backoff": backoff,
+            "run_at": utc(datetime.fromisoformat(values["run_at"])),
+            "lease_owner": str(values["lease_owner"]),
+            "lease_expires_at": lease_expires_at,
+            "cancel_requested": False,
+            "idempotency_key": None,
+            "last_error": None,
+            "created_at": created_at,
+            "updated_at": created_at,
+            "finished_at": None,
+            "meta": dict(values["meta"] or {}),
+        },
+    )
+
+
+def job_handed(job: Job, owner: str, lease_expires_at: datetime) -> Job:
+    """``job`` as its enqueue left it after handing it to ``owner``: leased, attempt 1."""
+    values = job.__dict__.copy()
+    values["state"] = JobState.LEASED
+    values["attempts"] = 1
+    values["lease_owner"] = owner
+    values["lease_expires_at"] = lease_expires_at
+    return _trusted(Job, values)
+
+
+def offer_from_row(row: models.WorkerOffer) -> WorkerOffer:
+    """The domain WorkerOffer for a worker_offers row."""
+    values = dict(row.__dict__)
+    values["expires_at"] = utc(values["expires_at"])
+    return _trusted(WorkerOffer, values)
 
 
 def job_recorded(job: Job, row: Any) -> Job:

@@ -4,7 +4,9 @@ Producers call ``pg_notify(channel, queue)`` inside the transaction that writes
 the job, so PostgreSQL delivers the notification only at commit: a worker can
 never wake before the row is visible, and a rolled-back enqueue wakes nobody.
 This module is the receiving end: the :class:`Notifier` implements the
-:class:`~jobrun.ports.Dispatcher` port.
+:class:`~jobrun.ports.Dispatcher` port, and :class:`~jobrun.ports.HandoffReceiver`:
+on a second channel of its own it receives whole jobs that an enqueue leased
+straight to one of its idle workers (see :class:`~jobrun.job.HandoffOffer`).
 
 Invariants:
 
@@ -18,6 +20,10 @@ Invariants:
   connection drops, the notifier reconnects with capped exponential backoff
   and then wakes every waiter once, since a notification may have been lost
   in the gap. Nothing a caller does ever fails because the listener is down.
+* A handed job lost in such a gap is not lost: it stays leased to its worker
+  until the lease runs out, and the reaper then gives it back, due now and
+  its attempt not counted. Workers offer slots only while the connection is
+  up, which keeps that gap to the moments before a drop is noticed.
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Iterable, Sequence
+import secrets
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -36,9 +43,11 @@ from psycopg import sql
 
 from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError, UsageError
+from jobrun.job import Job
+from jobrun.postgres.convert import job_from_handoff
 from jobrun.postgres.pool import unavailable_error
 
-__all__ = ["DEFAULT_CHANNEL", "Notifier", "Subscription"]
+__all__ = ["DEFAULT_CHANNEL", "HandoffInbox", "Notifier", "Subscription"]
 
 DEFAULT_CHANNEL = "jobrun"
 """The channel producers notify and the notifier listens on, unless configured."""
@@ -86,6 +95,34 @@ class Subscription:
         self._signal.set()
 
 
+class HandoffInbox:
+    """Where one worker's handed jobs arrive (:class:`~jobrun.ports.HandoffInbox`).
+
+    Every notifier LISTENs, on its one connection, on a handoff channel of its
+    own besides the wake-up channel; a job handed to ``owner`` arrives there
+    as JSON, and the notifier hands it to the inbox of its lease owner.
+    """
+
+    def __init__(self, notifier: Notifier, owner: str, deliver: Callable[[Job], None]) -> None:
+        self._notifier = notifier
+        self._owner = owner
+        self._deliver = deliver
+
+    @property
+    def channel(self) -> str:
+        """The channel offers name; enqueues send this worker's handed jobs here."""
+        return self._notifier.handoff_channel
+
+    @property
+    def ready(self) -> bool:
+        """Whether the listening connection is up right now."""
+        return self._notifier.connected
+
+    def close(self) -> None:
+        """Stop receiving: later handed jobs are ignored (their leases run out)."""
+        self._notifier._close_inbox(self)
+
+
 class Notifier:
     """The :class:`~jobrun.ports.Dispatcher` over LISTEN/NOTIFY on one dedicated connection.
 
@@ -121,6 +158,9 @@ class Notifier:
         self._by_queue_set: dict[frozenset[str], Subscription] = {}
         self._reconnects = 0
         self._connected = asyncio.Event()
+        self._inboxes: dict[str, HandoffInbox] = {}
+        # Random, so that no two notifiers (processes, hosts) share one.
+        self._handoff_channel = f"{channel[:40]}.handoff.{secrets.token_hex(8)}"
 
     @classmethod
     async def start(cls, url: str, channel: str = DEFAULT_CHANNEL, **options: Any) -> Notifier:
@@ -200,6 +240,39 @@ class Notifier:
             subscription = self._by_queue_set[key] = self.subscribe(key)
         return await subscription.wait(timeout)
 
+    @property
+    def handoff_channel(self) -> str:
+        """The channel this notifier receives handed jobs on (one per notifier)."""
+        return self._handoff_channel
+
+    def receive_handoffs(self, owner: str, deliver: Callable[[Job], None]) -> HandoffInbox:
+        """Deliver the jobs handed to ``owner`` (a worker's lease owner) to ``deliver``."""
+        inbox = HandoffInbox(self, owner, deliver)
+        self._inboxes[owner] = inbox
+        return inbox
+
+    def _close_inbox(self, inbox: HandoffInbox) -> None:
+        if self._inboxes.get(inbox._owner) is inbox:
+            del self._inboxes[inbox._owner]
+
+    def _handed(self, payload: str) -> None:
+        try:
+            job = job_from_handoff(payload)
+        except (ValueError, KeyError, TypeError) as exc:
+            # Not a job this version can read: its lease runs out and the
+            # reaper gives it back, the attempt not counted.
+            log.warning("notifier: unreadable handed job ignored: %s", exc)
+            return
+        inbox = self._inboxes.get(job.lease_owner or "")
+        if inbox is None:
+            # Its worker stopped receiving (it is shutting down): the lease
+            # runs out and the reaper gives the job back, uncounted.
+            log.info(
+                "notifier: job %s handed to %s, which no longer receives", job.id, job.lease_owner
+            )
+            return
+        inbox._deliver(job)
+
     async def close(self) -> None:
         """Stop listening and close the connection. Idempotent."""
         self._closed = True
@@ -232,6 +305,12 @@ class Notifier:
             for subscription in waiters:
                 subscription._wake()
 
+    def _dispatch_note(self, channel: str, payload: str) -> None:
+        if channel == self._channel:
+            self._dispatch(payload)
+        elif channel == self._handoff_channel:
+            self._handed(payload)
+
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
         conn = await psycopg.AsyncConnection.connect(
             self._url,
@@ -248,6 +327,7 @@ class Notifier:
             # LISTEN takes an identifier, not a bind parameter, so it cannot be a
             # sqlc query: the one sanctioned piece of SQL composed in Python.
             await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
+            await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._handoff_channel)))
         except BaseException:
             await conn.close()
             raise
@@ -281,7 +361,7 @@ class Notifier:
                 self._wake_all()
             try:
                 async for note in conn.notifies():
-                    self._dispatch(note.payload)
+                    self._dispatch_note(note.channel, note.payload)
             except psycopg.Error as exc:
                 log.warning(
                     "notifier: connection lost (%s); reconnecting", " ".join(str(exc).split())
@@ -294,7 +374,14 @@ class Notifier:
 
 
 if TYPE_CHECKING:
-    from jobrun.ports import Dispatcher
+    from jobrun.ports import Dispatcher, HandoffReceiver
+    from jobrun.ports import HandoffInbox as InboxPort
 
     def _implements_port(notifier: Notifier) -> Dispatcher:
         return notifier
+
+    def _receives_handoffs(notifier: Notifier) -> HandoffReceiver:
+        return notifier
+
+    def _inbox_port(inbox: HandoffInbox) -> InboxPort:
+        return inbox

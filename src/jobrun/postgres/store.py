@@ -60,6 +60,7 @@ from jobrun.job import (
     CommitCallback,
     Event,
     EventMode,
+    HandoffOffer,
     Job,
     JobFilter,
     JobPage,
@@ -71,6 +72,7 @@ from jobrun.job import (
     QueueDepth,
     QueueInfo,
     QueueStats,
+    WorkerOffer,
     key_lock_id,
     new_job_ids,
 )
@@ -82,6 +84,7 @@ from jobrun.postgres.convert import (
     job_from_row,
     job_recorded,
     map_error,
+    offer_from_row,
     queue_from_row,
     queue_info_from_row,
     queue_stats_from_row,
@@ -95,6 +98,7 @@ from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import locks as lock_queries
 from jobrun.sqlc import models
+from jobrun.sqlc import offers as offer_queries
 from jobrun.sqlc import queues as queue_queries
 from jobrun.sqlc import system as system_queries
 from jobrun.tracing import current_trace_meta
@@ -109,6 +113,8 @@ MAX_RETRY_JITTER = 0.5
 
 
 _COPY_CHUNK = 5_000
+# The claim statement takes an offer lifetime even when it offers nothing.
+_NO_OFFER_TTL = timedelta(0)
 _PlainRow = job_queries.JobInsertCopyParams
 _TracedRow = job_queries.JobInsertCopyTracedParams
 
@@ -263,16 +269,27 @@ class Store(ScheduleMethods):
         notifies) with it or not at all.
         """
         (item,) = _base.prepare_jobs([job], self.payload_models, self.max_payload_bytes)
-        params = _base.insert_args(item, self.notify_channel, current_trace_meta())
+        meta = current_trace_meta()
         if conn is None:
             # The common path: one statement on an autocommit pooled connection
-            # inserts the job and its event and notifies; it commits as it ends.
+            # inserts the job and its event and notifies, or hands the job to
+            # an idle worker's offer; it commits as it ends.
+            params = _base.insert_args(
+                item,
+                self.notify_channel,
+                meta,
+                handoff=_base.handoff_allowed(item, meta),
+                record_claim=self.event_mode is EventMode.ALL,
+            )
             async with self._connection() as pooled:
                 queries = job_queries.AsyncQuerier(_lean(pooled))
                 row = await queries.job_insert_notify(params=params)
                 if row is None:
                     return await self._replay(queries, item, params)
         else:
+            # Never handed off: the caller's transaction may commit long after
+            # the lease it would start, or not at all.
+            params = _base.insert_args(item, self.notify_channel, meta)
             async with self._with_tx(conn) as tx:
                 queries = job_queries.AsyncQuerier(tx)
                 row = await queries.job_insert_notify(params=params)
@@ -451,12 +468,21 @@ class Store(ScheduleMethods):
     # -- the lease ----------------------------------------------------------------
 
     async def claim(
-        self, queues: Sequence[str], owner: str, limit: int, lease: timedelta
+        self,
+        queues: Sequence[str],
+        owner: str,
+        limit: int,
+        lease: timedelta,
+        *,
+        offer: HandoffOffer | None = None,
     ) -> list[Job]:
         """Lease up to ``limit`` due jobs of ``queues`` for ``owner``, in claim order.
 
         One statement: queued → leased, attempts + 1, lease until db now +
         ``lease``; in event mode ``all`` the same statement records the claims.
+        The same statement rewrites ``owner``'s handoff offers: with ``offer``,
+        the slots this claim leaves free are offered for each of ``queues``;
+        without it (or with none left) the owner's offers are withdrawn.
         """
         if limit <= 0 or not queues:
             return []
@@ -468,6 +494,8 @@ class Store(ScheduleMethods):
                     max_jobs=limit,
                     lease=lease,
                     now=None,
+                    offer_channel=None if offer is None else offer.channel,
+                    offer_ttl=_NO_OFFER_TTL if offer is None else offer.ttl,
                     record_events=self.event_mode is EventMode.ALL,
                 )
             )
@@ -476,6 +504,21 @@ class Store(ScheduleMethods):
         # priority and run_at are the rule for batch-enqueued jobs.
         jobs.sort(key=lambda j: (j.priority, j.run_at, j.id.int))
         return jobs
+
+    async def retract_offers(self, owner: str) -> int:
+        """Withdraw every handoff offer of ``owner``; return how many there were.
+
+        A stopping worker calls it first, so no enqueue hands it a job it
+        would only have to give back.
+        """
+        async with self._connection() as conn:
+            return await offer_queries.AsyncQuerier(conn).worker_offers_withdraw(owner=owner)
+
+    async def offers(self) -> list[WorkerOffer]:
+        """The handoff offers standing now (operators and tests), by queue and owner."""
+        async with self._connection() as conn:
+            rows = await offer_queries.AsyncQuerier(conn).worker_offers_list()
+        return [offer_from_row(r) for r in rows]
 
     async def heartbeat(self, owner: str, jobs: Sequence[Job], lease: timedelta) -> set[UUID]:
         """Extend ``owner``'s leases on ``jobs`` to db now + ``lease``; return the ids kept.

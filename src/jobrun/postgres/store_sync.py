@@ -66,6 +66,7 @@ from jobrun.job import (
     Backoff,
     Event,
     EventMode,
+    HandoffOffer,
     Job,
     JobFilter,
     JobPage,
@@ -78,6 +79,7 @@ from jobrun.job import (
     QueueStats,
     SyncCommitCallback,
     SyncOutcome,
+    WorkerOffer,
     key_lock_id,
     new_job_ids,
 )
@@ -89,6 +91,7 @@ from jobrun.postgres.convert import (
     job_from_row,
     job_recorded,
     map_error,
+    offer_from_row,
     queue_from_row,
     queue_info_from_row,
     queue_stats_from_row,
@@ -102,6 +105,7 @@ from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import locks as lock_queries
 from jobrun.sqlc import models
+from jobrun.sqlc import offers as offer_queries
 from jobrun.sqlc import queues as queue_queries
 from jobrun.sqlc import system as system_queries
 from jobrun.tracing import current_trace_meta
@@ -116,6 +120,8 @@ DEFAULT_RETRY_JITTER = 0.1
 MAX_RETRY_JITTER = 0.5
 
 _COPY_CHUNK = 5000
+
+_NO_OFFER_TTL = timedelta(0)
 
 _PlainRow = job_queries.JobInsertCopyParams
 
@@ -261,14 +267,22 @@ class SyncStore(SyncScheduleMethods):
         notifies) with it or not at all.
         """
         (item,) = _base.prepare_jobs([job], self.payload_models, self.max_payload_bytes)
-        params = _base.insert_args(item, self.notify_channel, current_trace_meta())
+        meta = current_trace_meta()
         if conn is None:
+            params = _base.insert_args(
+                item,
+                self.notify_channel,
+                meta,
+                handoff=_base.handoff_allowed(item, meta),
+                record_claim=self.event_mode is EventMode.ALL,
+            )
             with self._connection() as pooled:
                 queries = job_queries.Querier(_lean(pooled))
                 row = queries.job_insert_notify(params=params)
                 if row is None:
                     return self._replay(queries, item, params)
         else:
+            params = _base.insert_args(item, self.notify_channel, meta)
             with self._with_tx(conn) as tx:
                 queries = job_queries.Querier(tx)
                 row = queries.job_insert_notify(params=params)
@@ -440,11 +454,22 @@ class SyncStore(SyncScheduleMethods):
             inserted += _base.keyed_results(prepared, chunk, new_ids, stored, now, results, meta)
         return inserted
 
-    def claim(self, queues: Sequence[str], owner: str, limit: int, lease: timedelta) -> list[Job]:
+    def claim(
+        self,
+        queues: Sequence[str],
+        owner: str,
+        limit: int,
+        lease: timedelta,
+        *,
+        offer: HandoffOffer | None = None,
+    ) -> list[Job]:
         """Lease up to ``limit`` due jobs of ``queues`` for ``owner``, in claim order.
 
         One statement: queued → leased, attempts + 1, lease until db now +
         ``lease``; in event mode ``all`` the same statement records the claims.
+        The same statement rewrites ``owner``'s handoff offers: with ``offer``,
+        the slots this claim leaves free are offered for each of ``queues``;
+        without it (or with none left) the owner's offers are withdrawn.
         """
         if limit <= 0 or not queues:
             return []
@@ -456,12 +481,29 @@ class SyncStore(SyncScheduleMethods):
                     max_jobs=limit,
                     lease=lease,
                     now=None,
+                    offer_channel=None if offer is None else offer.channel,
+                    offer_ttl=_NO_OFFER_TTL if offer is None else offer.ttl,
                     record_events=self.event_mode is EventMode.ALL,
                 )
             )
         jobs = [job_from_row(r) for r in rows]
         jobs.sort(key=lambda j: (j.priority, j.run_at, j.id.int))
         return jobs
+
+    def retract_offers(self, owner: str) -> int:
+        """Withdraw every handoff offer of ``owner``; return how many there were.
+
+        A stopping worker calls it first, so no enqueue hands it a job it
+        would only have to give back.
+        """
+        with self._connection() as conn:
+            return offer_queries.Querier(conn).worker_offers_withdraw(owner=owner)
+
+    def offers(self) -> list[WorkerOffer]:
+        """The handoff offers standing now (operators and tests), by queue and owner."""
+        with self._connection() as conn:
+            rows = offer_queries.Querier(conn).worker_offers_list()
+        return [offer_from_row(r) for r in rows]
 
     def heartbeat(self, owner: str, jobs: Sequence[Job], lease: timedelta) -> set[UUID]:
         """Extend ``owner``'s leases on ``jobs`` to db now + ``lease``; return the ids kept.

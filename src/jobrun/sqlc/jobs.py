@@ -29,37 +29,83 @@ WITH inserted AS (
         %(idempotency_key)s, coalesce(%(meta)s::jsonb, '{}'::jsonb)
     )
     ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta
+    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt)
     SELECT inserted.id, inserted.created_at, 'enqueued', NULL, inserted.state, 0
     FROM inserted
 )
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM inserted
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed FROM inserted
 """
 
 JOB_INSERT_NOTIFY = """
-WITH inserted AS (
+WITH offer AS (
+    UPDATE worker_offers
+    SET slots = worker_offers.slots - 1
+    FROM (
+        SELECT candidate.owner, candidate.queue
+        FROM worker_offers AS candidate
+        WHERE %(handoff)s::boolean
+          AND candidate.queue = %(queue)s::text
+          AND candidate.slots > 0
+          AND candidate.expires_at > now()
+          AND NOT EXISTS (
+              SELECT 1 FROM queues
+              WHERE queues.name = candidate.queue
+                AND (queues.paused OR queues.concurrency_limit IS NOT NULL
+                     OR queues.rate_limit IS NOT NULL)
+          )
+        LIMIT 1
+        FOR UPDATE OF candidate SKIP LOCKED
+    ) AS taken
+    WHERE worker_offers.owner = taken.owner AND worker_offers.queue = taken.queue
+    RETURNING worker_offers.owner, worker_offers.channel, worker_offers.lease
+), inserted AS (
     INSERT INTO jobs (
         id, queue, type, payload, priority, max_attempts,
-        backoff_kind, backoff_base, backoff_max, run_at, idempotency_key, meta
-    ) VALUES (
-        %(id)s, %(queue)s, %(type)s, nullif(%(payload_json)s::text, '')::jsonb, %(priority)s,
-        %(max_attempts)s,
-        %(backoff_kind)s, %(backoff_base)s, %(backoff_max)s,
-        coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval),
-        %(idempotency_key)s, coalesce(%(meta)s::jsonb, '{}'::jsonb)
+        backoff_kind, backoff_base, backoff_max, run_at, idempotency_key, meta,
+        state, attempts, lease_owner, lease_expires_at, handed
     )
+    SELECT %(id)s, %(queue)s, %(type)s, nullif(%(payload_json)s::text, '')::jsonb, %(priority)s,
+           %(max_attempts)s,
+           %(backoff_kind)s, %(backoff_base)s, %(backoff_max)s,
+           coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval),
+           %(idempotency_key)s, coalesce(%(meta)s::jsonb, '{}'::jsonb),
+           CASE WHEN offer.owner IS NULL THEN 'queued' ELSE 'leased' END::job_state,
+           CASE WHEN offer.owner IS NULL THEN 0 ELSE 1 END,
+           offer.owner, now() + offer.lease, offer.owner IS NOT NULL
+    FROM (SELECT 1) AS one (n)
+    LEFT JOIN offer ON true
     ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta
+    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed
 ), recorded AS (
-    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt)
-    SELECT inserted.id, inserted.created_at, 'enqueued', NULL, inserted.state, 0
+    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
+    SELECT inserted.id, inserted.created_at, 'enqueued', NULL::job_state,
+           'queued'::job_state, 0, NULL::text
     FROM inserted
+    UNION ALL
+    SELECT inserted.id, inserted.created_at, 'claimed', 'queued'::job_state,
+           'leased'::job_state, 1, inserted.lease_owner
+    FROM inserted
+    WHERE inserted.handed AND %(record_claim)s::boolean
 ), notified AS (
-    SELECT pg_notify(%(channel)s::text, inserted.queue) FROM inserted
+    SELECT CASE WHEN inserted.handed
+        THEN pg_notify(offer.channel, json_build_object(
+            'id', inserted.id, 'queue', inserted.queue, 'type', inserted.type,
+            'payload', inserted.payload, 'priority', inserted.priority,
+            'attempts', inserted.attempts, 'max_attempts', inserted.max_attempts,
+            'backoff_kind', inserted.backoff_kind,
+            'backoff_base', extract(epoch FROM inserted.backoff_base),
+            'backoff_max', extract(epoch FROM inserted.backoff_max),
+            'run_at', inserted.run_at, 'lease_owner', inserted.lease_owner,
+            'lease_expires_at', inserted.lease_expires_at,
+            'created_at', inserted.created_at, 'meta', inserted.meta)::text)
+        ELSE pg_notify(%(channel)s::text, inserted.queue) END
+    FROM inserted
+    LEFT JOIN offer ON true
 )
-SELECT inserted.run_at, inserted.created_at FROM inserted CROSS JOIN notified
+SELECT inserted.run_at, inserted.created_at, inserted.lease_owner, inserted.lease_expires_at
+FROM inserted CROSS JOIN notified
 """
 
 JOB_INSERT_COPY = """
@@ -91,11 +137,11 @@ RETURNING id
 """
 
 JOB_GET_BY_IDEMPOTENCY_KEY = """
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM jobs WHERE queue = %(queue)s::text AND idempotency_key = %(idempotency_key)s::text
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed FROM jobs WHERE queue = %(queue)s::text AND idempotency_key = %(idempotency_key)s::text
 """
 
 JOB_GET_BY_IDEMPOTENCY_KEYS = """
-SELECT jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta
+SELECT jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed
 FROM jobs
 JOIN (
     SELECT unnest(%(queues)b::text[]) AS queue, unnest(%(idempotency_keys)b::text[]) AS key
@@ -107,7 +153,7 @@ SELECT pg_notify(%(channel)s::text, %(queue)s::text)
 """
 
 JOB_GET = """
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM jobs WHERE id = %(id)s
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed FROM jobs WHERE id = %(id)s
 """
 
 JOB_CLAIM = """
@@ -246,10 +292,37 @@ WITH RECURSIVE controls AS MATERIALIZED (
         attempts = jobs.attempts + 1,
         lease_owner = %(owner)s::text,
         lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+        handed = false,
         updated_at = now()
     FROM unnest((SELECT array_agg(picked.id) FROM picked)::uuid[]) AS chosen (id)
     WHERE jobs.id = chosen.id
-    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta
+    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed
+), left_over AS (
+    -- The slots this claim leaves free: what its handoff offers are worth.
+    SELECT (SELECT %(max_jobs)s::integer) - count(*)::integer AS slots FROM claimed
+), offered AS (
+    -- The owner's handoff offers (migration 00009) are rewritten by every
+    -- claim, in the same statement, so they never outlive what the claim
+    -- knew: with offer_channel set and slots left free, one offer per wanted
+    -- queue of that many slots, valid for offer_ttl (an idle worker claims
+    -- again within its poll interval, which renews them).
+    INSERT INTO worker_offers (owner, queue, channel, slots, lease, expires_at)
+    SELECT %(owner)s::text, wanted.queue, %(offer_channel)s::text, left_over.slots,
+           %(lease)s::interval, now() + %(offer_ttl)s::interval
+    FROM left_over
+    CROSS JOIN unnest((SELECT %(queues)b::text[])) AS wanted (queue)
+    WHERE %(offer_channel)s::text IS NOT NULL AND left_over.slots > 0
+    ON CONFLICT (owner, queue) DO UPDATE
+    SET channel = excluded.channel, slots = excluded.slots, lease = excluded.lease,
+        expires_at = excluded.expires_at
+), withdrawn AS (
+    -- Otherwise (no offer asked for, or no slot left) the owner's offers go,
+    -- and so do those of queues it no longer claims.
+    DELETE FROM worker_offers
+    USING left_over
+    WHERE worker_offers.owner = %(owner)s::text
+      AND (%(offer_channel)s::text IS NULL OR left_over.slots <= 0
+           OR worker_offers.queue <> ALL ((SELECT %(queues)b::text[])::text[]))
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
     SELECT claimed.id, claimed.updated_at, 'claimed', 'queued', 'leased',
@@ -276,7 +349,7 @@ WITH RECURSIVE controls AS MATERIALIZED (
     WHERE queues.name = tally.queue
       AND queues.rate_limit IS NOT NULL
 )
-SELECT claimed.id, claimed.queue, claimed.type, claimed.payload, claimed.priority, claimed.state, claimed.attempts, claimed.max_attempts, claimed.backoff_kind, claimed.backoff_base, claimed.backoff_max, claimed.run_at, claimed.lease_owner, claimed.lease_expires_at, claimed.cancel_requested, claimed.idempotency_key, claimed.last_error, claimed.created_at, claimed.updated_at, claimed.finished_at, claimed.meta FROM claimed
+SELECT claimed.id, claimed.queue, claimed.type, claimed.payload, claimed.priority, claimed.state, claimed.attempts, claimed.max_attempts, claimed.backoff_kind, claimed.backoff_base, claimed.backoff_max, claimed.run_at, claimed.lease_owner, claimed.lease_expires_at, claimed.cancel_requested, claimed.idempotency_key, claimed.last_error, claimed.created_at, claimed.updated_at, claimed.finished_at, claimed.meta, claimed.handed FROM claimed
 WHERE (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
 """
 
@@ -287,6 +360,7 @@ WITH held AS MATERIALIZED (
 )
 UPDATE jobs
 SET lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+    handed = false,
     updated_at = now()
 FROM held
 WHERE jobs.id = held.id
@@ -369,7 +443,7 @@ FROM recorded
 
 JOB_REAP_EXPIRED = """
 WITH expired AS (
-    SELECT id
+    SELECT id, (handed AND NOT cancel_requested) AS unconfirmed
     FROM jobs
     WHERE state = 'leased'
       AND lease_expires_at <= coalesce(%(now)s::timestamptz, now())
@@ -378,38 +452,47 @@ WITH expired AS (
     FOR UPDATE SKIP LOCKED
 ), reaped AS (
     UPDATE jobs
-    SET state = job_outcome_state('fail', jobs.cancel_requested, jobs.attempts,
-                                  jobs.max_attempts),
-        run_at = CASE job_outcome_state('fail', jobs.cancel_requested, jobs.attempts,
-                                        jobs.max_attempts)
-            WHEN 'queued' THEN coalesce(%(now)s::timestamptz, now())
-                               + job_backoff_delay(jobs.backoff_kind, jobs.backoff_base,
-                                                   jobs.backoff_max, jobs.attempts,
-                                                   %(jitter)s::double precision)
+    SET state = CASE WHEN expired.unconfirmed THEN 'queued'::job_state
+            ELSE job_outcome_state('fail', jobs.cancel_requested, jobs.attempts,
+                                   jobs.max_attempts) END,
+        attempts = CASE WHEN expired.unconfirmed THEN greatest(jobs.attempts - 1, 0)
+            ELSE jobs.attempts END,
+        run_at = CASE
+            WHEN expired.unconfirmed THEN coalesce(%(now)s::timestamptz, now())
+            WHEN job_outcome_state('fail', jobs.cancel_requested, jobs.attempts,
+                                   jobs.max_attempts) = 'queued'
+                THEN coalesce(%(now)s::timestamptz, now())
+                     + job_backoff_delay(jobs.backoff_kind, jobs.backoff_base,
+                                         jobs.backoff_max, jobs.attempts,
+                                         %(jitter)s::double precision)
             ELSE jobs.run_at END,
-        finished_at = CASE job_outcome_state('fail', jobs.cancel_requested, jobs.attempts,
-                                             jobs.max_attempts)
-            WHEN 'queued' THEN NULL
+        finished_at = CASE
+            WHEN expired.unconfirmed THEN NULL
+            WHEN job_outcome_state('fail', jobs.cancel_requested, jobs.attempts,
+                                   jobs.max_attempts) = 'queued' THEN NULL
             ELSE coalesce(%(now)s::timestamptz, now()) END,
         lease_owner = NULL,
         lease_expires_at = NULL,
         cancel_requested = false,
-        last_error = 'lease expired: the worker stopped heartbeating',
+        handed = false,
+        last_error = CASE WHEN expired.unconfirmed
+            THEN 'handed to a worker that never confirmed it: given back, the attempt not counted'
+            ELSE 'lease expired: the worker stopped heartbeating' END,
         updated_at = now()
     FROM expired
     WHERE jobs.id = expired.id
-    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta
+    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, detail)
     SELECT reaped.id, reaped.updated_at, 'reaped', 'leased', reaped.state,
            reaped.attempts, reaped.last_error
     FROM reaped
 )
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM reaped
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed FROM reaped
 """
 
 JOB_LOCK = """
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM jobs WHERE id = %(id)s FOR UPDATE
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed FROM jobs WHERE id = %(id)s FOR UPDATE
 """
 
 JOB_CANCEL_QUEUED = """
@@ -419,14 +502,14 @@ WITH cancelled AS (
         finished_at = coalesce(%(now)s::timestamptz, now()),
         updated_at = now()
     WHERE jobs.id = %(id)s AND jobs.state = 'queued'
-    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta
+    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, detail)
     SELECT cancelled.id, cancelled.updated_at, 'cancelled', 'queued', 'cancelled',
            cancelled.attempts, 'by ' || %(actor)s::text
     FROM cancelled
 )
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM cancelled
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed FROM cancelled
 """
 
 JOB_REQUEST_CANCEL = """
@@ -434,14 +517,14 @@ WITH flagged AS (
     UPDATE jobs
     SET cancel_requested = true, updated_at = now()
     WHERE jobs.id = %(id)s AND jobs.state = 'leased'
-    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta
+    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner, detail)
     SELECT flagged.id, flagged.updated_at, 'cancel_requested', 'leased', 'leased',
            flagged.attempts, flagged.lease_owner, 'by ' || %(actor)s::text
     FROM flagged
 )
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM flagged
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed FROM flagged
 """
 
 JOB_RETRY = """
@@ -454,14 +537,14 @@ WITH retried AS (
         finished_at = NULL,
         updated_at = now()
     WHERE jobs.id = %(id)s AND jobs.state IN ('dead', 'cancelled')
-    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta
+    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, detail)
     SELECT retried.id, retried.updated_at, 'retried', %(from_state)s::job_state, 'queued',
            retried.attempts, 'by ' || %(actor)s::text
     FROM retried
 )
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta FROM retried
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed FROM retried
 """
 
 JOB_PURGE_STATE = """
@@ -481,7 +564,7 @@ DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)
 """
 
 JOB_LIST = """
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed
 FROM jobs
 WHERE (%(queue)s::text IS NULL OR queue = %(queue)s)
   AND (%(state)s::job_state IS NULL OR state = %(state)s)
@@ -570,8 +653,9 @@ class JobInsertParams:
 class JobInsertNotifyParams:
     """The parameters of ``JobInsertNotify``."""
 
-    id: UUID
+    handoff: bool
     queue: str
+    id: UUID
     type: str
     payload_json: str
     priority: int
@@ -583,6 +667,7 @@ class JobInsertNotifyParams:
     delay: timedelta
     idempotency_key: str | None
     meta: JsonValue | None
+    record_claim: bool
     channel: str
 
 
@@ -591,9 +676,11 @@ class JobInsertNotifyRow(pydantic.BaseModel):
 
     run_at: datetime
     created_at: datetime
+    lease_owner: str | None
+    lease_expires_at: datetime | None
 
 
-_JOB_INSERT_NOTIFY_ROW_FIELDS = frozenset({'run_at', 'created_at'})
+_JOB_INSERT_NOTIFY_ROW_FIELDS = frozenset({'run_at', 'created_at', 'lease_owner', 'lease_expires_at'})
 
 
 def _row_to_job_insert_notify_row(row: Sequence[Any]) -> JobInsertNotifyRow:
@@ -605,6 +692,8 @@ def _row_to_job_insert_notify_row(row: Sequence[Any]) -> JobInsertNotifyRow:
         {
             "run_at": row[0],
             "created_at": row[1],
+            "lease_owner": row[2],
+            "lease_expires_at": row[3],
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_JOB_INSERT_NOTIFY_ROW_FIELDS))
@@ -678,6 +767,8 @@ class JobClaimParams:
     now: datetime | None
     owner: str
     lease: timedelta
+    offer_channel: str | None
+    offer_ttl: timedelta
     record_events: bool
 
 
@@ -918,16 +1009,27 @@ class AsyncQuerier:
         the job is visible. No row: an idempotency-key conflict (read the stored job).
         payload_json is the payload's JSON text as the store already encoded it to
         validate it, so it is not encoded a second time to be sent (never empty: the
-        nullif only lets sqlc vet EXPLAIN the query with an empty placeholder). Only the two
+        nullif only lets sqlc vet EXPLAIN the query with an empty placeholder). Only the
         columns the database decides come back: the store knows every other one, and
         decoding the payload and meta it just sent would be wasted work.
+
+        Handoff (migration 00009): when the caller allows it (a job due now, without
+        an idempotency key, small enough to travel in a notification) and an idle
+        worker offers a slot for the queue, the job is inserted already leased to
+        that worker (attempt 1, the worker's own lease, handed), the claim is
+        recorded, and the whole job goes to the worker's channel instead of the
+        queue's wake-up: the worker starts it without claiming. SKIP LOCKED passes
+        over an offer another enqueue or the worker's own claim is rewriting. A
+        queue with controls (paused, a concurrency or a rate limit) is never handed
+        to: only the claim enforces those.
 
         Run ``JobInsertNotify``; return its first row, or None.
         """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_INSERT_NOTIFY, {
-                "id": params.id,
+                "handoff": params.handoff,
                 "queue": params.queue,
+                "id": params.id,
                 "type": params.type,
                 "payload_json": params.payload_json,
                 "priority": params.priority,
@@ -939,6 +1041,7 @@ class AsyncQuerier:
                 "delay": params.delay,
                 "idempotency_key": params.idempotency_key,
                 "meta": None if params.meta is None else Jsonb(params.meta),
+                "record_claim": params.record_claim,
                 "channel": params.channel,
             })
             _row = await _cur.fetchone()
@@ -1070,6 +1173,8 @@ class AsyncQuerier:
                 "now": params.now,
                 "owner": params.owner,
                 "lease": params.lease,
+                "offer_channel": params.offer_channel,
+                "offer_ttl": params.offer_ttl,
                 "record_events": params.record_events,
             })
             _rows = await _cur.fetchall()
@@ -1080,6 +1185,8 @@ class AsyncQuerier:
         attempt, not expired) to db now + lease, except those whose cancel was
         requested: the owner must stop those jobs. ids and attempts are parallel
         arrays: job i was claimed as attempt i.
+
+        A heartbeat also confirms a handed job (migration 00009): its worker has it.
 
         The state is compared with a column of the materialized input, not with
         the literal (see JobRecordOutcomes): each held job is one primary-key probe.
@@ -1170,6 +1277,12 @@ class AsyncQuerier:
         cancelled when a cancel was requested), with its event. SKIP LOCKED lets
         reapers on several workers split the work instead of queueing behind each
         other, and skips a row whose completion is committing right now.
+
+        A handed job (migration 00009) whose lease ran out before any heartbeat
+        confirmed it most likely never reached its worker: it is given back as a
+        hand-back is, queued and due now with the attempt not counted (cancelled
+        if a cancel was requested), so a worker that died just after offering
+        costs its handed jobs a delay, never an attempt.
 
         Run ``JobReapExpired``; return all its rows.
         """
@@ -1412,16 +1525,27 @@ class Querier:
         the job is visible. No row: an idempotency-key conflict (read the stored job).
         payload_json is the payload's JSON text as the store already encoded it to
         validate it, so it is not encoded a second time to be sent (never empty: the
-        nullif only lets sqlc vet EXPLAIN the query with an empty placeholder). Only the two
+        nullif only lets sqlc vet EXPLAIN the query with an empty placeholder). Only the
         columns the database decides come back: the store knows every other one, and
         decoding the payload and meta it just sent would be wasted work.
+
+        Handoff (migration 00009): when the caller allows it (a job due now, without
+        an idempotency key, small enough to travel in a notification) and an idle
+        worker offers a slot for the queue, the job is inserted already leased to
+        that worker (attempt 1, the worker's own lease, handed), the claim is
+        recorded, and the whole job goes to the worker's channel instead of the
+        queue's wake-up: the worker starts it without claiming. SKIP LOCKED passes
+        over an offer another enqueue or the worker's own claim is rewriting. A
+        queue with controls (paused, a concurrency or a rate limit) is never handed
+        to: only the claim enforces those.
 
         Run ``JobInsertNotify``; return its first row, or None.
         """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_INSERT_NOTIFY, {
-                "id": params.id,
+                "handoff": params.handoff,
                 "queue": params.queue,
+                "id": params.id,
                 "type": params.type,
                 "payload_json": params.payload_json,
                 "priority": params.priority,
@@ -1433,6 +1557,7 @@ class Querier:
                 "delay": params.delay,
                 "idempotency_key": params.idempotency_key,
                 "meta": None if params.meta is None else Jsonb(params.meta),
+                "record_claim": params.record_claim,
                 "channel": params.channel,
             })
             _row = _cur.fetchone()
@@ -1564,6 +1689,8 @@ class Querier:
                 "now": params.now,
                 "owner": params.owner,
                 "lease": params.lease,
+                "offer_channel": params.offer_channel,
+                "offer_ttl": params.offer_ttl,
                 "record_events": params.record_events,
             })
             _rows = _cur.fetchall()
@@ -1574,6 +1701,8 @@ class Querier:
         attempt, not expired) to db now + lease, except those whose cancel was
         requested: the owner must stop those jobs. ids and attempts are parallel
         arrays: job i was claimed as attempt i.
+
+        A heartbeat also confirms a handed job (migration 00009): its worker has it.
 
         The state is compared with a column of the materialized input, not with
         the literal (see JobRecordOutcomes): each held job is one primary-key probe.
@@ -1654,6 +1783,12 @@ class Querier:
         cancelled when a cancel was requested), with its event. SKIP LOCKED lets
         reapers on several workers split the work instead of queueing behind each
         other, and skips a row whose completion is committing right now.
+
+        A handed job (migration 00009) whose lease ran out before any heartbeat
+        confirmed it most likely never reached its worker: it is given back as a
+        hand-back is, queued and due now with the attempt not counted (cancelled
+        if a cancel was requested), so a worker that died just after offering
+        costs its handed jobs a delay, never an attempt.
 
         Run ``JobReapExpired``; return all its rows.
         """

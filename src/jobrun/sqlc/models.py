@@ -168,9 +168,10 @@ class Job(pydantic.BaseModel):
     updated_at: datetime
     finished_at: datetime | None
     meta: JsonValue
+    handed: bool
 
 
-_JOB_FIELDS = frozenset({'id', 'queue', 'type', 'payload', 'priority', 'state', 'attempts', 'max_attempts', 'backoff_kind', 'backoff_base', 'backoff_max', 'run_at', 'lease_owner', 'lease_expires_at', 'cancel_requested', 'idempotency_key', 'last_error', 'created_at', 'updated_at', 'finished_at', 'meta'})
+_JOB_FIELDS = frozenset({'id', 'queue', 'type', 'payload', 'priority', 'state', 'attempts', 'max_attempts', 'backoff_kind', 'backoff_base', 'backoff_max', 'run_at', 'lease_owner', 'lease_expires_at', 'cancel_requested', 'idempotency_key', 'last_error', 'created_at', 'updated_at', 'finished_at', 'meta', 'handed'})
 
 
 def row_to_job(row: Sequence[Any]) -> Job:
@@ -201,6 +202,7 @@ def row_to_job(row: Sequence[Any]) -> Job:
             "updated_at": row[18],
             "finished_at": row[19],
             "meta": row[20],
+            "handed": row[21],
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_JOB_FIELDS))
@@ -333,6 +335,41 @@ def row_to_schedule(row: Sequence[Any]) -> Schedule:
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_SCHEDULE_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
+class WorkerOffer(pydantic.BaseModel):
+    """A row of the ``worker_offers`` table."""
+
+    owner: str
+    queue: str
+    channel: str
+    slots: int
+    lease: timedelta
+    expires_at: datetime
+
+
+_WORKER_OFFER_FIELDS = frozenset({'owner', 'queue', 'channel', 'slots', 'lease', 'expires_at'})
+
+
+def row_to_worker_offer(row: Sequence[Any]) -> WorkerOffer:
+    """Build a :class:`WorkerOffer` from a driver row, without re-validating it."""
+    obj = WorkerOffer.__new__(WorkerOffer)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "owner": row[0],
+            "queue": row[1],
+            "channel": row[2],
+            "slots": row[3],
+            "lease": row[4],
+            "expires_at": row[5],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_WORKER_OFFER_FIELDS))
     _setattr(obj, "__pydantic_extra__", None)
     _setattr(obj, "__pydantic_private__", None)
     return obj
