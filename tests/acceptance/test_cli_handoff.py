@@ -1,0 +1,178 @@
+"""Handoff through ``jobrun worker`` as a process: the idle worker gets the job in the enqueue.
+
+An idle ``jobrun worker`` offers its free slots; ``jobrun enqueue`` then leases
+the job to it in the enqueue's own statement, and the worker starts it from the
+notification without claiming. These tests run both commands as users run
+them and read the outcome from the database: the events say who held the job
+at which attempt, and the offers table says what the worker still offers.
+They also kill a worker that had offered slots, and overload one, to show a
+handed job is never lost and never charged an attempt it did not run.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from tests.acceptance.test_cli_worker import (
+    ROOT,
+    enqueue,
+    wait_for_line,
+    wait_for_trace,
+    worker,
+)
+
+
+def offers(db_url: str) -> list[tuple[str, str, int]]:
+    with psycopg.connect(db_url) as conn:
+        rows = conn.execute(
+            "SELECT owner, queue, slots FROM worker_offers WHERE expires_at > now()"
+            " ORDER BY queue, owner"
+        ).fetchall()
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+def wait_for_offers(db_url: str, count: int = 1, timeout: float = 20) -> list[tuple[str, str, int]]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = offers(db_url)
+        if len(found) >= count:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"no worker offered slots within {timeout}s: {offers(db_url)}")
+
+
+def events(db_url: str, job_id: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(db_url) as conn:
+        return conn.execute(
+            "SELECT kind, attempt, owner, at FROM job_events WHERE job_id = %s ORDER BY id",
+            (job_id,),
+        ).fetchall()
+
+
+def job_state(db_url: str, job_id: str) -> tuple[str, int]:
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute(
+            "SELECT state::text, attempts FROM jobs WHERE id = %s", (job_id,)
+        ).fetchone()
+    assert row is not None
+    return row[0], row[1]
+
+
+def wait_for_state(db_url: str, job_id: str, state: str, timeout: float = 30) -> tuple[str, int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = job_state(db_url, job_id)
+        if found[0] == state:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} is {job_state(db_url, job_id)}, not {state}")
+
+
+def test_an_idle_cli_worker_runs_the_job_its_enqueue_handed_to_it(
+    db_url: str, tmp_path: Path
+) -> None:
+    trace = tmp_path / "trace"
+    # A minute's poll: a job that reached the worker any way but the handoff
+    # or a wake-up claim would sit for a minute.
+    with worker(db_url, "--poll", "60s", "--concurrency", "4") as proc:
+        wait_for_line(proc, "started on queues")
+        ((owner, queue, slots),) = wait_for_offers(db_url)
+        assert (queue, slots) == ("default", 4)
+        job_id = enqueue(db_url, "mark", {"trace": str(trace)})
+        (start,) = wait_for_trace(trace, 1, timeout=20)
+        assert start[1:3] == [job_id, "1"]
+        assert wait_for_state(db_url, job_id, "succeeded") == ("succeeded", 1)
+        kinds = events(db_url, job_id)
+        assert [(k, a, o) for k, a, o, _ in kinds] == [
+            ("enqueued", 0, None),
+            ("claimed", 1, owner),
+            ("succeeded", 1, owner),
+        ]
+        # Leased by the enqueue itself, in the same statement, not by a claim.
+        assert kinds[0][3] == kinds[1][3]
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    assert offers(db_url) == []  # a stopping worker withdraws what it offered
+
+
+def test_a_job_handed_to_a_killed_worker_runs_on_another_without_losing_an_attempt(
+    db_url: str, tmp_path: Path
+) -> None:
+    trace = tmp_path / "trace"
+    with worker(db_url, "--lease", "3s", "--poll", "5s") as first:
+        wait_for_line(first, "started on queues")
+        ((dead_owner, _, _),) = wait_for_offers(db_url)
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=30)
+    # The offer outlives the process for a few seconds; this enqueue takes it.
+    job_id = cli_enqueue(db_url, "mark", {"trace": str(trace)}, "--max-attempts", "1")
+    assert job_state(db_url, job_id) == ("leased", 1)
+    with worker(db_url, "--poll", "200ms") as second:
+        wait_for_line(second, "started on queues")
+        (start,) = wait_for_trace(trace, 1, timeout=40)
+        # Its only attempt: the dead worker never ran it, so nothing was spent.
+        assert start[1:3] == [job_id, "1"]
+        assert wait_for_state(db_url, job_id, "succeeded") == ("succeeded", 1)
+        second.send_signal(signal.SIGTERM)
+        _, stderr = second.communicate(timeout=30)
+    assert second.returncode == 0, stderr
+    kinds = [(k, a, o) for k, a, o, _ in events(db_url, job_id)]
+    assert kinds[:3] == [("enqueued", 0, None), ("claimed", 1, dead_owner), ("reaped", 0, None)]
+    assert [k for k, _, _ in kinds[3:]] == ["claimed", "succeeded"]
+    assert kinds[3][2] != dead_owner
+
+
+def test_a_worker_with_no_free_slot_gives_a_handed_job_back_and_runs_it_later(
+    db_url: str, tmp_path: Path
+) -> None:
+    # One slot, two queues: each queue's offer promises the same slot. The
+    # first job takes it for two seconds; the second, handed in meanwhile,
+    # must not run beside it: it is given back, attempt uncounted, and claimed
+    # once the slot is free.
+    slow, quick = tmp_path / "slow", tmp_path / "quick"
+    with worker(
+        db_url, "--queue", "a", "--queue", "b", "--concurrency", "1", "--poll", "200ms"
+    ) as proc:
+        wait_for_line(proc, "started on queues")
+        wait_for_offers(db_url, count=2)
+        first = cli_enqueue(db_url, "stubborn", {"trace": str(slow), "sleep": 2}, "-q", "a")
+        wait_for_trace(slow, 1, timeout=20)
+        second = cli_enqueue(db_url, "mark", {"trace": str(quick)}, "-q", "b")
+        (slow_start, slow_end) = wait_for_trace(slow, 2, timeout=20)
+        (quick_start,) = wait_for_trace(quick, 1, timeout=20)
+        assert float(quick_start[3]) >= float(slow_end[3])  # never both at once
+        assert wait_for_state(db_url, second, "succeeded") == ("succeeded", 1)
+        assert wait_for_state(db_url, first, "succeeded") == ("succeeded", 1)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    handed_back = events(db_url, second)
+    assert [(k, a) for k, a, _, _ in handed_back] == [
+        ("enqueued", 0),
+        ("claimed", 1),
+        ("released", 0),
+        ("claimed", 1),
+        ("succeeded", 1),
+    ]
+    assert slow_start[2] == "1"
+
+
+def cli_enqueue(db_url: str, job_type: str, payload: dict[str, object], *options: str) -> str:
+    """``jobrun enqueue`` as a user runs it; the new job's id."""
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "jobrun", "enqueue", job_type,
+            "--payload", json.dumps(payload), "--database-url", db_url, *options,
+        ],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
