@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -10,8 +11,11 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from jobrun.ports import Dispatcher
+from jobrun.job import HandoffOffer, Job, NewJob
+from jobrun.ports import Dispatcher, HandoffReceiver
+from jobrun.postgres import Store
 from jobrun.postgres.notify import Notifier
+from jobrun.postgres.pool import open_pool
 
 # Tests send notifications with plain pg_notify, as a producer's transaction would.
 NOTIFY = "SELECT pg_notify(%s, %s)"
@@ -226,3 +230,78 @@ async def test_close_is_idempotent(db_url: str) -> None:
     await n.close()
     await n.close()
     assert not n.connected
+
+
+# -- handoff: whole jobs on the notifier's own channel ----------------------------------
+
+
+def test_notifier_receives_handoffs() -> None:
+    assert issubclass(Notifier, HandoffReceiver)
+
+
+async def handed_job(db_url: str, notifier: Notifier, owner: str) -> Job:
+    """Offer one slot as ``owner`` on the notifier's channel, then enqueue a job due now."""
+    pool = await open_pool(db_url, worker_concurrency=1)
+    try:
+        store = Store(pool)
+        offer = HandoffOffer(channel=notifier.handoff_channel, ttl=timedelta(seconds=30))
+        await store.claim(["default"], owner, 1, timedelta(seconds=30), offer=offer)
+        return await store.enqueue(NewJob(type="ping", payload={"n": 1}))
+    finally:
+        await pool.close()
+
+
+async def test_a_handed_job_reaches_its_owners_inbox_whole(db_url: str, notifier: Notifier) -> None:
+    got: list[Job] = []
+    inbox = notifier.receive_handoffs("w1", got.append)
+    notifier.receive_handoffs("w2", lambda job: pytest.fail(f"w2 got {job}"))
+    assert inbox.channel == notifier.handoff_channel and inbox.ready
+    made = await handed_job(db_url, notifier, "w1")
+    for _ in range(100):
+        if got:
+            break
+        await asyncio.sleep(0.02)
+    assert got == [made]
+
+
+async def test_a_job_handed_to_a_closed_inbox_or_unreadable_is_dropped_with_a_log_line(
+    db_url: str,
+    notifier: Notifier,
+    producer: psycopg.AsyncConnection[object],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    got: list[Job] = []
+    inbox = notifier.receive_handoffs("w1", got.append)
+    inbox.close()
+    caplog.set_level(logging.INFO, logger="jobrun.postgres.notify")
+    await handed_job(db_url, notifier, "w1")
+    await notify(producer, "{not json", channel=notifier.handoff_channel)
+    await asyncio.sleep(0.3)
+    assert got == []
+    assert "no longer receives" in caplog.text
+    assert "unreadable handed job" in caplog.text
+
+
+async def test_an_inbox_is_not_ready_while_the_connection_is_down(
+    db_url: str, app_name: str, notifier: Notifier
+) -> None:
+    # A worker offers slots only while its inbox is ready: a job handed over
+    # a dropped connection would wait for its lease to run out.
+    got: list[Job] = []
+    inbox = notifier.receive_handoffs("w1", got.append)
+    assert inbox.ready
+    assert await terminate(db_url, app_name) == 1
+    for _ in range(200):
+        if not inbox.ready:
+            break
+        await asyncio.sleep(0.005)
+    assert not inbox.ready
+    assert await notifier.wait_connected(timedelta(seconds=5))
+    assert inbox.ready
+    # The new connection listens on the handoff channel again.
+    made = await handed_job(db_url, notifier, "w1")
+    for _ in range(100):
+        if got:
+            break
+        await asyncio.sleep(0.02)
+    assert got == [made]

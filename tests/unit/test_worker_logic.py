@@ -16,7 +16,7 @@ from uuid import UUID, uuid4
 import pytest
 
 from jobrun.errors import ConfigurationError, JobrunError, LeaseLost, UsageError
-from jobrun.job import Backoff, Job, JobState, Outcome, OutcomeKind
+from jobrun.job import Backoff, HandoffOffer, Job, JobState, Outcome, OutcomeKind
 from jobrun.registry import JobContext, Registry
 from jobrun.worker import Completer, Worker
 
@@ -56,16 +56,30 @@ class RecordingStore:
         self.completed: list[UUID] = []
         self.gate: asyncio.Event | None = None
         self.lost: set[UUID] = set()
+        self.offers: list[HandoffOffer | None] = []
+        self.retracted = 0
+        self.kinds: list[OutcomeKind] = []
 
     async def now(self) -> datetime:
         return datetime.now(UTC)
 
     async def claim(
-        self, queues: Sequence[str], owner: str, limit: int, lease: timedelta
+        self,
+        queues: Sequence[str],
+        owner: str,
+        limit: int,
+        lease: timedelta,
+        *,
+        offer: HandoffOffer | None = None,
     ) -> list[Job]:
         self.claims.append(limit)
+        self.offers.append(offer)
         taken, self.queued = self.queued[:limit], self.queued[limit:]
         return taken
+
+    async def retract_offers(self, owner: str) -> int:
+        self.retracted += 1
+        return 1
 
     async def record_outcomes(
         self, owner: str, outcomes: Sequence[Outcome]
@@ -82,6 +96,7 @@ class RecordingStore:
                 out.append(o.job.model_copy(update={"state": JobState.SUCCEEDED}))
             else:
                 self.failed.append((o.job, o.detail))
+                self.kinds.append(o.kind)
                 out.append(o.job.model_copy(update={"state": JobState.QUEUED}))
         return out
 
@@ -280,3 +295,169 @@ async def test_a_job_claimed_again_while_its_stale_attempt_runs_is_not_started()
     stop.set()
     await asyncio.wait_for(task, 5)
     assert started == [1]
+
+
+# -- handoff: jobs an enqueue leased straight to this worker ------------------------------
+
+
+class HandingDispatcher:
+    """A dispatcher that hands jobs over on request, as the notifier does on a notification."""
+
+    def __init__(self) -> None:
+        self.deliver: Any = None
+        self.ready = True
+        self.channel = "test.handoff"
+
+    async def wait(self, queues: Sequence[str], timeout: timedelta) -> bool:  # noqa: ASYNC109
+        await asyncio.sleep(timeout.total_seconds())
+        return False
+
+    def receive_handoffs(self, owner: str, deliver: Any) -> HandingDispatcher:
+        self.deliver = deliver
+        return self
+
+    def close(self) -> None:
+        self.deliver = None
+
+
+async def started(worker: Worker, store: RecordingStore, stop: asyncio.Event) -> asyncio.Task[None]:
+    task = asyncio.create_task(worker.run(stop))
+    for _ in range(200):
+        if store.claims:
+            break
+        await asyncio.sleep(0.005)
+    return task
+
+
+async def test_an_idle_worker_offers_its_free_slots_and_runs_what_is_handed_to_it() -> None:
+    store, reg, ran = RecordingStore(), Registry(), asyncio.Event()
+
+    @reg.handler("noop")
+    async def noop(ctx: JobContext, payload: Any) -> None:
+        ran.set()
+
+    dispatcher = HandingDispatcher()
+    w = worker(store, reg, concurrency=4, dispatcher=dispatcher)  # type: ignore[arg-type]
+    stop = asyncio.Event()
+    task = await started(w, store, stop)
+    offer = store.offers[0]
+    assert offer is not None and offer.channel == "test.handoff"
+    job = make_job(owner=w.owner)
+    dispatcher.deliver(job)
+    await asyncio.wait_for(ran.wait(), 2)
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    assert store.completed == [job.id]
+    assert store.retracted == 1  # withdrawn before the shutdown drain
+    assert dispatcher.deliver is None  # and the inbox closed
+
+
+async def test_a_worker_offers_nothing_while_its_inbox_is_not_ready() -> None:
+    store = RecordingStore()
+    dispatcher = HandingDispatcher()
+    dispatcher.ready = False
+    w = worker(store, Registry(), dispatcher=dispatcher)  # type: ignore[arg-type]
+    stop = asyncio.Event()
+    task = await started(w, store, stop)
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    assert store.offers and all(o is None for o in store.offers)
+
+
+async def test_a_handed_job_beyond_the_free_slots_is_given_back_uncounted() -> None:
+    store, reg = RecordingStore(), Registry()
+    release = asyncio.Event()
+    entered: list[UUID] = []
+
+    @reg.handler("block")
+    async def block(ctx: JobContext, payload: Any) -> None:
+        entered.append(ctx.job.id)
+        await release.wait()
+
+    dispatcher = HandingDispatcher()
+    w = worker(store, reg, concurrency=1, dispatcher=dispatcher)  # type: ignore[arg-type]
+    stop = asyncio.Event()
+    task = await started(w, store, stop)
+    first, second = make_job("block", w.owner), make_job("block", w.owner)
+    dispatcher.deliver(first)
+    await asyncio.sleep(0.05)
+    dispatcher.deliver(second)  # the one slot is taken
+    await asyncio.sleep(0.05)
+    assert entered == [first.id]
+    assert store.kinds == [OutcomeKind.RELEASE]
+    assert store.failed[0][0].id == second.id and "no free slot" in store.failed[0][1]
+    release.set()
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    assert store.completed == [first.id]
+
+
+async def test_a_job_handed_while_a_claim_is_in_flight_waits_for_the_claims_jobs() -> None:
+    # The claim was sized before the handoff: its jobs take the slots first,
+    # and the handed job is given back rather than run over the limit.
+    class SlowClaim(RecordingStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.in_claim = asyncio.Event()
+            self.go = asyncio.Event()
+
+        async def claim(self, *args: Any, **kw: Any) -> list[Job]:
+            if len(self.claims) == 1:
+                self.queued = [make_job("block", args[1])]
+                self.in_claim.set()
+                await self.go.wait()
+            return await super().claim(*args, **kw)
+
+    store, reg = SlowClaim(), Registry()
+    release = asyncio.Event()
+    entered: list[UUID] = []
+
+    @reg.handler("block")
+    async def block(ctx: JobContext, payload: Any) -> None:
+        entered.append(ctx.job.id)
+        await release.wait()
+
+    dispatcher = HandingDispatcher()
+    w = worker(store, reg, concurrency=1, dispatcher=dispatcher)  # type: ignore[arg-type]
+    stop = asyncio.Event()
+    task = asyncio.create_task(w.run(stop))
+    await asyncio.wait_for(store.in_claim.wait(), 2)  # the second claim is in flight
+    claimed = store.queued[0]
+    handed = make_job("block", w.owner)
+    dispatcher.deliver(handed)
+    await asyncio.sleep(0.02)
+    assert entered == []  # held until the claim returns
+    store.go.set()
+    await asyncio.sleep(0.1)
+    assert entered == [claimed.id]
+    assert [j.id for j, _ in store.failed] == [handed.id]
+    assert store.kinds == [OutcomeKind.RELEASE]
+    release.set()
+    stop.set()
+    await asyncio.wait_for(task, 5)
+
+
+async def test_a_job_handed_to_a_stopping_worker_is_given_back() -> None:
+    store, reg = RecordingStore(), Registry()
+    release = asyncio.Event()
+
+    @reg.handler("block")
+    async def block(ctx: JobContext, payload: Any) -> None:
+        await release.wait()
+
+    dispatcher = HandingDispatcher()
+    w = worker(store, reg, concurrency=4, dispatcher=dispatcher)  # type: ignore[arg-type]
+    stop = asyncio.Event()
+    task = await started(w, store, stop)
+    dispatcher.deliver(make_job("block", w.owner))  # keeps the shutdown in its drain
+    await asyncio.sleep(0.02)
+    deliver = dispatcher.deliver
+    stop.set()
+    await asyncio.sleep(0.05)
+    late = make_job("block", w.owner)
+    deliver(late)
+    await asyncio.sleep(0.05)
+    assert [j.id for j, _ in store.failed] == [late.id]
+    assert "stopping" in store.failed[0][1]
+    release.set()
+    await asyncio.wait_for(task, 5)

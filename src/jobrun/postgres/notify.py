@@ -271,7 +271,12 @@ class Notifier:
                 "notifier: job %s handed to %s, which no longer receives", job.id, job.lease_owner
             )
             return
-        inbox._deliver(job)
+        try:
+            inbox._deliver(job)
+        except Exception:
+            # The reader must outlive any receiver's fault; the job stays
+            # leased, and its lease running out gives it back uncounted.
+            log.exception("notifier: delivering handed job %s failed", job.id)
 
     async def close(self) -> None:
         """Stop listening and close the connection. Idempotent."""
