@@ -319,6 +319,7 @@ class Client:
             reap_every=config.reap_every,
             completion_batch=config.completion_batch,
             observer=self._metrics,
+            handoff=config.handoff,
         )
 
     async def run_worker(

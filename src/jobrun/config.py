@@ -67,6 +67,10 @@ class Config(BaseSettings):
     listen: bool = True
     """Wake idle workers by LISTEN/NOTIFY; off: poll only (also off behind PgBouncer
     without ``direct_url``)."""
+    handoff: bool = True
+    """Let an idle listening worker offer its free slots, so that a single enqueue due
+    now leases its job to the worker at once (no claim round trip); off: every job
+    waits for a claim, in strict priority order."""
     queues: Annotated[list[str], NoDecode, BeforeValidator(_queues)] = Field(
         default_factory=lambda: ["default"],
         validation_alias=AliasChoices("queues", "JOBRUN_QUEUES", "JOBRUN_QUEUE"),

@@ -303,6 +303,16 @@ class Worker:
     While a handler runs, :data:`jobrun.observe.current_job` holds its job
     (for :class:`jobrun.observe.JobLogFilter`), and with ``opentelemetry-api``
     installed the attempt runs in the span ``jobrun.job`` (:mod:`jobrun.tracing`).
+
+    With ``handoff`` (the default) and a dispatcher that is also a
+    :class:`~jobrun.ports.HandoffReceiver`, every claim that leaves slots free
+    offers them (:class:`~jobrun.job.HandoffOffer`): a single enqueue due now
+    then leases its job to this worker in its own statement and the
+    dispatcher delivers it, so the handler starts without a claim. A handed
+    job finds no free slot only when offers crossed (several queues, a claim
+    in flight) or the worker is stopping; it is then handed back at once,
+    due now and its attempt not counted. A stopping worker withdraws its
+    offers first. Drain mode never offers.
     """
 
     def __init__(
@@ -323,6 +333,7 @@ class Worker:
         completion_batch: int = 1000,
         logger: logging.Logger | None = None,
         observer: Observer | None = None,
+        handoff: bool = True,
     ) -> None:
         if isinstance(queues, str):
             queues = (queues,)
@@ -380,6 +391,7 @@ class Worker:
         self._signals: list[int] = []
         # Handoff (see HandoffOffer): where handed jobs arrive, while offering.
         self._inbox: HandoffInbox | None = None
+        self._handoff = handoff
         # Longer than an idle worker takes between two claims, each of which
         # renews the offers; an offer of a worker that died lasts this long.
         self._offer_ttl = 2 * poll_every + timedelta(seconds=1)
@@ -451,7 +463,7 @@ class Worker:
             self._concurrency,
             extra={"owner": self.owner},
         )
-        if not drain and isinstance(self.dispatcher, HandoffReceiver):
+        if self._handoff and not drain and isinstance(self.dispatcher, HandoffReceiver):
             self._inbox = self.dispatcher.receive_handoffs(self.owner, self._handed)
         try:
             await self._claim_loop()

@@ -176,3 +176,37 @@ def cli_enqueue(db_url: str, job_type: str, payload: dict[str, object], *options
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
+
+
+def test_no_handoff_makes_every_job_wait_for_a_claim(db_url: str, tmp_path: Path) -> None:
+    trace = tmp_path / "trace"
+    with worker(db_url, "--no-handoff", "--poll", "60s") as proc:
+        wait_for_line(proc, "started on queues")
+        time.sleep(1.0)  # the first claim has come and gone
+        assert offers(db_url) == []
+        job_id = enqueue(db_url, "mark", {"trace": str(trace)})
+        wait_for_trace(trace, 1, timeout=20)  # woken by the queue's notification
+        assert wait_for_state(db_url, job_id, "succeeded") == ("succeeded", 1)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    enqueued, claimed, _ = events(db_url, job_id)
+    assert (enqueued[0], claimed[0]) == ("enqueued", "claimed")
+    assert claimed[3] > enqueued[3]  # claimed by the worker afterwards, not in the enqueue
+
+
+def test_every_child_of_processes_offers_its_own_slots(db_url: str, tmp_path: Path) -> None:
+    trace = tmp_path / "trace"
+    with worker(db_url, "--processes", "2", "--concurrency", "3", "--poll", "60s") as proc:
+        found = wait_for_offers(db_url, count=2, timeout=60)
+        assert len({owner for owner, _, _ in found}) == 2
+        assert {(queue, slots) for _, queue, slots in found} == {("default", 3)}
+        job_id = enqueue(db_url, "mark", {"trace": str(trace)})
+        wait_for_trace(trace, 1, timeout=20)
+        kinds = events(db_url, job_id)
+        assert kinds[1][0] == "claimed" and kinds[1][3] == kinds[0][3]  # handed
+        assert kinds[1][2] in {owner for owner, _, _ in found}
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert offers(db_url) == []

@@ -106,6 +106,16 @@ def worker_command(
             help="Wake on LISTEN/NOTIFY; --no-listen polls only.",
         ),
     ] = True,
+    handoff: Annotated[
+        bool,
+        typer.Option(
+            "--handoff/--no-handoff",
+            envvar="JOBRUN_HANDOFF",
+            show_envvar=True,
+            help="Offer free slots so an enqueue hands its job over at once; "
+            "--no-handoff: every job waits for a claim.",
+        ),
+    ] = True,
     queue: Annotated[
         list[str] | None,
         typer.Option(
@@ -223,6 +233,7 @@ def worker_command(
             pgbouncer=pgbouncer,
             direct_url=direct_url,
             listen=listen,
+            handoff=handoff,
             queues=queue or ["default"],
             concurrency=concurrency,
             lease=lease_td,
@@ -252,6 +263,7 @@ def worker_command(
             argv.append("--scheduler" if scheduler else "--no-scheduler")
             argv.append("--pgbouncer" if pgbouncer else "--no-pgbouncer")
             argv.append("--listen" if listen else "--no-listen")
+            argv.append("--handoff" if handoff else "--no-handoff")
             if maintenance is not None:
                 argv.append("--maintenance" if maintenance else "--no-maintenance")
             if metrics_port is not None:
