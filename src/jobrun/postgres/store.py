@@ -58,6 +58,7 @@ from jobrun.job import (
     DEFAULT_QUEUE,
     Backoff,
     CommitCallback,
+    Effect,
     Event,
     EventMode,
     HandoffOffer,
@@ -760,9 +761,15 @@ class Store(ScheduleMethods):
             # Every key of the group, lowest id first, before any callback runs:
             # the one global order that keeps two groups from deadlocking.
             await lock_queries.AsyncQuerier(tx).key_lock_many(ids=sorted(keys))
+        # Effects (one statement each) of the group, by their SQL text: each
+        # text goes as one executemany after the function callbacks.
+        effects: dict[str, list[Any]] = {}
         for outcome in kept:
             if outcome.job.id in fresh and outcome.commit is not None:
                 outcome.invocations += 1
+                if isinstance(outcome.commit, Effect):
+                    effects.setdefault(outcome.commit.sql, []).append(outcome.commit.params)
+                    continue
                 running.append(outcome)
                 try:
                     await outcome.commit(tx)
@@ -780,6 +787,11 @@ class Store(ScheduleMethods):
                     # that swallowed its cancellation) returned too late.
                     raise _CallbackFailed(outcome, deadline.error(callback=True))
                 running.clear()
+        for statement, params in effects.items():
+            # A failing statement is nobody's in particular: the caller then
+            # completes each job of the group in a transaction of its own.
+            async with tx.cursor() as cur:
+                await cur.executemany(cast(Any, statement), params)
         # Locked and checked above, so the fenced statement cannot miss a job.
         await self._record(queries, owner, kept, results)
 

@@ -64,6 +64,7 @@ from jobrun.job import (
     DEFAULT_NOTIFY_CHANNEL,
     DEFAULT_QUEUE,
     Backoff,
+    Effect,
     Event,
     EventMode,
     HandoffOffer,
@@ -716,9 +717,13 @@ class SyncStore(SyncScheduleMethods):
         keys = {key_lock_id(k) for o in kept if o.job.id in fresh for k in o.lock_keys}
         if keys:
             lock_queries.Querier(tx).key_lock_many(ids=sorted(keys))
+        effects: dict[str, list[Any]] = {}
         for outcome in kept:
             if outcome.job.id in fresh and outcome.commit is not None:
                 outcome.invocations += 1
+                if isinstance(outcome.commit, Effect):
+                    effects.setdefault(outcome.commit.sql, []).append(outcome.commit.params)
+                    continue
                 running.append(outcome)
                 try:
                     outcome.commit(tx)
@@ -731,6 +736,9 @@ class SyncStore(SyncScheduleMethods):
                 if deadline.expired():
                     raise _CallbackFailed(outcome, deadline.error(callback=True))
                 running.clear()
+        for statement, params in effects.items():
+            with tx.cursor() as cur:
+                cur.executemany(cast(Any, statement), params)
         self._record(queries, owner, kept, results)
 
     def reap_expired(self, limit: int = 1000, *, now: datetime | None = None) -> list[Job]:
