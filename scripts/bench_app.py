@@ -3,7 +3,8 @@
 ``ping`` prints its job id and the wall-clock time of handler entry on stdout,
 so the benchmark measures wake-up through the worker exactly as users start it.
 ``noop`` does nothing; ``effect`` returns a commit callback that writes one row to
-``bench_effects`` in the completion transaction (scripts/bench-peers creates it).
+``bench_effects`` in the completion transaction (scripts/bench-peers creates it), and
+``effect_stmt`` the same row as an :class:`~jobrun.Effect`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from jobrun import Effect
 from jobrun.registry import JobContext, Registry
 
 registry = Registry()
@@ -37,3 +39,9 @@ async def effect(ctx: JobContext, payload: Any) -> Callable[[Any], Awaitable[Non
         await conn.execute("INSERT INTO bench_effects (job_id) VALUES (%s)", (ctx.job.id,))
 
     return commit
+
+
+@registry.handler("effect_stmt")
+async def effect_stmt(ctx: JobContext, payload: Any) -> Effect:
+    """The same row as ``effect``, as one statement the worker batches."""
+    return Effect("INSERT INTO bench_effects (job_id) VALUES (%s)", (ctx.job.id,))

@@ -29,5 +29,6 @@ def test_bench_peers_jobrun_half_runs_and_verifies_every_sample(pg_admin_url: st
     assert result.returncode == 0, result.stdout + result.stderr
     for step in ("jobrun enqueue single", "jobrun enqueue batch_1000", "jobrun wake-up p50",
                  "jobrun no-op defaults", "jobrun callback c20", "jobrun no-op processes 2",
-                 "jobrun callback processes 2", "summary:"):  # fmt: skip
+                 "jobrun callback processes 2", "jobrun Effect c20",
+                 "jobrun Effect processes 2", "summary:"):  # fmt: skip
         assert step in result.stdout, result.stdout
