@@ -18,11 +18,14 @@ can never be lost or orphaned. Multi-statement transitions:
   BEGIN/COMMIT), on a caller's connection inside their transaction. An
   idempotency replay inserts nothing and is followed by a re-read. PostgreSQL
   delivers the notification at commit, so no listener wakes before the job
-  is visible.
+  is visible. On the pool, a job due now may instead be handed off in the
+  same statement: leased to an idle worker's offer (+ its claimed event) and
+  sent whole on that worker's channel (see :class:`~jobrun.job.HandoffOffer`).
 * enqueue_batch: db now, COPY jobs, keyed jobs by one ``INSERT .. ON CONFLICT``,
   COPY events, one notification per queue.
 * complete with a commit callback: statement timeout, lock and owner check,
-  ledger rows, the callbacks, the owner-guarded finish (+ events). A lost
+  ledger rows, the callbacks (the group's :class:`~jobrun.job.Effect` s as one
+  ``executemany`` per SQL text), the owner-guarded finish (+ events). A lost
   lease or any error rolls the callbacks' writes back with everything else.
   The whole transaction is bounded in wall time by ``commit_timeout``
   (:class:`~jobrun.postgres._base.SyncCommitDeadline`): in the async store a
