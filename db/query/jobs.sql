@@ -58,6 +58,9 @@ WITH offer AS (
           AND candidate.queue = @queue::text
           AND candidate.slots > 0
           AND candidate.expires_at > now()
+          -- The owner travels in the notification too, whose payload must
+          -- stay under 8000 bytes (the store bounds the rest).
+          AND octet_length(candidate.owner) <= 200
           AND NOT EXISTS (
               SELECT 1 FROM queues
               WHERE queues.name = candidate.queue

@@ -195,6 +195,34 @@ async def test_jobs_that_are_never_handed_off_are_queued_and_wake_the_queue(
     assert offer.slots == 10
 
 
+async def test_an_offer_of_an_owner_too_long_to_travel_is_not_taken(store: Store) -> None:
+    # The owner goes into the notification with the job; a notification over
+    # 8000 bytes would fail the enqueue itself.
+    owner = "w" * 201
+    await store.claim(["default"], owner, 5, LEASE, offer=OFFER)
+    assert [o.owner for o in await store.offers()] == [owner]
+    made = await store.enqueue(NewJob(type="ping", payload={"blob": "x" * 2900}))
+    assert made.state is JobState.QUEUED
+
+
+async def test_the_largest_job_that_travels_fits_in_a_notification(
+    store: Store, listener: psycopg.AsyncConnection[Any]
+) -> None:
+    # At the limits: 200 bytes of owner, the payload, type, queue and trace
+    # context at HANDOFF_MAX_BYTES in all, and a payload that jsonb renders
+    # half as long again (it adds a space after every comma).
+    owner = "o" * 200
+    await store.claim(["q" * 100], owner, 5, LEASE, offer=OFFER)
+    size = HANDOFF_MAX_BYTES - 100 - 200
+    payload = [1] * (size // 2 - 1)
+    job = NewJob(type="t" * 200, queue="q" * 100, payload=payload)
+    made = await store.enqueue(job)
+    assert made.state is JobState.LEASED
+    ((_, text),) = await notes(listener)
+    assert 4000 < len(text.encode()) < 8000
+    assert job_from_handoff(text) == made
+
+
 async def test_a_run_at_already_past_is_not_handed_off(store: Store) -> None:
     await idle_claim(store)
     past = await store.now() - timedelta(seconds=5)
