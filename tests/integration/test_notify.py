@@ -305,3 +305,19 @@ async def test_an_inbox_is_not_ready_while_the_connection_is_down(
             break
         await asyncio.sleep(0.02)
     assert got == [made]
+
+
+async def test_the_handoff_channel_fits_whatever_the_wake_up_channel(db_url: str) -> None:
+    # A 63-character wake-up channel of multibyte characters is as long as a
+    # channel may be; the handoff channel must stay a valid one of its own.
+    channel = "ü" * 31
+    async with Notifier(db_url, channel) as n:
+        got: list[Job] = []
+        n.receive_handoffs("w1", got.append)
+        assert len(n.handoff_channel.encode()) <= 63
+        made = await handed_job(db_url, n, "w1")
+        for _ in range(100):
+            if got:
+                break
+            await asyncio.sleep(0.02)
+        assert got == [made]

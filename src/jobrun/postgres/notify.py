@@ -159,8 +159,10 @@ class Notifier:
         self._reconnects = 0
         self._connected = asyncio.Event()
         self._inboxes: dict[str, HandoffInbox] = {}
-        # Random, so that no two notifiers (processes, hosts) share one.
-        self._handoff_channel = f"{channel[:40]}.handoff.{secrets.token_hex(8)}"
+        # Random, so that no two notifiers (processes, hosts) share one, and
+        # ASCII whatever the wake-up channel is: a channel name is at most 63
+        # bytes, and pg_notify refuses a longer one (failing the enqueue).
+        self._handoff_channel = f"jobrun.handoff.{secrets.token_hex(8)}"
 
     @classmethod
     async def start(cls, url: str, channel: str = DEFAULT_CHANNEL, **options: Any) -> Notifier:
