@@ -248,17 +248,16 @@ def handoff_allowed(item: PreparedJob, meta: dict[str, str] | None) -> bool:
     job = item.job
     if job.idempotency_key is not None or job.run_at is not None or job.delay:
         return False
-    size = len(item.text) + len(job.type) + len(job.queue)
+    parts = [item.text, job.type, job.queue]
     if meta:
-        size += sum(len(k) + len(v) for k, v in meta.items())
-    if size > HANDOFF_MAX_BYTES:
+        parts += [*meta.keys(), *meta.values()]
+    # Characters first: for ASCII text they are the bytes, and no longer
+    # text fits in fewer bytes than it has characters.
+    if sum(map(len, parts)) > HANDOFF_MAX_BYTES:
         return False
-    if item.text.isascii() and job.type.isascii() and job.queue.isascii():
+    if all(part.isascii() for part in parts):
         return True
-    return (
-        len(item.text.encode()) + len(job.type.encode()) + len(job.queue.encode())
-        <= HANDOFF_MAX_BYTES
-    )
+    return sum(len(part.encode()) for part in parts) <= HANDOFF_MAX_BYTES
 
 
 def insert_args(
