@@ -547,12 +547,9 @@ class Worker:
             offer = self._offer()
             self._claiming = True
             try:
-                if offer is None:
-                    jobs = await self._store.claim(self._queues, self.owner, free, self._lease)
-                else:
-                    jobs = await self._store.claim(
-                        self._queues, self.owner, free, self._lease, offer=offer
-                    )
+                jobs = await self._store.claim(
+                    self._queues, self.owner, free, self._lease, offer=offer
+                )
             except Exception as exc:
                 self._claim_done()
                 # One line per attempt: a database restart must not flood the log
