@@ -283,20 +283,36 @@ async def test_a_job_handed_to_a_closed_inbox_or_unreadable_is_dropped_with_a_lo
 
 
 async def test_an_inbox_is_not_ready_while_the_connection_is_down(
-    db_url: str, app_name: str, notifier: Notifier
+    db_url: str, pg_admin_url: str, app_name: str, notifier: Notifier
 ) -> None:
     # A worker offers slots only while its inbox is ready: a job handed over
     # a dropped connection would wait for its lease to run out.
     got: list[Job] = []
     inbox = notifier.receive_handoffs("w1", got.append)
     assert inbox.ready
-    assert await terminate(db_url, app_name) == 1
-    for _ in range(200):
-        if not inbox.ready:
-            break
-        await asyncio.sleep(0.005)
-    assert not inbox.ready
-    assert await notifier.wait_connected(timedelta(seconds=5))
+    # The database refuses new connections, so the notifier stays down
+    # (it would otherwise be back within milliseconds) until it allows them.
+    dbname = psycopg.conninfo.conninfo_to_dict(db_url)["dbname"]
+    async with await psycopg.AsyncConnection.connect(pg_admin_url, autocommit=True) as admin:
+        refuse = f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS '
+        await admin.execute(refuse + "false")
+        try:
+            cur = await admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE application_name = %s AND datname = %s",
+                (app_name, dbname),
+            )
+            assert await cur.fetchone() == (1,)
+            for _ in range(500):
+                if not inbox.ready:
+                    break
+                await asyncio.sleep(0.01)
+            assert not inbox.ready
+            await asyncio.sleep(0.2)
+            assert not inbox.ready  # still down: a worker would offer nothing
+        finally:
+            await admin.execute(refuse + "true")
+    assert await notifier.wait_connected(timedelta(seconds=10))
     assert inbox.ready
     # The new connection listens on the handoff channel again.
     made = await handed_job(db_url, notifier, "w1")
