@@ -320,6 +320,7 @@ class Client:
             completion_batch=config.completion_batch,
             observer=self._metrics,
             handoff=config.handoff,
+            gc_young_threshold=config.gc_young_threshold,
         )
 
     async def run_worker(

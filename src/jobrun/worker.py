@@ -65,6 +65,7 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
+from jobrun._collector import DEFAULT_YOUNG_THRESHOLD, young_threshold_raised
 from jobrun._threads import DaemonThreadPool
 from jobrun.errors import (
     ConfigurationError,
@@ -313,6 +314,11 @@ class Worker:
     in flight) or the worker is stopping; it is then handed back at once,
     due now and its attempt not counted. A stopping worker withdraws its
     offers first. Drain mode never offers.
+
+    While it runs, the worker raises CPython's young-generation collection
+    threshold to ``gc_young_threshold`` (see :mod:`jobrun._collector`): with
+    the interpreter's default the cyclic collector took a sixth of a busy
+    worker's time. ``None`` leaves the collector alone.
     """
 
     def __init__(
@@ -334,6 +340,7 @@ class Worker:
         logger: logging.Logger | None = None,
         observer: Observer | None = None,
         handoff: bool = True,
+        gc_young_threshold: int | None = DEFAULT_YOUNG_THRESHOLD,
     ) -> None:
         if isinstance(queues, str):
             queues = (queues,)
@@ -355,6 +362,11 @@ class Worker:
             )
         if owner is not None and not owner:
             raise ConfigurationError("owner must not be empty")
+        if gc_young_threshold is not None and gc_young_threshold < 1:
+            raise ConfigurationError(
+                f"gc_young_threshold must be positive (or None), got {gc_young_threshold}"
+            )
+        self._gc_young_threshold = gc_young_threshold
         self._store = store
         self._registry = registry
         self._queues = list(dict.fromkeys(queues))
@@ -444,6 +456,10 @@ class Worker:
         if self._started:
             raise UsageError("a Worker runs once; create a new one")
         self._started = True
+        with young_threshold_raised(self._gc_young_threshold):
+            await self._run(stop, drain)
+
+    async def _run(self, stop: asyncio.Event | None, drain: bool) -> None:
         self._drain_mode = drain
         self._ensure_events()
         assert self._stopping is not None and self._hard is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 from jobrun.registry import JobContext, Registry
@@ -12,3 +13,9 @@ registry = Registry()
 @registry.handler("cli.echo")
 async def echo(ctx: JobContext, payload: Any) -> None:
     ctx.logger.info("echo %s", payload)
+
+
+@registry.handler("cli.gc_threshold")
+async def gc_threshold(ctx: JobContext, payload: Any) -> None:
+    """Log the cyclic collector's thresholds as the handler sees them."""
+    ctx.logger.info("gc thresholds %s", ",".join(map(str, gc.get_threshold())))

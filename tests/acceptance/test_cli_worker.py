@@ -198,3 +198,44 @@ def test_cli_worker_refreshes_the_statistics_of_a_table_that_grew_under_it(db_ur
         for name in message.split(" (")[0].removeprefix("maintenance: analyzed ").split()
     }
     assert "jobs" in tables, logs
+
+
+def _interpreter_default_young_threshold() -> int:
+    out = subprocess.run(
+        [sys.executable, "-c", "import gc; print(gc.get_threshold()[0])"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return int(out.stdout)
+
+
+def test_cli_worker_runs_handlers_with_the_collector_threshold_raised_unless_told_off(
+    db_url: str,
+) -> None:
+    # The default raise, and JOBRUN_GC_YOUNG_THRESHOLD=off keeping the
+    # interpreter's own, as a handler of `jobrun worker` sees them.
+    for setting, expected in (("", 10_000), ("off", _interpreter_default_young_threshold())):
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.pop("JOBRUN_GC_YOUNG_THRESHOLD", None)
+        if setting:
+            env["JOBRUN_GC_YOUNG_THRESHOLD"] = setting
+        proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "jobrun", "worker", "--app",
+                "tests.acceptance.cli_worker_app", "--database-url", db_url,
+                "--log-format", "json",
+            ],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        try:
+            wait_for_line(proc, "started on queues")
+            enqueue(db_url, "cli.gc_threshold", {})
+            line = wait_for_line(proc, "gc thresholds")
+            seen = int(json.loads(line)["message"].split()[-1].split(",")[0])
+            assert seen == expected, (setting, line)
+            proc.send_signal(signal.SIGTERM)
+            _, stderr = proc.communicate(timeout=30)
+            assert proc.returncode == 0, stderr
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 from collections import Counter
@@ -203,3 +204,29 @@ def test_config_replace_validates_the_change() -> None:
     assert config.replace(concurrency=6).concurrency == 6
     with pytest.raises(ConfigurationError, match="concurrency"):
         config.replace(concurrency=-1)
+
+
+@pytest.mark.parametrize(("setting", "seen"), [(None, 700), (10_000, 10_000), (25_000, 25_000)])
+async def test_run_worker_raises_the_collector_threshold_while_it_runs(
+    db_url: str, setting: int | None, seen: int
+) -> None:
+    # The worker's collector tuning, as a user's process meets it: raised
+    # while handlers run, the process's own thresholds back once it stops.
+    registry = Registry()
+    during: list[tuple[int, int, int]] = []
+
+    @registry.handler("look")
+    async def look(ctx: JobContext, payload: Any) -> None:
+        during.append(gc.get_threshold())
+
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        async with Client(registry, database_url=db_url, gc_young_threshold=setting) as client:
+            await client.enqueue_batch([NewJob(type="look") for _ in range(3)])
+            stats = await asyncio.wait_for(client.run_worker(drain=True), 60)
+            assert stats.jobs == 3
+            assert during == [(seen, 10, 10)] * 3
+            assert gc.get_threshold() == (700, 10, 10)
+    finally:
+        gc.set_threshold(*before)
