@@ -437,22 +437,6 @@ WHERE jobs.id = held.id
   AND NOT jobs.cancel_requested
 RETURNING jobs.id;
 
--- name: JobLockMany :many
--- Lock jobs for a completion with commit callbacks and say which of them the
--- owner still holds under the lease fence (owner, attempt, unexpired lease);
--- no effect may run for the others. ids and attempts are parallel arrays.
-SELECT jobs.id,
-       (jobs.state = 'leased'
-        AND jobs.lease_owner = @owner::text
-        AND jobs.attempts = held.attempt
-        AND jobs.lease_expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))::boolean
-           AS held
-FROM jobs
-JOIN (SELECT unnest(@ids::uuid[]) AS id, unnest(@attempts::integer[]) AS attempt) AS held
-    ON held.id = jobs.id
-ORDER BY jobs.id
-FOR UPDATE OF jobs;
-
 -- name: JobRecordOutcomes :many
 -- Record the outcomes of attempts, any mix of kinds, in one statement. The
 -- arrays are parallel: job i, claimed as attempt i, ended with outcome i;

@@ -16,10 +16,11 @@ can never be lost or orphaned. Multi-statement transitions:
   sent whole on that worker's channel (see :class:`~jobrun.job.HandoffOffer`).
 * enqueue_batch: db now, COPY jobs, keyed jobs by one ``INSERT .. ON CONFLICT``,
   COPY events, one notification per queue.
-* complete with a commit callback: statement timeout, lock and owner check,
-  ledger rows, the callbacks (the group's :class:`~jobrun.job.Effect` s as one
-  ``executemany`` per SQL text), the owner-guarded finish (+ events). A lost
-  lease or any error rolls the callbacks' writes back with everything else.
+* complete with a commit callback: statement timeout, the owner-guarded finish
+  (+ events), which also locks the rows the owner still holds, ledger rows,
+  the callbacks (the group's :class:`~jobrun.job.Effect` s as one
+  ``executemany`` per SQL text). A lost lease or any error rolls the
+  callbacks' writes back with everything else.
   The whole transaction is bounded in wall time by ``commit_timeout``
   (:class:`~jobrun.postgres._base.CommitDeadline`): in the async store a
   callback still waiting on something when it runs out is cancelled, the
@@ -615,9 +616,10 @@ class Store(ScheduleMethods):
 
         Every outcome without a commit callback (completions, failures,
         hand-backs, snoozes, cancels alike) is one statement together. Jobs
-        with a callback share one transaction (group commit): rows locked and
-        the fence checked together, ledger rows inserted together, each
-        callback run in turn, one finishing statement. If a callback raises,
+        with a callback share one transaction (group commit): one fenced
+        finishing statement (which locks the rows it changes until the
+        commit), ledger rows inserted together, each callback run in turn.
+        If a callback raises,
         that transaction rolls back, the job whose callback raised gets its
         error, and the rest are completed again without it; any other failure
         completes each job in a transaction of its own. So one bad effect
@@ -741,17 +743,15 @@ class Store(ScheduleMethods):
             timeout=self._timeout_setting
         )
         queries = job_queries.AsyncQuerier(tx)
-        locked = await queries.job_lock_many(
-            ids=[o.job.id for o in group],
-            attempts=[o.job.attempts for o in group],
-            owner=owner,
-            now=None,
-        )
-        held = {row.id for row in locked if row.held}
-        kept = [o for o in group if o.job.id in held]
-        for outcome in group:
-            if outcome.job.id not in held:
-                results[outcome.job.id] = LeaseLost(outcome.job.id, owner)
+        # The outcomes first: the fenced update both decides which jobs the
+        # owner still holds and locks their rows until the commit, so no
+        # callback runs for a job whose lease is gone, and none of the rows
+        # can change under the callbacks. (Locking them with a SELECT .. FOR
+        # UPDATE first wrote every row twice.) In id order, as every
+        # multi-row lock here is taken, so two transactions cannot deadlock.
+        ordered = sorted(group, key=lambda o: o.job.id.int)
+        await self._record(queries, owner, ordered, results)
+        kept = [o for o in ordered if not isinstance(results.get(o.job.id), LeaseLost)]
         if not kept:
             return
         fresh = set(
@@ -795,8 +795,6 @@ class Store(ScheduleMethods):
             # completes each job of the group in a transaction of its own.
             async with tx.cursor() as cur:
                 await cur.executemany(cast(Any, statement), params)
-        # Locked and checked above, so the fenced statement cannot miss a job.
-        await self._record(queries, owner, kept, results)
 
     async def reap_expired(self, limit: int = 1000, *, now: datetime | None = None) -> list[Job]:
         """Requeue, kill or cancel jobs whose lease expired by database now (or ``now``).

@@ -23,10 +23,11 @@ can never be lost or orphaned. Multi-statement transitions:
   sent whole on that worker's channel (see :class:`~jobrun.job.HandoffOffer`).
 * enqueue_batch: db now, COPY jobs, keyed jobs by one ``INSERT .. ON CONFLICT``,
   COPY events, one notification per queue.
-* complete with a commit callback: statement timeout, lock and owner check,
-  ledger rows, the callbacks (the group's :class:`~jobrun.job.Effect` s as one
-  ``executemany`` per SQL text), the owner-guarded finish (+ events). A lost
-  lease or any error rolls the callbacks' writes back with everything else.
+* complete with a commit callback: statement timeout, the owner-guarded finish
+  (+ events), which also locks the rows the owner still holds, ledger rows,
+  the callbacks (the group's :class:`~jobrun.job.Effect` s as one
+  ``executemany`` per SQL text). A lost lease or any error rolls the
+  callbacks' writes back with everything else.
   The whole transaction is bounded in wall time by ``commit_timeout``
   (:class:`~jobrun.postgres._base.SyncCommitDeadline`): in the async store a
   callback still waiting on something when it runs out is cancelled, the
@@ -596,9 +597,10 @@ class SyncStore(SyncScheduleMethods):
 
         Every outcome without a commit callback (completions, failures,
         hand-backs, snoozes, cancels alike) is one statement together. Jobs
-        with a callback share one transaction (group commit): rows locked and
-        the fence checked together, ledger rows inserted together, each
-        callback run in turn, one finishing statement. If a callback raises,
+        with a callback share one transaction (group commit): one fenced
+        finishing statement (which locks the rows it changes until the
+        commit), ledger rows inserted together, each callback run in turn.
+        If a callback raises,
         that transaction rolls back, the job whose callback raised gets its
         error, and the rest are completed again without it; any other failure
         completes each job in a transaction of its own. So one bad effect
@@ -703,17 +705,9 @@ class SyncStore(SyncScheduleMethods):
     ) -> None:
         effect_queries.Querier(tx).transaction_set_statement_timeout(timeout=self._timeout_setting)
         queries = job_queries.Querier(tx)
-        locked = queries.job_lock_many(
-            ids=[o.job.id for o in group],
-            attempts=[o.job.attempts for o in group],
-            owner=owner,
-            now=None,
-        )
-        held = {row.id for row in locked if row.held}
-        kept = [o for o in group if o.job.id in held]
-        for outcome in group:
-            if outcome.job.id not in held:
-                results[outcome.job.id] = LeaseLost(outcome.job.id, owner)
+        ordered = sorted(group, key=lambda o: o.job.id.int)
+        self._record(queries, owner, ordered, results)
+        kept = [o for o in ordered if not isinstance(results.get(o.job.id), LeaseLost)]
         if not kept:
             return
         fresh = set(effect_queries.Querier(tx).effect_insert_many(job_ids=[o.job.id for o in kept]))
@@ -742,7 +736,6 @@ class SyncStore(SyncScheduleMethods):
         for statement, params in effects.items():
             with tx.cursor() as cur:
                 cur.executemany(cast(Any, statement), params)
-        self._record(queries, owner, kept, results)
 
     def reap_expired(self, limit: int = 1000, *, now: datetime | None = None) -> list[Job]:
         """Requeue, kill or cancel jobs whose lease expired by database now (or ``now``).

@@ -375,20 +375,6 @@ WHERE jobs.id = held.id
 RETURNING jobs.id
 """
 
-JOB_LOCK_MANY = """
-SELECT jobs.id,
-       (jobs.state = 'leased'
-        AND jobs.lease_owner = %(owner)s::text
-        AND jobs.attempts = held.attempt
-        AND jobs.lease_expires_at > coalesce(%(now)s::timestamptz, now()))::boolean
-           AS held
-FROM jobs
-JOIN (SELECT unnest(%(ids)b::uuid[]) AS id, unnest(%(attempts)b::integer[]) AS attempt) AS held
-    ON held.id = jobs.id
-ORDER BY jobs.id
-FOR UPDATE OF jobs
-"""
-
 JOB_RECORD_OUTCOMES = """
 WITH outcome AS MATERIALIZED (
     SELECT unnest(%(ids)b::uuid[]) AS id,
@@ -786,33 +772,6 @@ class JobHeartbeatParams:
     attempts: list[int]
 
 
-class JobLockManyRow(pydantic.BaseModel):
-    """A row returned by ``JobLockMany``."""
-
-    id: UUID
-    held: bool
-
-
-_JOB_LOCK_MANY_ROW_FIELDS = frozenset({'id', 'held'})
-
-
-def _row_to_job_lock_many_row(row: Sequence[Any]) -> JobLockManyRow:
-    """Build a :class:`JobLockManyRow` from a driver row, without re-validating it."""
-    obj = JobLockManyRow.__new__(JobLockManyRow)
-    _setattr(
-        obj,
-        "__dict__",
-        {
-            "id": row[0],
-            "held": row[1],
-        },
-    )
-    _setattr(obj, "__pydantic_fields_set__", set(_JOB_LOCK_MANY_ROW_FIELDS))
-    _setattr(obj, "__pydantic_extra__", None)
-    _setattr(obj, "__pydantic_private__", None)
-    return obj
-
-
 @dataclass(slots=True, kw_only=True)
 class JobRecordOutcomesParams:
     """The parameters of ``JobRecordOutcomes``."""
@@ -1206,30 +1165,6 @@ class AsyncQuerier:
             })
             _rows = await _cur.fetchall()
         return [_row[0] for _row in _rows]
-
-    async def job_lock_many(
-        self,
-        *,
-        owner: str,
-        now: datetime | None,
-        ids: list[UUID],
-        attempts: list[int],
-    ) -> list[JobLockManyRow]:
-        """Lock jobs for a completion with commit callbacks and say which of them the
-        owner still holds under the lease fence (owner, attempt, unexpired lease);
-        no effect may run for the others. ids and attempts are parallel arrays.
-
-        Run ``JobLockMany``; return all its rows.
-        """
-        async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_LOCK_MANY, {
-                "owner": owner,
-                "now": now,
-                "ids": ids,
-                "attempts": attempts,
-            })
-            _rows = await _cur.fetchall()
-        return [_row_to_job_lock_many_row(_row) for _row in _rows]
 
     async def job_record_outcomes(
         self,
@@ -1722,30 +1657,6 @@ class Querier:
             })
             _rows = _cur.fetchall()
         return [_row[0] for _row in _rows]
-
-    def job_lock_many(
-        self,
-        *,
-        owner: str,
-        now: datetime | None,
-        ids: list[UUID],
-        attempts: list[int],
-    ) -> list[JobLockManyRow]:
-        """Lock jobs for a completion with commit callbacks and say which of them the
-        owner still holds under the lease fence (owner, attempt, unexpired lease);
-        no effect may run for the others. ids and attempts are parallel arrays.
-
-        Run ``JobLockMany``; return all its rows.
-        """
-        with self._conn.cursor() as _cur:
-            _cur.execute(JOB_LOCK_MANY, {
-                "owner": owner,
-                "now": now,
-                "ids": ids,
-                "attempts": attempts,
-            })
-            _rows = _cur.fetchall()
-        return [_row_to_job_lock_many_row(_row) for _row in _rows]
 
     def job_record_outcomes(self, *, params: JobRecordOutcomesParams) -> list[JobRecordOutcomesRow]:
         """Record the outcomes of attempts, any mix of kinds, in one statement. The
