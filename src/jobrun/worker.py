@@ -63,7 +63,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
-from uuid import UUID
 
 from jobrun._collector import DEFAULT_YOUNG_THRESHOLD, young_threshold_raised
 from jobrun._threads import DaemonThreadPool
@@ -387,7 +386,8 @@ class Worker:
         self.owner = owner or default_owner()
         """The lease owner this worker claims as."""
         self._completer = Completer(store, self.owner, max_batch=completion_batch)
-        self._running: dict[UUID, _Running] = {}
+        # Keyed by the job id as an int: a UUID hashes in Python, an int in C.
+        self._running: dict[int, _Running] = {}
         self._executing = 0
         self._handing_back = False
         self._threads: DaemonThreadPool | None = None
@@ -622,7 +622,7 @@ class Worker:
 
         Called by the dispatcher as the notification arrives, on this loop.
         """
-        if job.id in self._running:
+        if job.id.int in self._running:
             return
         if self._claiming:
             # The claim in flight was sized before this job was handed over.
@@ -634,7 +634,7 @@ class Worker:
         self._claiming = False
         handed, self._handed_during_claim = self._handed_during_claim, []
         for job in handed:
-            if job.id not in self._running:
+            if job.id.int not in self._running:
                 self._take_handed(job)
 
     def _take_handed(self, job: Job) -> None:
@@ -717,7 +717,7 @@ class Worker:
             for job_id in ids:
                 if job_id in kept:
                     continue
-                run = self._running.get(job_id)
+                run = self._running.get(job_id.int)
                 if run is not None and not run.reporting and run.stop_reason is None:
                     self._log.info(
                         "job %s was cancelled or lost its lease; stopping it",
@@ -796,7 +796,7 @@ class Worker:
     # -- one job ------------------------------------------------------------------------------
 
     def _start(self, job: Job, *, handed_back: bool = False) -> None:
-        earlier = self._running.get(job.id)
+        earlier = self._running.get(job.id.int)
         if earlier is not None:
             if earlier.reporting and earlier.successor is None:
                 # The earlier run's outcome made the job due again and this
@@ -820,7 +820,7 @@ class Worker:
         if handed_back:
             # Shutdown is handing jobs back: this one is returned without running.
             run.stop_reason = _REASON_SHUTDOWN
-        self._running[job.id] = run
+        self._running[job.id.int] = run
         self._executing += 1
         run.task = asyncio.get_running_loop().create_task(self._execute(run))
 
@@ -893,7 +893,7 @@ class Worker:
                 await self._complete(run, commit)
         finally:
             self._release(run)
-            self._running.pop(job.id, None)
+            self._running.pop(job.id.int, None)
             self._settled += 1
             if run.successor is not None:
                 self._start(run.successor, handed_back=self._handing_back)

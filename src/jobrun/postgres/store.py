@@ -635,7 +635,7 @@ class Store(ScheduleMethods):
         callback; when no callback was running, it is a failure like any other.
         The job stays leased and the worker fails the attempt.
         """
-        results: dict[UUID, Job | Exception] = {}
+        results: dict[int, Job | Exception] = {}
         plain = [o for o in outcomes if o.commit is None or o.kind is not OutcomeKind.COMPLETE]
         pending = [o for o in outcomes if o.commit is not None and o.kind is OutcomeKind.COMPLETE]
         if plain:
@@ -649,12 +649,12 @@ class Store(ScheduleMethods):
                 # That job's attempt failed; the rest go again without it.
                 # Their callbacks run a second time (the rollback undid their
                 # writes), which is why a callback must be safe to re-invoke.
-                results[failed.outcome.job.id] = failed.error
+                results[failed.outcome.job.id.int] = failed.error
                 log.debug("group commit rolled back by one callback; retrying the rest")
                 pending = [o for o in pending if o is not failed.outcome]
             except Exception as exc:
                 if len(pending) == 1:
-                    results[pending[0].job.id] = _as_exception(exc)
+                    results[pending[0].job.id.int] = _as_exception(exc)
                     break
                 # A failed statement, a lock timeout, a lost connection: not
                 # known to be one callback's fault, so each job gets a
@@ -664,18 +664,18 @@ class Store(ScheduleMethods):
                     try:
                         await self._complete_group(owner, [outcome], results)
                     except _CallbackFailed as failed:
-                        results[outcome.job.id] = failed.error
+                        results[outcome.job.id.int] = failed.error
                     except Exception as single:
-                        results[outcome.job.id] = _as_exception(single)
+                        results[outcome.job.id.int] = _as_exception(single)
                 break
-        return [results[o.job.id] for o in outcomes]
+        return [results[o.job.id.int] for o in outcomes]
 
     async def _record(
         self,
         queries: job_queries.AsyncQuerier,
         owner: str,
         outcomes: Sequence[Outcome],
-        results: dict[UUID, Job | Exception],
+        results: dict[int, Job | Exception],
     ) -> None:
         """Record ``outcomes`` in one statement; LeaseLost for the jobs the fence refused."""
         rows = await queries.job_record_outcomes(
@@ -690,17 +690,21 @@ class Store(ScheduleMethods):
                 now=None,
             )
         )
-        by_id = {o.job.id: o.job for o in outcomes}
+        # Keyed by the ids' integers: a UUID hashes in Python, an int in C,
+        # and this runs a few times per job on the worker's hottest path.
+        by_key = {o.job.id.int: o.job for o in outcomes}
         for row in rows:
-            results[row.id] = job_recorded(by_id[row.id], row)
+            key = row.id.int
+            results[key] = job_recorded(by_key[key], row)
         for outcome in outcomes:
-            if outcome.job.id not in results:
-                results[outcome.job.id] = LeaseLost(outcome.job.id, owner)
+            key = outcome.job.id.int
+            if key not in results:
+                results[key] = LeaseLost(outcome.job.id, owner)
 
     async def _complete_group(
-        self, owner: str, group: Sequence[Outcome], results: dict[UUID, Job | Exception]
+        self, owner: str, group: Sequence[Outcome], results: dict[int, Job | Exception]
     ) -> None:
-        outcome: dict[UUID, Job | Exception] = {}
+        outcome: dict[int, Job | Exception] = {}
         # The callback running right now, if any: the one a timeout blames.
         running: list[Outcome] = []
         # The wall-clock bound starts once the connection is ours: waiting for
@@ -735,7 +739,7 @@ class Store(ScheduleMethods):
         tx: psycopg.AsyncConnection[Any],
         owner: str,
         group: Sequence[Outcome],
-        results: dict[UUID, Job | Exception],
+        results: dict[int, Job | Exception],
         deadline: _base.CommitDeadline,
         running: list[Outcome],
     ) -> None:
@@ -751,15 +755,16 @@ class Store(ScheduleMethods):
         # multi-row lock here is taken, so two transactions cannot deadlock.
         ordered = sorted(group, key=lambda o: o.job.id.int)
         await self._record(queries, owner, ordered, results)
-        kept = [o for o in ordered if not isinstance(results.get(o.job.id), LeaseLost)]
+        kept = [o for o in ordered if not isinstance(results.get(o.job.id.int), LeaseLost)]
         if not kept:
             return
-        fresh = set(
-            await effect_queries.AsyncQuerier(tx).effect_insert_many(
+        fresh = {
+            job_id.int
+            for job_id in await effect_queries.AsyncQuerier(tx).effect_insert_many(
                 job_ids=[o.job.id for o in kept]
             )
-        )
-        keys = {key_lock_id(k) for o in kept if o.job.id in fresh for k in o.lock_keys}
+        }
+        keys = {key_lock_id(k) for o in kept if o.job.id.int in fresh for k in o.lock_keys}
         if keys:
             # Every key of the group, lowest id first, before any callback runs:
             # the one global order that keeps two groups from deadlocking.
@@ -768,7 +773,7 @@ class Store(ScheduleMethods):
         # text goes as one executemany after the function callbacks.
         effects: dict[str, list[Any]] = {}
         for outcome in kept:
-            if outcome.job.id in fresh and outcome.commit is not None:
+            if outcome.job.id.int in fresh and outcome.commit is not None:
                 outcome.invocations += 1
                 if isinstance(outcome.commit, Effect):
                     effects.setdefault(outcome.commit.sql, []).append(outcome.commit.params)

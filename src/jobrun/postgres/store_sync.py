@@ -616,7 +616,7 @@ class SyncStore(SyncScheduleMethods):
         callback; when no callback was running, it is a failure like any other.
         The job stays leased and the worker fails the attempt.
         """
-        results: dict[UUID, Job | Exception] = {}
+        results: dict[int, Job | Exception] = {}
         plain = [o for o in outcomes if o.commit is None or o.kind is not OutcomeKind.COMPLETE]
         pending = [o for o in outcomes if o.commit is not None and o.kind is OutcomeKind.COMPLETE]
         if plain:
@@ -627,30 +627,30 @@ class SyncStore(SyncScheduleMethods):
                 self._complete_group(owner, pending, results)
                 break
             except _CallbackFailed as failed:
-                results[failed.outcome.job.id] = failed.error
+                results[failed.outcome.job.id.int] = failed.error
                 log.debug("group commit rolled back by one callback; retrying the rest")
                 pending = [o for o in pending if o is not failed.outcome]
             except Exception as exc:
                 if len(pending) == 1:
-                    results[pending[0].job.id] = _as_exception(exc)
+                    results[pending[0].job.id.int] = _as_exception(exc)
                     break
                 log.debug("group commit rolled back, completing one by one: %s", exc)
                 for outcome in pending:
                     try:
                         self._complete_group(owner, [outcome], results)
                     except _CallbackFailed as failed:
-                        results[outcome.job.id] = failed.error
+                        results[outcome.job.id.int] = failed.error
                     except Exception as single:
-                        results[outcome.job.id] = _as_exception(single)
+                        results[outcome.job.id.int] = _as_exception(single)
                 break
-        return [results[o.job.id] for o in outcomes]
+        return [results[o.job.id.int] for o in outcomes]
 
     def _record(
         self,
         queries: job_queries.Querier,
         owner: str,
         outcomes: Sequence[SyncOutcome],
-        results: dict[UUID, Job | Exception],
+        results: dict[int, Job | Exception],
     ) -> None:
         """Record ``outcomes`` in one statement; LeaseLost for the jobs the fence refused."""
         rows = queries.job_record_outcomes(
@@ -665,17 +665,19 @@ class SyncStore(SyncScheduleMethods):
                 now=None,
             )
         )
-        by_id = {o.job.id: o.job for o in outcomes}
+        by_key = {o.job.id.int: o.job for o in outcomes}
         for row in rows:
-            results[row.id] = job_recorded(by_id[row.id], row)
+            key = row.id.int
+            results[key] = job_recorded(by_key[key], row)
         for outcome in outcomes:
-            if outcome.job.id not in results:
-                results[outcome.job.id] = LeaseLost(outcome.job.id, owner)
+            key = outcome.job.id.int
+            if key not in results:
+                results[key] = LeaseLost(outcome.job.id, owner)
 
     def _complete_group(
-        self, owner: str, group: Sequence[SyncOutcome], results: dict[UUID, Job | Exception]
+        self, owner: str, group: Sequence[SyncOutcome], results: dict[int, Job | Exception]
     ) -> None:
-        outcome: dict[UUID, Job | Exception] = {}
+        outcome: dict[int, Job | Exception] = {}
         running: list[SyncOutcome] = []
         deadline = _base.SyncCommitDeadline(self.commit_timeout)
         try:
@@ -699,7 +701,7 @@ class SyncStore(SyncScheduleMethods):
         tx: psycopg.Connection[Any],
         owner: str,
         group: Sequence[SyncOutcome],
-        results: dict[UUID, Job | Exception],
+        results: dict[int, Job | Exception],
         deadline: _base.SyncCommitDeadline,
         running: list[SyncOutcome],
     ) -> None:
@@ -707,16 +709,21 @@ class SyncStore(SyncScheduleMethods):
         queries = job_queries.Querier(tx)
         ordered = sorted(group, key=lambda o: o.job.id.int)
         self._record(queries, owner, ordered, results)
-        kept = [o for o in ordered if not isinstance(results.get(o.job.id), LeaseLost)]
+        kept = [o for o in ordered if not isinstance(results.get(o.job.id.int), LeaseLost)]
         if not kept:
             return
-        fresh = set(effect_queries.Querier(tx).effect_insert_many(job_ids=[o.job.id for o in kept]))
-        keys = {key_lock_id(k) for o in kept if o.job.id in fresh for k in o.lock_keys}
+        fresh = {
+            job_id.int
+            for job_id in effect_queries.Querier(tx).effect_insert_many(
+                job_ids=[o.job.id for o in kept]
+            )
+        }
+        keys = {key_lock_id(k) for o in kept if o.job.id.int in fresh for k in o.lock_keys}
         if keys:
             lock_queries.Querier(tx).key_lock_many(ids=sorted(keys))
         effects: dict[str, list[Any]] = {}
         for outcome in kept:
-            if outcome.job.id in fresh and outcome.commit is not None:
+            if outcome.job.id.int in fresh and outcome.commit is not None:
                 outcome.invocations += 1
                 if isinstance(outcome.commit, Effect):
                     effects.setdefault(outcome.commit.sql, []).append(outcome.commit.params)
