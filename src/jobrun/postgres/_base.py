@@ -20,7 +20,6 @@ from uuid import UUID
 
 from psycopg import AsyncConnection, BaseConnection
 from psycopg.pq import TransactionStatus
-from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ValidationError
 
 from jobrun.errors import (
@@ -63,7 +62,6 @@ __all__ = [
     "HANDOFF_MAX_BYTES",
     "CancelAction",
     "CommitDeadline",
-    "CopyRow",
     "PreparedJob",
     "PreparedMany",
     "SyncCommitDeadline",
@@ -75,12 +73,10 @@ __all__ = [
     "check_retryable",
     "handoff_allowed",
     "inserted_job",
-    "job_copy_row",
     "keyed_arrays",
     "keyed_results",
     "limits_args",
     "list_args",
-    "many_copy_rows",
     "many_jobs",
     "needs_transaction_block",
     "page_of",
@@ -99,10 +95,6 @@ BACKOFF_KINDS = {kind: models.BackoffKind(kind.value) for kind in BackoffKind}
 """Domain backoff kinds to the generated enum, looked up instead of converted per job."""
 
 
-def _already_encoded(text: Any) -> str:
-    return str(text)
-
-
 @dataclass(slots=True)
 class PreparedJob:
     """A NewJob after validation, with its payload's JSON text ready to send."""
@@ -110,14 +102,6 @@ class PreparedJob:
     job: NewJob
     payload: Any
     text: str
-
-    def jsonb(self) -> Jsonb:
-        """The payload for COPY, reusing the text already encoded for validation.
-
-        The wrapped object is the JSON text itself and the "encoder" returns it
-        unchanged, so COPY sends the text without encoding the payload again.
-        """
-        return Jsonb(self.text, dumps=_already_encoded)
 
 
 def _validate_model(
@@ -189,33 +173,6 @@ def prepare_many(
             value = values[index] = _validate_model(job_type, value, model, what)
         texts.append(encode_payload(job_type, value, max_payload_bytes, what))
     return PreparedMany(template, values, texts)
-
-
-def many_copy_rows(
-    many: PreparedMany,
-    ids: Sequence[UUID],
-    texts: Sequence[str],
-    run_at: datetime,
-    now: datetime,
-    meta: dict[str, str] | None = None,
-) -> Sequence[CopyRow]:
-    """COPY rows for ``ids`` and their payloads' ``texts``; every other column is shared.
-
-    With ``meta`` (the batch's trace context) the rows are ``job_insert_copy_traced``'s.
-    """
-    job = many.template
-    backoff = job.backoff
-    kind = BACKOFF_KINDS[backoff.kind]
-    plain = job_queries.JobInsertCopyParams
-    rows = [
-        plain(job_id, job.queue, job.type, Jsonb(text, dumps=_already_encoded), job.priority,
-              job.max_attempts, kind, backoff.base, backoff.max, run_at, None, now, now)
-        for job_id, text in zip(ids, texts, strict=True)
-    ]  # fmt: skip
-    if meta is None:
-        return rows
-    traced, meta_value = job_queries.JobInsertCopyTracedParams, Jsonb(meta)
-    return [traced(*row, meta_value) for row in rows]
 
 
 def many_jobs(
@@ -320,44 +277,6 @@ def run_at_of(job: NewJob, now: datetime) -> datetime:
     return now if job.delay is None else now + job.delay
 
 
-CopyRow = job_queries.JobInsertCopyParams | job_queries.JobInsertCopyTracedParams
-"""A row for ``job_insert_copy``, or with ``meta`` for ``job_insert_copy_traced``."""
-
-
-def job_copy_row(
-    item: PreparedJob, now: datetime, meta: dict[str, str] | None = None
-) -> tuple[CopyRow, Job]:
-    """The COPY row for a job of a batch, and the Job it becomes.
-
-    With ``meta`` (the batch's trace context) the row is one of
-    ``job_insert_copy_traced``, which also writes the meta column.
-    """
-    job = item.job
-    backoff = job.backoff
-    run_at = run_at_of(job, now)
-    # Positional, in the generated parameter order: keyword construction of a
-    # named tuple costs twice as much, once per job of a batch.
-    row = job_queries.JobInsertCopyParams(
-        job.id,
-        job.queue,
-        job.type,
-        item.jsonb(),
-        job.priority,
-        job.max_attempts,
-        BACKOFF_KINDS[backoff.kind],
-        backoff.base,
-        backoff.max,
-        run_at,
-        job.idempotency_key,
-        now,
-        now,
-    )
-    if meta is not None:
-        traced = job_queries.JobInsertCopyTracedParams(*row, Jsonb(meta))
-        return traced, job_from_new(job, item.payload, run_at, now, meta)
-    return row, job_from_new(job, item.payload, run_at, now)
-
-
 def keyed_arrays(
     items: Sequence[PreparedJob], now: datetime, meta: dict[str, str] | None = None
 ) -> job_queries.JobInsertKeyedManyParams:
@@ -426,7 +345,7 @@ def keyed_results(
     for index in chunk:
         item = prepared[index]
         if item.job.id in new_ids:
-            made = job_copy_row(item, now, meta)[1]
+            made = job_from_new(item.job, item.payload, run_at_of(item.job, now), now, meta)
             results[index] = made
             inserted.append(made)
             continue

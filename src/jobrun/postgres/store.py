@@ -86,6 +86,7 @@ from jobrun.postgres import _base
 from jobrun.postgres.convert import (
     depth_from_row,
     event_from_row,
+    job_from_new,
     job_from_row,
     job_recorded,
     map_error,
@@ -95,6 +96,7 @@ from jobrun.postgres.convert import (
     queue_stats_from_row,
     utc,
 )
+from jobrun.postgres.copyrows import JobCopyEncoder, copy_data
 from jobrun.postgres.lean import AsyncLeanConnection
 from jobrun.postgres.pool import Pool, database_location
 from jobrun.postgres.schedules import ScheduleMethods
@@ -120,8 +122,12 @@ MAX_RETRY_JITTER = 0.5
 _COPY_CHUNK = 5_000
 # The claim statement takes an offer lifetime even when it offers nothing.
 _NO_OFFER_TTL = timedelta(0)
-_PlainRow = job_queries.JobInsertCopyParams
-_TracedRow = job_queries.JobInsertCopyTracedParams
+
+
+async def _copy_in(tx: psycopg.AsyncConnection[Any], statement: str, data: bytes) -> None:
+    """Run the generated COPY ``statement`` with ``data``, a whole binary COPY stream."""
+    async with tx.cursor() as cur, cur.copy(cast(Any, statement)) as copy:
+        await copy.write(data)
 
 
 def _lean(conn: psycopg.AsyncConnection[Any]) -> psycopg.AsyncConnection[Any]:
@@ -356,21 +362,27 @@ class Store(ScheduleMethods):
             events = event_queries.AsyncQuerier(tx)
             queues: set[str] = set()
             plain, keyed = _base.split_batch(prepared)
+            encoder = JobCopyEncoder(now, meta)
             # Chunks bound the memory of one COPY and of the id array its events take.
             for start in range(0, len(plain), _COPY_CHUNK):
                 rows = []
                 ids = []
                 for index in plain[start : start + _COPY_CHUNK]:
-                    row, made = _base.job_copy_row(prepared[index], now, meta)
-                    rows.append(row)
+                    item = prepared[index]
+                    job = item.job
+                    run_at = _base.run_at_of(job, now)
+                    rows.append(
+                        encoder.row(
+                            job.id, job.queue, job.type, item.text, job.priority,
+                            job.max_attempts, job.backoff, run_at, None,
+                        )
+                    )  # fmt: skip
+                    made = job_from_new(job, item.payload, run_at, now, meta)
                     ids.append(made.id)
                     results[index] = made
                     queues.add(made.queue)
                     fresh.append(made)
-                if meta is None:
-                    await queries.job_insert_copy(rows=cast(list[_PlainRow], rows))
-                else:
-                    await queries.job_insert_copy_traced(rows=cast(list[_TracedRow], rows))
+                await _copy_in(tx, encoder.statement, copy_data(rows))
                 await events.event_insert_enqueued_many(job_ids=ids, at=now)
             if keyed:
                 new_jobs = await self._insert_keyed(queries, prepared, keyed, now, results, meta)
@@ -431,14 +443,16 @@ class Store(ScheduleMethods):
             due = _base.run_at_of(many.template, now)
             queries = job_queries.AsyncQuerier(tx)
             events = event_queries.AsyncQuerier(tx)
+            encoder = JobCopyEncoder(now, meta)
+            job = many.template
             for start in range(0, len(ids), _COPY_CHUNK):
                 chunk = ids[start : start + _COPY_CHUNK]
                 texts = many.texts[start : start + _COPY_CHUNK]
-                rows = _base.many_copy_rows(many, chunk, texts, due, now, meta)
-                if meta is None:
-                    await queries.job_insert_copy(rows=cast(list[_PlainRow], rows))
-                else:
-                    await queries.job_insert_copy_traced(rows=cast(list[_TracedRow], rows))
+                rows = encoder.alike(
+                    chunk, texts, queue=job.queue, job_type=job.type, priority=job.priority,
+                    max_attempts=job.max_attempts, backoff=job.backoff, run_at=due,
+                )  # fmt: skip
+                await _copy_in(tx, encoder.statement, copy_data(rows))
                 await events.event_insert_enqueued_many(job_ids=chunk, at=now)
             await queries.job_notify(channel=self.notify_channel, queue=many.template.queue)
         if self.observer is not None:

@@ -93,6 +93,7 @@ from jobrun.postgres import _base
 from jobrun.postgres.convert import (
     depth_from_row,
     event_from_row,
+    job_from_new,
     job_from_row,
     job_recorded,
     map_error,
@@ -102,6 +103,7 @@ from jobrun.postgres.convert import (
     queue_stats_from_row,
     utc,
 )
+from jobrun.postgres.copyrows import JobCopyEncoder, copy_data
 from jobrun.postgres.lean import LeanConnection
 from jobrun.postgres.pool import SyncPool, database_location
 from jobrun.postgres.schedules_sync import SyncScheduleMethods
@@ -128,9 +130,11 @@ _COPY_CHUNK = 5000
 
 _NO_OFFER_TTL = timedelta(0)
 
-_PlainRow = job_queries.JobInsertCopyParams
 
-_TracedRow = job_queries.JobInsertCopyTracedParams
+def _copy_in(tx: psycopg.Connection[Any], statement: str, data: bytes) -> None:
+    """Run the generated COPY ``statement`` with ``data``, a whole binary COPY stream."""
+    with tx.cursor() as cur, cur.copy(cast(Any, statement)) as copy:
+        copy.write(data)
 
 
 def _lean(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
@@ -348,20 +352,33 @@ class SyncStore(SyncScheduleMethods):
             events = event_queries.Querier(tx)
             queues: set[str] = set()
             plain, keyed = _base.split_batch(prepared)
+            encoder = JobCopyEncoder(now, meta)
             for start in range(0, len(plain), _COPY_CHUNK):
                 rows = []
                 ids = []
                 for index in plain[start : start + _COPY_CHUNK]:
-                    row, made = _base.job_copy_row(prepared[index], now, meta)
-                    rows.append(row)
+                    item = prepared[index]
+                    job = item.job
+                    run_at = _base.run_at_of(job, now)
+                    rows.append(
+                        encoder.row(
+                            job.id,
+                            job.queue,
+                            job.type,
+                            item.text,
+                            job.priority,
+                            job.max_attempts,
+                            job.backoff,
+                            run_at,
+                            None,
+                        )
+                    )
+                    made = job_from_new(job, item.payload, run_at, now, meta)
                     ids.append(made.id)
                     results[index] = made
                     queues.add(made.queue)
                     fresh.append(made)
-                if meta is None:
-                    queries.job_insert_copy(rows=cast(list[_PlainRow], rows))
-                else:
-                    queries.job_insert_copy_traced(rows=cast(list[_TracedRow], rows))
+                _copy_in(tx, encoder.statement, copy_data(rows))
                 events.event_insert_enqueued_many(job_ids=ids, at=now)
             if keyed:
                 new_jobs = self._insert_keyed(queries, prepared, keyed, now, results, meta)
@@ -420,14 +437,22 @@ class SyncStore(SyncScheduleMethods):
             due = _base.run_at_of(many.template, now)
             queries = job_queries.Querier(tx)
             events = event_queries.Querier(tx)
+            encoder = JobCopyEncoder(now, meta)
+            job = many.template
             for start in range(0, len(ids), _COPY_CHUNK):
                 chunk = ids[start : start + _COPY_CHUNK]
                 texts = many.texts[start : start + _COPY_CHUNK]
-                rows = _base.many_copy_rows(many, chunk, texts, due, now, meta)
-                if meta is None:
-                    queries.job_insert_copy(rows=cast(list[_PlainRow], rows))
-                else:
-                    queries.job_insert_copy_traced(rows=cast(list[_TracedRow], rows))
+                rows = encoder.alike(
+                    chunk,
+                    texts,
+                    queue=job.queue,
+                    job_type=job.type,
+                    priority=job.priority,
+                    max_attempts=job.max_attempts,
+                    backoff=job.backoff,
+                    run_at=due,
+                )
+                _copy_in(tx, encoder.statement, copy_data(rows))
                 events.event_insert_enqueued_many(job_ids=chunk, at=now)
             queries.job_notify(channel=self.notify_channel, queue=many.template.queue)
         if self.observer is not None:
