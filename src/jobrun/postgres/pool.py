@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import select
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeAlias
 
@@ -163,7 +164,8 @@ def _refused(url: str, reason: str) -> DatabaseUnavailable:
     return unavailable_error(url, reason)
 
 
-_scan_json = json.JSONDecoder().scan_once
+# The scanner json.loads itself runs (C, when available); not in the type stubs.
+_scan_json: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def _json_loads(data: str | bytes) -> Any:
