@@ -62,6 +62,31 @@ async def test_check_schema_names_migrations_not_yet_applied(pool: Pool, tmp_pat
     assert info.value.pending == (99999,)
 
 
+async def test_check_schema_survives_a_pooled_connection_the_server_dropped(db_url: str) -> None:
+    # `jobrun worker` checks the schema at start-up on a pooled connection.
+    # One the server ended since the pool opened it (a restart, a kill)
+    # fails its first statement: the check takes a fresh one instead of
+    # ending the worker with "cannot reach PostgreSQL".
+    pool = await open_pool(db_url, worker_concurrency=1, min_size=1)
+    try:
+        async with pool.connection() as conn:
+            pid = (await (await conn.execute("SELECT pg_backend_pid()")).fetchone())[0]  # type: ignore[index]
+        with psycopg.connect(db_url, autocommit=True) as admin:
+            assert admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone() == (True,)
+            while admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)
+            ).fetchone() != (0,):
+                await asyncio.sleep(0.01)
+        await check_schema(pool)
+        # And the check still fails at once where the schema is missing.
+        async with pool.connection() as conn:
+            await conn.execute("ALTER TABLE goose_db_version RENAME TO goose_moved")
+        with pytest.raises(SchemaMissing):
+            await check_schema(pool)
+    finally:
+        await pool.close()
+
+
 async def test_a_missing_table_of_the_handlers_own_is_not_schema_missing(pool: Pool) -> None:
     store = Store(pool)
     await store.enqueue(NewJob(type="t"))

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import psycopg
 from psycopg.rows import TupleRow
@@ -454,15 +454,26 @@ async def check_schema(pool: Pool, *, source: Traversable | Path | None = None) 
     (a newer jobrun migrated it).
     """
     known = [m.version for m in load_migrations(source)]
-    try:
-        async with pool.connection() as conn:
-            q = goose_queries.AsyncQuerier(conn)
-            exists = await q.goose_table_exists()
-            applied = _applied(await q.goose_version_list()) if exists else {}
-            if not conn.autocommit:
-                await conn.rollback()
-    except psycopg.Error as exc:
-        raise map_error(exc, database_location(str(pool.conninfo)), pool) from exc
+    applied: dict[int, datetime | None] = {}
+    for attempt in (1, 2):
+        borrowed: psycopg.AsyncConnection[Any] | None = None
+        try:
+            async with pool.connection() as conn:
+                borrowed = conn
+                q = goose_queries.AsyncQuerier(conn)
+                exists = await q.goose_table_exists()
+                applied = _applied(await q.goose_version_list()) if exists else {}
+                if not conn.autocommit:
+                    await conn.rollback()
+            break
+        except psycopg.Error as exc:
+            # A pooled connection the server dropped since the pool opened it
+            # (a restart, pg_terminate_backend) fails its first statement;
+            # the pool discards it, and one fresh connection decides. A server
+            # that cannot be reached fails to lend one at all: said at once.
+            if attempt == 1 and borrowed is not None and borrowed.broken:
+                continue
+            raise map_error(exc, database_location(str(pool.conninfo)), pool) from exc
     pending = tuple(v for v in known if v not in applied)
     if pending:
         dbname = database_location(str(pool.conninfo))[2]
