@@ -158,3 +158,36 @@ def test_processes_zero_is_one_error_line_and_exit_2(db_url: str) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
     assert "--processes" in lines[0]
+
+
+def test_sigterm_while_a_killed_child_waits_to_restart_stops_cleanly_with_status_0(
+    db_url: str,
+) -> None:
+    # The stop comes inside the 0.5 s a slot waits before restarting its
+    # killed child: nothing is left to stop there, no child is started any
+    # more, and the crash already logged does not become the exit status.
+    with supervisor(db_url, 2, "--log-level", "info") as proc:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 60
+        lines: list[str] = []
+        while time.monotonic() < deadline:
+            lines.append(proc.stderr.readline())
+            if sum("started on queues" in line for line in lines) == 2:
+                break
+        assert sum("started on queues" in line for line in lines) == 2, lines
+        (victim, *_) = sorted(children_of(proc.pid))
+        seen_pids[id(proc)] = children_of(proc.pid)
+        os.kill(victim, signal.SIGKILL)
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            lines.append(line)
+            if "restarting in" in line:
+                break
+        assert any("restarting in" in line for line in lines), lines
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=30)
+    stderr = "".join(lines) + rest
+    assert proc.returncode == 0, stderr
+    assert "restart cancelled by the stop" in stderr, stderr
+    # The two first children, and no restarted one.
+    assert stderr.count(" started (pid ") == 2, stderr

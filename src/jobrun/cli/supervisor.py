@@ -15,7 +15,8 @@ runs more workers. The :class:`Supervisor` starts N children, each an ordinary
   once a child has lived ``stable_after``. Every exit and restart is logged.
 * exits, once stopped, with the children's status: 0 when every child exited
   0, else the worst child's status (``128 + signal`` for a child killed by a
-  signal).
+  signal). A slot whose child had died and was waiting to be restarted when
+  the stop came has no child to stop; it is left empty and counts as 0.
 
 Children run in their own process group, so a Ctrl-C in a terminal reaches
 them once, through the supervisor, rather than twice (a worker treats a
@@ -99,6 +100,7 @@ class Supervisor:
                     forwarded = len(self._stop_signals)
                     if stop_began is None:
                         stop_began = time.monotonic()
+                        self._cancel_restarts()
                 if stop_began is not None:
                     if all(s.proc is None or s.proc.poll() is not None for s in self._slots):
                         break
@@ -117,6 +119,20 @@ class Supervisor:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             self._kill_all()
+
+    def _cancel_restarts(self) -> None:
+        """A slot waiting out its restart delay has no child to stop: it stays empty.
+
+        Its child's exit was logged when it happened and answered with the
+        restart the stop now cancels; it is not a child that failed to stop,
+        so it does not make the supervisor's exit status.
+        """
+        for slot in self._slots:
+            if slot.restart_at is not None:
+                log.info("worker process %d: restart cancelled by the stop", slot.index)
+                slot.restart_at = None
+                slot.proc = None
+                slot.last_status = 0
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._stop_signals.append(signum)
