@@ -138,8 +138,14 @@ def test_a_worker_with_no_free_slot_gives_a_handed_job_back_and_runs_it_later(
     # must not run beside it: it is given back, attempt uncounted, and claimed
     # once the slot is free.
     slow, quick = tmp_path / "slow", tmp_path / "quick"
+    # An offer lasts twice the poll interval plus a second from the last
+    # claim, and a worker whose one slot is busy does not claim: with 200 ms
+    # the offer of queue b ran out (1.4 s) before a slow `jobrun enqueue` on a
+    # loaded machine reached it, and the second job was never handed. 2 s
+    # polls keep it 5 s; the slot's release, not the poll, starts the claim
+    # that runs the job given back.
     with worker(
-        db_url, "--queue", "a", "--queue", "b", "--concurrency", "1", "--poll", "200ms"
+        db_url, "--queue", "a", "--queue", "b", "--concurrency", "1", "--poll", "2s"
     ) as proc:
         wait_for_line(proc, "started on queues")
         wait_for_offers(db_url, count=2)
