@@ -8,7 +8,13 @@ checks which jobs come back, so ``scripts/vet`` checks it here: it fills a
 queue with delayed jobs inside a transaction, runs the idle claim under
 EXPLAIN (ANALYZE, BUFFERS), compares the buffers it read with a bound, and
 rolls everything back. ``scripts/bench-claim`` reads the same figures at
-scale. Nothing here runs in a worker.
+scale.
+
+The statements that act on leased jobs under the lease fence (recording
+outcomes, heartbeats) have a plan property of their own: each job must be one
+primary-key probe, even when the table's statistics were taken while no job
+was leased, as they usually are. :func:`check_fenced_updates` checks that
+the same way. Nothing here runs in a worker.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import psycopg
 
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import system as system_queries
-from jobrun.sqlc.models import JobState
+from jobrun.sqlc.models import JobOutcome, JobState
 
 # Delayed jobs the vet check puts in one queue, over this many priorities.
 CHECK_DELAYED = 50_000
@@ -39,6 +45,12 @@ _CLAIM_MARKER = "WITH RECURSIVE controls AS MATERIALIZED"
 assert _CLAIM_MARKER in job_queries.JOB_CLAIM
 # First id of the check's synthetic jobs; far from the uuid v7 ids jobrun mints.
 _CHECK_FIRST_ID = 1 << 40
+# The fenced-update check: jobs in its queue (analyzed while all are queued),
+# and how many of them it leases, heartbeats and completes in one statement.
+FENCE_CHECK_JOBS = 4_000
+FENCE_CHECK_BATCH = 500
+# Scan nodes of the plan tree.
+_SCANS = frozenset({"Seq Scan", "Index Scan", "Index Only Scan", "Bitmap Heap Scan", "Tid Scan"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,3 +254,134 @@ async def claim_plan_reuse(
             f"expected the claim once among this session's prepared statements, found {plans}"
         )
     return ClaimPlanReuse(plans[0].generic_plans or 0, plans[0].custom_plans or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class FencedUpdatePlan:
+    """How one fenced statement (JobRecordOutcomes, JobHeartbeat) read jobs for a batch."""
+
+    statement: str
+    """The query's name in db/query/jobs.sql."""
+    batch: int
+    """Leased jobs the statement was given."""
+    changed: int
+    """Rows the statement returned (every one of the batch, when the fence holds)."""
+    scans: list[str]
+    """Every scan of jobs in the plan, as "Index Scan using jobs_pkey" and the like."""
+    rows_discarded: int
+    """Rows the plan's filters and join filters read and threw away, the whole tree."""
+
+    @property
+    def ok(self) -> bool:
+        """True when every job of the batch was found by one primary-key probe."""
+        return (
+            self.changed == self.batch
+            and bool(self.scans)
+            and all(scan == "Index Scan using jobs_pkey" for scan in self.scans)
+            and self.rows_discarded <= self.batch
+        )
+
+
+async def check_fenced_updates(
+    conn: psycopg.AsyncConnection[Any],
+    *,
+    total: int = FENCE_CHECK_JOBS,
+    batch: int = FENCE_CHECK_BATCH,
+) -> list[FencedUpdatePlan]:
+    """Heartbeat and complete a batch of leased jobs under EXPLAIN ANALYZE, and undo it all.
+
+    ``total`` queued jobs go into a queue of the check's own and the table is
+    analyzed while none is leased (what its statistics look like on most
+    servers: leased jobs are few and short-lived); then ``batch`` of them are
+    claimed and the heartbeat and the outcome recording run on them. A plan
+    that trusts those statistics finds "one" leased row, drives the update
+    from it and compares rows by the square of the batch. Everything runs in
+    one transaction that is rolled back. ``conn`` must be outside a transaction.
+    """
+    queue = "jobrun-vet-fenced-updates"
+    owner = "claimplan"
+    queries = job_queries.AsyncQuerier(conn)
+    async with conn.transaction(force_rollback=True):
+        await fill_synthetic(
+            conn,
+            queue=queue,
+            total=total,
+            first_id=_CHECK_FIRST_ID,
+            run_in=-timedelta(hours=1),
+        )
+        await analyze_jobs(conn)
+        claimed = await queries.job_claim(
+            params=job_queries.JobClaimParams(
+                queues=[queue],
+                max_jobs=batch,
+                now=None,
+                owner=owner,
+                lease=timedelta(minutes=5),
+                offer_channel=None,
+                offer_ttl=timedelta(0),
+                record_events=False,
+            )
+        )
+        ids = [job.id for job in claimed]
+        attempts = [job.attempts for job in claimed]
+        heartbeat = await _explain_fenced(
+            conn,
+            "JobHeartbeat",
+            job_queries.JOB_HEARTBEAT,
+            {
+                "ids": ids,
+                "attempts": attempts,
+                "owner": owner,
+                "now": None,
+                "lease": timedelta(minutes=5),
+            },
+            len(ids),
+        )
+        outcomes = await _explain_fenced(
+            conn,
+            "JobRecordOutcomes",
+            job_queries.JOB_RECORD_OUTCOMES,
+            {
+                "ids": ids,
+                "attempts": attempts,
+                "outcomes": [JobOutcome.COMPLETE] * len(ids),
+                "details": [""] * len(ids),
+                "delays": [timedelta(0)] * len(ids),
+                "owner": owner,
+                "now": None,
+                "jitter": 0.0,
+            },
+            len(ids),
+        )
+    return [heartbeat, outcomes]
+
+
+async def _explain_fenced(
+    conn: psycopg.AsyncConnection[Any],
+    name: str,
+    statement: str,
+    params: Mapping[str, Any],
+    batch: int,
+) -> FencedUpdatePlan:
+    async with conn.transaction(force_rollback=True), conn.cursor() as cur:
+        await cur.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, params)
+        row = await cur.fetchone()
+    assert row is not None
+    document = row[0] if not isinstance(row[0], str) else json.loads(row[0])
+    root = document[0]["Plan"]
+    scans = [
+        str(node["Node Type"]) + (f" using {node['Index Name']}" if "Index Name" in node else "")
+        for node in _walk(root)
+        if node["Node Type"] in _SCANS and node.get("Relation Name") == "jobs"
+    ]
+    discarded = sum(
+        int(node.get("Rows Removed by Filter", 0)) + int(node.get("Rows Removed by Join Filter", 0))
+        for node in _walk(root)
+    )
+    return FencedUpdatePlan(
+        statement=name,
+        batch=batch,
+        changed=int(root.get("Actual Rows", 0)),
+        scans=scans,
+        rows_discarded=discarded,
+    )
