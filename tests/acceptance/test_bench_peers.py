@@ -32,3 +32,6 @@ def test_bench_peers_jobrun_half_runs_and_verifies_every_sample(pg_admin_url: st
                  "jobrun callback processes 2", "jobrun Effect c20",
                  "jobrun Effect processes 2", "summary:"):  # fmt: skip
         assert step in result.stdout, result.stdout
+    # The test server runs on this machine (embedded, or the CI host's own), so
+    # the server's CPU per job is read for every sample.
+    assert "server CPU/job, batch enqueue (calls of 1,000)" in result.stdout, result.stdout
