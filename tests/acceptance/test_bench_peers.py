@@ -35,3 +35,4 @@ def test_bench_peers_jobrun_half_runs_and_verifies_every_sample(pg_admin_url: st
     # The test server runs on this machine (embedded, or the CI host's own), so
     # the server's CPU per job is read for every sample.
     assert "server CPU/job, batch enqueue (calls of 1,000)" in result.stdout, result.stdout
+    assert "worker process CPU/job, no-op processing (defaults)" in result.stdout, result.stdout
