@@ -49,6 +49,9 @@ _CHECK_FIRST_ID = 1 << 40
 # and how many of them it leases, heartbeats and completes in one statement.
 FENCE_CHECK_JOBS = 4_000
 FENCE_CHECK_BATCH = 500
+# The lease owner and lease of the checks' claims.
+_OWNER = "claimplan"
+_LEASE = timedelta(minutes=5)
 # Scan nodes of the plan tree.
 _SCANS = frozenset({"Seq Scan", "Index Scan", "Index Only Scan", "Bitmap Heap Scan", "Tid Scan"})
 
@@ -105,22 +108,31 @@ async def explain_claim(
         "queues": list(queues),
         "max_jobs": limit,
         "now": now,
-        "owner": "claimplan",
-        "lease": timedelta(seconds=30),
+        "owner": _OWNER,
+        "lease": _LEASE,
         "offer_channel": None,
         "offer_ttl": timedelta(0),
         "record_events": True,
     }
-    # The generated claim text itself, so the plan is that of the query the
-    # store runs; EXPLAIN cannot be a query of its own in db/query.
-    statement = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + job_queries.JOB_CLAIM
+    top = await _explain_analyze(conn, "ANALYZE, BUFFERS", job_queries.JOB_CLAIM, params)
+    return ClaimPlan(plan=top["Plan"], execution_ms=float(top["Execution Time"]))
+
+
+async def _explain_analyze(
+    conn: psycopg.AsyncConnection[Any], options: str, statement: str, params: Mapping[str, Any]
+) -> Mapping[str, Any]:
+    """EXPLAIN (``options``, FORMAT JSON) of a generated statement, rolled back; the top entry.
+
+    The generated text itself, so the plan is that of the query the store
+    runs; EXPLAIN cannot be a query of its own in db/query.
+    """
     async with conn.transaction(force_rollback=True), conn.cursor() as cur:
-        await cur.execute(statement, params)
+        await cur.execute(f"EXPLAIN ({options}, FORMAT JSON) " + statement, params)
         row = await cur.fetchone()
     assert row is not None
     document = row[0] if not isinstance(row[0], str) else json.loads(row[0])
-    top = document[0]
-    return ClaimPlan(plan=top["Plan"], execution_ms=float(top["Execution Time"]))
+    top: Mapping[str, Any] = document[0]
+    return top
 
 
 async def fill_synthetic(
@@ -231,16 +243,7 @@ async def claim_plan_reuse(
     should be a fresh session (statements it prepared before count too).
     """
     queries = job_queries.AsyncQuerier(conn)
-    params = job_queries.JobClaimParams(
-        queues=list(queues),
-        owner="claimplan",
-        max_jobs=10,
-        lease=timedelta(seconds=30),
-        now=None,
-        offer_channel=None,
-        offer_ttl=timedelta(0),
-        record_events=True,
-    )
+    params = _claim_params(queues, 10, record_events=True)
     async with conn.transaction(force_rollback=True):
         for _ in range(calls):
             await queries.job_claim(params=params)
@@ -254,6 +257,22 @@ async def claim_plan_reuse(
             f"expected the claim once among this session's prepared statements, found {plans}"
         )
     return ClaimPlanReuse(plans[0].generic_plans or 0, plans[0].custom_plans or 0)
+
+
+def _claim_params(
+    queues: Sequence[str], max_jobs: int, *, record_events: bool
+) -> job_queries.JobClaimParams:
+    """A plain claim (no handoff offer) of ``max_jobs`` from ``queues`` by the checks' owner."""
+    return job_queries.JobClaimParams(
+        queues=list(queues),
+        max_jobs=max_jobs,
+        now=None,
+        owner=_OWNER,
+        lease=_LEASE,
+        offer_channel=None,
+        offer_ttl=timedelta(0),
+        record_events=record_events,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,7 +318,7 @@ async def check_fenced_updates(
     one transaction that is rolled back. ``conn`` must be outside a transaction.
     """
     queue = "jobrun-vet-fenced-updates"
-    owner = "claimplan"
+    owner = _OWNER
     queries = job_queries.AsyncQuerier(conn)
     async with conn.transaction(force_rollback=True):
         await fill_synthetic(
@@ -310,18 +329,7 @@ async def check_fenced_updates(
             run_in=-timedelta(hours=1),
         )
         await analyze_jobs(conn)
-        claimed = await queries.job_claim(
-            params=job_queries.JobClaimParams(
-                queues=[queue],
-                max_jobs=batch,
-                now=None,
-                owner=owner,
-                lease=timedelta(minutes=5),
-                offer_channel=None,
-                offer_ttl=timedelta(0),
-                record_events=False,
-            )
-        )
+        claimed = await queries.job_claim(params=_claim_params([queue], batch, record_events=False))
         ids = [job.id for job in claimed]
         attempts = [job.attempts for job in claimed]
         heartbeat = await _explain_fenced(
@@ -333,7 +341,7 @@ async def check_fenced_updates(
                 "attempts": attempts,
                 "owner": owner,
                 "now": None,
-                "lease": timedelta(minutes=5),
+                "lease": _LEASE,
             },
             len(ids),
         )
@@ -363,12 +371,7 @@ async def _explain_fenced(
     params: Mapping[str, Any],
     batch: int,
 ) -> FencedUpdatePlan:
-    async with conn.transaction(force_rollback=True), conn.cursor() as cur:
-        await cur.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, params)
-        row = await cur.fetchone()
-    assert row is not None
-    document = row[0] if not isinstance(row[0], str) else json.loads(row[0])
-    root = document[0]["Plan"]
+    root = (await _explain_analyze(conn, "ANALYZE", statement, params))["Plan"]
     scans = [
         str(node["Node Type"]) + (f" using {node['Index Name']}" if "Index Name" in node else "")
         for node in _walk(root)
