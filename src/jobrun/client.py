@@ -321,6 +321,7 @@ class Client:
             observer=self._metrics,
             handoff=config.handoff,
             gc_young_threshold=config.gc_young_threshold,
+            claim_ahead=config.claim_ahead,
         )
 
     async def run_worker(

@@ -22,6 +22,7 @@ from jobrun.durations import parse_duration
 from jobrun.errors import ConfigurationError
 from jobrun.job import DEFAULT_NOTIFY_CHANNEL, EventMode, describe_invalid
 from jobrun.maintenance import Retention, retention_problem
+from jobrun.worker import DEFAULT_CLAIM_AHEAD
 
 __all__ = ["Config"]
 
@@ -85,8 +86,13 @@ class Config(BaseSettings):
     """Queues the worker claims from (``JOBRUN_QUEUE=mail,default``)."""
     concurrency: int = Field(default=100, ge=1, le=_MAX_CONCURRENCY)
     """Jobs run at once by one worker (async handlers as tasks, sync ones on as many
-    threads); also the most a claim leases. The pool is not one connection per job
-    (see :func:`jobrun.postgres.pool.pool_max_size`)."""
+    threads). The pool is not one connection per job (see
+    :func:`jobrun.postgres.pool.pool_max_size`)."""
+    claim_ahead: Duration = Field(default=DEFAULT_CLAIM_AHEAD, le=timedelta(minutes=1))
+    """How much work a busy worker leases beyond its free slots, as time at the rate its
+    jobs have been starting (at most ten times ``concurrency``); those jobs start as slots
+    free and are handed back, the attempt not counted, at shutdown. ``0s``: claim for free
+    slots only (see :data:`jobrun.worker.DEFAULT_CLAIM_AHEAD`)."""
     lease: Duration = timedelta(seconds=30)
     """How long a claim holds a job without a heartbeat."""
     heartbeat_every: Duration | None = Field(

@@ -7,6 +7,10 @@ One :class:`Worker` is one owner of leases. Its loops, all on one event loop:
   claims again as soon as slots free up; a short batch means the queues are
   drained, so it waits for a notification from the dispatcher (or simply
   ``poll_every``: notifications only cut latency, polling is the guarantee).
+  While the queues stay busy it also claims a little ahead (see
+  :data:`DEFAULT_CLAIM_AHEAD`): a small buffer of leased jobs that start the moment a
+  slot frees, so that claims and completions stay large when every slot is
+  taken by short jobs, whatever ``concurrency`` is.
 * **jobs**: each handler runs as a task (``async def``) or in a bounded thread
   pool (``def``). An exception, a timeout, an unknown type or a payload that
   does not validate becomes ``store.fail`` with the job's own backoff; success
@@ -49,6 +53,7 @@ The worker depends on the ports in :mod:`jobrun.job` only, never on psycopg.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import logging
@@ -80,7 +85,7 @@ from jobrun.reaper import Reaper
 from jobrun.registry import Cancel, Handler, JobContext, Registry, Snooze
 from jobrun.tracing import job_span
 
-__all__ = ["Completer", "CompletionStats", "Worker", "default_owner"]
+__all__ = ["DEFAULT_CLAIM_AHEAD", "Completer", "CompletionStats", "Worker", "default_owner"]
 
 _log = logging.getLogger("jobrun.worker")
 _handler_log = logging.getLogger("jobrun.handler")
@@ -114,6 +119,27 @@ _REQUEUED = {
     OutcomeKind.RELEASE: "handed_back",
     OutcomeKind.SNOOZE: "snoozed",
 }
+
+DEFAULT_CLAIM_AHEAD = timedelta(milliseconds=50)
+"""How much work a busy worker claims ahead of its free slots, in time.
+
+Each claim and each completion statement has a fixed cost on the server
+(about half a millisecond on a small machine), so a worker whose slots free a
+few at a time pays it for a few jobs. While its last claim came back full, a
+worker therefore also leases as many jobs as it has been starting in this
+long (never more than ten times its concurrency) and starts them as slots
+free. A job waits in that buffer about this long at most. Jobs that run for
+seconds make the buffer a job or two, and an idle or drained queue makes it
+nothing, so only a worker starting thousands of jobs a second claims
+noticeably ahead; there it cut the server's work per job by a fifth at the
+default concurrency. Buffered jobs are leased: they count against a queue's
+concurrency limit, are heartbeated like running jobs, are stopped if
+cancelled, and are handed back, their attempt not counted, when the worker
+stops.
+"""
+_CLAIM_AHEAD_MAX = 10
+# How often the start rate behind the buffer's size is measured.
+_RATE_PERIOD = 0.05
 
 _REASON_CANCELLED = "cancelled"
 _REASON_SHUTDOWN = "shutdown"
@@ -314,6 +340,10 @@ class Worker:
     due now and its attempt not counted. A stopping worker withdraws its
     offers first. Drain mode never offers.
 
+    ``claim_ahead`` is how much work, in time at the rate jobs have been
+    starting, a busy worker leases ahead of its free slots (see
+    :data:`DEFAULT_CLAIM_AHEAD`); ``timedelta(0)`` claims only for free slots.
+
     While it runs, the worker raises CPython's young-generation collection
     threshold to ``gc_young_threshold`` (see :mod:`jobrun._collector`): with
     the interpreter's default the cyclic collector took a sixth of a busy
@@ -340,6 +370,7 @@ class Worker:
         observer: Observer | None = None,
         handoff: bool = True,
         gc_young_threshold: int | None = DEFAULT_YOUNG_THRESHOLD,
+        claim_ahead: timedelta = DEFAULT_CLAIM_AHEAD,
     ) -> None:
         if isinstance(queues, str):
             queues = (queues,)
@@ -354,6 +385,8 @@ class Worker:
         _positive("reap_every", reap_every)
         if shutdown_grace < timedelta(0):
             raise ConfigurationError(f"shutdown_grace must not be negative, got {shutdown_grace}")
+        if claim_ahead < timedelta(0):
+            raise ConfigurationError(f"claim_ahead must not be negative, got {claim_ahead}")
         if heartbeat_every > lease / 3:
             raise ConfigurationError(
                 f"heartbeat_every ({heartbeat_every}) must be at most a third of the lease "
@@ -389,6 +422,13 @@ class Worker:
         # Keyed by the job id as an int: a UUID hashes in Python, an int in C.
         self._running: dict[int, _Running] = {}
         self._executing = 0
+        # Claimed ahead (see DEFAULT_CLAIM_AHEAD), oldest first: leased, not started.
+        self._ahead: collections.deque[Job] = collections.deque()
+        self._starts = 0
+        self._start_rate = 0.0
+        self._rate_since = (time.monotonic(), 0)
+        self._last_claim_full = False
+        self._claim_ahead = claim_ahead.total_seconds()
         self._handing_back = False
         self._threads: DaemonThreadPool | None = None
         self._started = False
@@ -415,8 +455,8 @@ class Worker:
 
     @property
     def running(self) -> int:
-        """How many jobs this worker holds right now."""
-        return len(self._running)
+        """How many jobs this worker holds right now (running, reporting or claimed ahead)."""
+        return len(self._running) + len(self._ahead)
 
     @property
     def stats(self) -> CompletionStats:
@@ -550,17 +590,32 @@ class Worker:
         while not self._stopping.is_set():
             # Handler slots bound the work; reporting jobs still hold leases, so
             # they get a second allowance of the same size and no more.
-            free = min(
-                self._concurrency - self._executing,
-                2 * self._concurrency - len(self._running),
+            slots = max(
+                0,
+                min(
+                    self._concurrency - self._executing,
+                    2 * self._concurrency - len(self._running),
+                ),
             )
-            if free <= 0:
+            wanted = self._ahead_wanted()
+            ahead = wanted - len(self._ahead)
+            # The buffer never lifts the bound on leases held while outcomes
+            # are reported: at most the buffer on top of that allowance.
+            held = len(self._running) + len(self._ahead)
+            free = min(
+                max(0, slots - len(self._ahead)) + max(0, ahead),
+                2 * self._concurrency + wanted - held,
+            )
+            # With every slot taken, claim ahead only once half the buffer has
+            # gone, so that those claims stay large.
+            if free <= 0 or (slots <= len(self._ahead) and 2 * ahead < wanted):
                 # Every finishing job sets the wakeup, and so does a stop request.
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
             settled_before = self._settled
-            offer = self._offer()
+            # Handoffs are offered for idle slots only, never for the buffer.
+            offer = self._offer() if ahead <= 0 else None
             self._claiming = True
             try:
                 jobs = await self._store.claim(
@@ -584,8 +639,11 @@ class Worker:
                 self._log.info("claims working again")
             if jobs and self._observer is not None:
                 self._observer.claimed(jobs)
-            for job in jobs:
-                self._start(job)
+            self._last_claim_full = len(jobs) >= free
+            # In claim order, after those claimed before; a stop requested
+            # while the claim ran leaves them buffered, to be handed back.
+            self._ahead.extend(jobs)
+            self._start_ahead()
             self._claim_done()
             if len(jobs) < free:
                 if self._drain_mode:
@@ -594,7 +652,7 @@ class Worker:
                         # while this claim ran, maybe after its snapshot:
                         # claim once more before calling the queues drained.
                         continue
-                    if not self._running:
+                    if not self._running and not self._ahead:
                         self._log.info("worker %s: nothing due and nothing running", self.owner)
                         self.request_stop()
                         return
@@ -606,6 +664,31 @@ class Worker:
                 await self._idle(use_dispatcher=True)
 
     # -- handoff ------------------------------------------------------------------------------
+
+    def _ahead_wanted(self) -> int:
+        """How many jobs to hold claimed ahead now: ``claim_ahead``'s worth of starts."""
+        if not self._last_claim_full or not self._claim_ahead:
+            return 0
+        now = time.monotonic()
+        since, starts = self._rate_since
+        if now - since >= _RATE_PERIOD:
+            self._start_rate = (self._starts - starts) / (now - since)
+            self._rate_since = (now, self._starts)
+        return min(int(self._start_rate * self._claim_ahead), _CLAIM_AHEAD_MAX * self._concurrency)
+
+    def _start_ahead(self) -> None:
+        """Start buffered jobs while slots are free (none once the worker is stopping)."""
+        assert self._stopping is not None
+        while self._ahead and self._executing < self._concurrency:
+            if self._stopping.is_set():
+                return
+            self._start(self._ahead.popleft())
+
+    def _hand_back_ahead(self, reason: str) -> None:
+        """Give every buffered job back: queued, due now, its attempt not counted."""
+        while self._ahead:
+            job = self._ahead.popleft()
+            self._completer.submit(Outcome(job=job, kind=OutcomeKind.RELEASE, detail=reason))
 
     def _offer(self) -> HandoffOffer | None:
         """What to offer with the next claim: nothing unless handed jobs can arrive now."""
@@ -622,7 +705,7 @@ class Worker:
 
         Called by the dispatcher as the notification arrives, on this loop.
         """
-        if job.id.int in self._running:
+        if job.id.int in self._running or any(j.id == job.id for j in self._ahead):
             return
         if self._claiming:
             # The claim in flight was sized before this job was handed over.
@@ -698,6 +781,8 @@ class Worker:
             await asyncio.sleep(self._heartbeat_every)
             held = [run.job for run in self._running.values() if not run.left]
             held += [run.successor for run in self._running.values() if run.successor]
+            buffered = {job.id for job in self._ahead}
+            held += self._ahead
             if not held:
                 continue
             ids = [job.id for job in held]
@@ -714,6 +799,21 @@ class Worker:
             if failing:
                 failing = False
                 self._log.info("heartbeats working again")
+            # Buffered when the heartbeat was sent and left out of the kept set:
+            # cancelled (or the lease lost) before it started. Reported as
+            # stopped, which ends it cancelled or tells of the lost lease.
+            gone = [job for job in self._ahead if job.id in buffered and job.id not in kept]
+            if gone:
+                dropped = {job.id for job in gone}
+                self._ahead = collections.deque(j for j in self._ahead if j.id not in dropped)
+            for job in gone:
+                self._completer.submit(
+                    Outcome(
+                        job=job,
+                        kind=OutcomeKind.FAIL,
+                        detail="stopped: the job was cancelled or its lease was lost",
+                    )
+                )
             for job_id in ids:
                 if job_id in kept:
                     continue
@@ -729,6 +829,7 @@ class Worker:
     async def _drain(self) -> None:
         """Let running jobs finish until the grace deadline, then hand the rest back."""
         assert self._hard is not None
+        self._hand_back_ahead("handed back: the worker shut down before the job started")
         deadline = time.monotonic() + self._grace
         hard = asyncio.ensure_future(self._hard.wait())
         try:
@@ -822,6 +923,7 @@ class Worker:
             run.stop_reason = _REASON_SHUTDOWN
         self._running[job.id.int] = run
         self._executing += 1
+        self._starts += 1
         run.task = asyncio.get_running_loop().create_task(self._execute(run))
 
     def _stop(self, run: _Running, reason: str) -> None:
@@ -911,6 +1013,8 @@ class Worker:
         run.reporting = True
         run.ran = time.monotonic() - run.started
         self._executing -= 1
+        if self._ahead:
+            self._start_ahead()
         assert self._wakeup is not None
         self._wakeup.set()
 
