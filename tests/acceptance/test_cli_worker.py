@@ -1,4 +1,5 @@
-"""``jobrun worker`` as a process: wake-up on NOTIFY and shutdown with stubborn handlers.
+"""``jobrun worker`` as a process: wake-up on NOTIFY, shutdown with stubborn handlers and
+with jobs claimed ahead.
 
 Both defects these tests pin down were invisible to tests that wired a Worker
 by hand: the CLI built its worker without the notifier (so it only polled),
@@ -8,6 +9,7 @@ deadline while its thread still ran, so another worker started the job again.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -20,12 +22,16 @@ from pathlib import Path
 
 import psycopg
 
+from jobrun import Client
+
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.acceptance.worker_defects_app"
 
 
 @contextmanager
-def worker(db_url: str, *options: str) -> Iterator[subprocess.Popen[str]]:
+def worker(
+    db_url: str, *options: str, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[str]]:
     proc = subprocess.Popen(
         [
             sys.executable, "-m", "jobrun", "worker", "--app", APP,
@@ -35,7 +41,7 @@ def worker(db_url: str, *options: str) -> Iterator[subprocess.Popen[str]]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
     )  # fmt: skip
     try:
         yield proc
@@ -143,6 +149,55 @@ def test_shutdown_leaves_a_stubborn_sync_job_leased_and_exits_at_the_deadline(
     assert [line[0] for line in starts] == ["start", "start"]
     assert starts[1][2] == "2"  # the attempt the first worker left was counted
     assert float(starts[1][3]) - float(starts[0][3]) >= 5  # at least the lease
+
+
+def leased_count(db_url: str) -> int:
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute("SELECT count(*) FROM jobs WHERE state = 'leased'").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_sigterm_hands_back_the_jobs_a_busy_cli_worker_claimed_ahead(
+    db_url: str, tmp_path: Path
+) -> None:
+    trace = tmp_path / "trace"
+
+    async def fill() -> list[str]:
+        async with Client(database_url=db_url) as client:
+            payload = {"trace": str(trace), "sleep": 0.02}
+            return [str(i) for i in await client.enqueue_many("nap", [payload] * 60)]
+
+    jobs = asyncio.run(fill())
+    # One handler at a time; a claim_ahead long enough that the buffer reaches
+    # its cap (ten times the concurrency) although the jobs start 50 times a second.
+    options = ("--concurrency", "1", "--poll", "200ms")
+    with worker(db_url, *options, env={"JOBRUN_CLAIM_AHEAD": "10s"}) as proc:
+        deadline = time.monotonic() + 30
+        while leased_count(db_url) < 6:
+            assert time.monotonic() < deadline, "the worker never held more than it ran"
+            assert proc.poll() is None
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    started = {line[1] for line in trace_lines(trace)}
+    with psycopg.connect(db_url) as conn:
+        rows = conn.execute(
+            "SELECT id::text, state::text, attempts, coalesce(last_error, '') FROM jobs"
+        ).fetchall()
+    assert {r[0] for r in rows} == set(jobs)
+    assert not [r for r in rows if r[1] == "leased"]
+    handed = [r for r in rows if "before the job started" in r[3]]
+    assert len(handed) >= 3, rows
+    for job_id, state, attempts, _ in handed:
+        # Claimed ahead, never run: back in the queue with the attempt not counted.
+        assert (state, attempts) == ("queued", 0)
+        assert job_id not in started
+    for job_id, state, attempts, _ in rows:
+        if job_id in started:
+            assert (state, attempts) == ("succeeded", 1)
+    assert len(trace_lines(trace)) == len(started)  # no job started twice
 
 
 def test_cli_worker_refreshes_the_statistics_of_a_table_that_grew_under_it(db_url: str) -> None:

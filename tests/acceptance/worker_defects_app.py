@@ -7,10 +7,12 @@ while the job is still leased.
 - ``mark``: appends ``start <job id> <attempt> <unix time>`` and returns.
 - ``stubborn``: a sync handler that ignores its cancellation token: appends a
   start line, sleeps ``payload["sleep"]`` seconds, appends an end line.
+- ``nap``: appends a start line, then sleeps ``payload["sleep"]`` seconds.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -35,3 +37,9 @@ def stubborn(ctx: JobContext, payload: Any) -> None:
     _trace(ctx, payload, "start")
     time.sleep(float(payload["sleep"]))  # never looks at ctx.token
     _trace(ctx, payload, "end")
+
+
+@registry.handler("nap")
+async def nap(ctx: JobContext, payload: Any) -> None:
+    _trace(ctx, payload, "start")
+    await asyncio.sleep(float(payload["sleep"]))
