@@ -91,8 +91,9 @@ class Config(BaseSettings):
     claim_ahead: Duration = Field(default=DEFAULT_CLAIM_AHEAD, le=timedelta(minutes=1))
     """How much work a busy worker leases beyond its free slots, as time at the rate its
     jobs have been starting (at most ten times ``concurrency``); those jobs start as slots
-    free and are handed back, the attempt not counted, at shutdown. ``0s``: claim for free
-    slots only (see :data:`jobrun.worker.DEFAULT_CLAIM_AHEAD`)."""
+    free and are handed back, the attempt not counted, at shutdown or once they have waited
+    ten times this long. ``0s``: claim for free slots only (see
+    :data:`jobrun.worker.DEFAULT_CLAIM_AHEAD`)."""
     lease: Duration = timedelta(seconds=30)
     """How long a claim holds a job without a heartbeat."""
     heartbeat_every: Duration | None = Field(

@@ -128,16 +128,21 @@ Each claim and each completion statement has a fixed cost on the server
 few at a time pays it for a few jobs. While its last claim came back full, a
 worker therefore also leases as many jobs as it has been starting in this
 long (never more than ten times its concurrency) and starts them as slots
-free. A job waits in that buffer about this long at most. Jobs that run for
-seconds make the buffer a job or two, and an idle or drained queue makes it
-nothing, so only a worker starting thousands of jobs a second claims
-noticeably ahead; there it cut the server's work per job by a fifth at the
-default concurrency. Buffered jobs are leased: they count against a queue's
-concurrency limit, are heartbeated like running jobs, are stopped if
-cancelled, and are handed back, their attempt not counted, when the worker
-stops.
+free. A job waits in that buffer about this long; one still waiting ten
+times as long (at least half a second: the worker's jobs got slower) is
+handed back for other workers to take. Jobs that run for seconds make the
+buffer a job or two, and an idle or drained queue makes it nothing, so only
+a worker starting thousands of jobs a second claims noticeably ahead; there
+it cut the server's work per job by a sixth at the default concurrency.
+Buffered jobs are leased: they count against a queue's concurrency limit,
+are heartbeated like running jobs, are stopped if cancelled, and are handed
+back, their attempt not counted, when the worker stops.
 """
 _CLAIM_AHEAD_MAX = 10
+# A buffered job waiting this many times claim_ahead (and at least the
+# minimum) is handed back: see Worker._hand_back_stale.
+_AHEAD_PATIENCE = 10
+_AHEAD_PATIENCE_MIN = 0.5
 # How often the start rate behind the buffer's size is measured.
 _RATE_PERIOD = 0.05
 
@@ -423,12 +428,13 @@ class Worker:
         self._running: dict[int, _Running] = {}
         self._executing = 0
         # Claimed ahead (see DEFAULT_CLAIM_AHEAD), oldest first: leased, not started.
-        self._ahead: collections.deque[Job] = collections.deque()
+        self._ahead: collections.deque[tuple[Job, float]] = collections.deque()
         self._starts = 0
         self._start_rate = 0.0
         self._rate_since = (time.monotonic(), 0)
         self._last_claim_full = False
         self._claim_ahead = claim_ahead.total_seconds()
+        self._ahead_patience = max(_AHEAD_PATIENCE_MIN, _AHEAD_PATIENCE * self._claim_ahead)
         self._handing_back = False
         self._threads: DaemonThreadPool | None = None
         self._started = False
@@ -609,9 +615,20 @@ class Worker:
             # With every slot taken, claim ahead only once half the buffer has
             # gone, so that those claims stay large.
             if free <= 0 or (slots <= len(self._ahead) and 2 * ahead < wanted):
-                # Every finishing job sets the wakeup, and so does a stop request.
+                # Every finishing job sets the wakeup, and so does a stop request;
+                # with jobs buffered, so does their patience running out.
                 self._wakeup.clear()
-                await self._wakeup.wait()
+                if not self._ahead:
+                    await self._wakeup.wait()
+                    continue
+                timer = asyncio.get_running_loop().call_later(
+                    self._ahead_patience, self._wakeup.set
+                )
+                try:
+                    await self._wakeup.wait()
+                finally:
+                    timer.cancel()
+                self._hand_back_stale()
                 continue
             settled_before = self._settled
             # Handoffs are offered for idle slots only, never for the buffer.
@@ -642,7 +659,8 @@ class Worker:
             self._last_claim_full = len(jobs) >= free
             # In claim order, after those claimed before; a stop requested
             # while the claim ran leaves them buffered, to be handed back.
-            self._ahead.extend(jobs)
+            claimed_at = time.monotonic()
+            self._ahead.extend((job, claimed_at) for job in jobs)
             self._start_ahead()
             self._claim_done()
             if len(jobs) < free:
@@ -682,12 +700,33 @@ class Worker:
         while self._ahead and self._executing < self._concurrency:
             if self._stopping.is_set():
                 return
-            self._start(self._ahead.popleft())
+            self._start(self._ahead.popleft()[0])
 
     def _hand_back_ahead(self, reason: str) -> None:
         """Give every buffered job back: queued, due now, its attempt not counted."""
         while self._ahead:
-            job = self._ahead.popleft()
+            job, _ = self._ahead.popleft()
+            self._completer.submit(Outcome(job=job, kind=OutcomeKind.RELEASE, detail=reason))
+
+    def _hand_back_stale(self) -> None:
+        """Give back buffered jobs that waited far longer than the buffer was sized for.
+
+        The buffer holds what the worker was starting in ``claim_ahead``; jobs
+        still waiting many times that long mean its running jobs got slower
+        (a slow dependency, a burst of long jobs), and other workers may have
+        free slots. They go back, due now and their attempt not counted.
+        """
+        limit = time.monotonic() - self._ahead_patience
+        if not self._ahead or self._ahead[0][1] > limit:
+            return
+        # Claim for free slots only until a claim comes back full again.
+        self._last_claim_full = False
+        reason = (
+            f"handed back: it waited more than {self._ahead_patience:g}s "
+            "for a slot of the worker that claimed it ahead"
+        )
+        while self._ahead and self._ahead[0][1] <= limit:
+            job, _ = self._ahead.popleft()
             self._completer.submit(Outcome(job=job, kind=OutcomeKind.RELEASE, detail=reason))
 
     def _offer(self) -> HandoffOffer | None:
@@ -705,7 +744,7 @@ class Worker:
 
         Called by the dispatcher as the notification arrives, on this loop.
         """
-        if job.id.int in self._running or any(j.id == job.id for j in self._ahead):
+        if job.id.int in self._running or any(j.id == job.id for j, _ in self._ahead):
             return
         if self._claiming:
             # The claim in flight was sized before this job was handed over.
@@ -781,8 +820,8 @@ class Worker:
             await asyncio.sleep(self._heartbeat_every)
             held = [run.job for run in self._running.values() if not run.left]
             held += [run.successor for run in self._running.values() if run.successor]
-            buffered = {job.id for job in self._ahead}
-            held += self._ahead
+            buffered = {job.id for job, _ in self._ahead}
+            held += [job for job, _ in self._ahead]
             if not held:
                 continue
             ids = [job.id for job in held]
@@ -802,10 +841,10 @@ class Worker:
             # Buffered when the heartbeat was sent and left out of the kept set:
             # cancelled (or the lease lost) before it started. Reported as
             # stopped, which ends it cancelled or tells of the lost lease.
-            gone = [job for job in self._ahead if job.id in buffered and job.id not in kept]
+            gone = [job for job, _ in self._ahead if job.id in buffered and job.id not in kept]
             if gone:
                 dropped = {job.id for job in gone}
-                self._ahead = collections.deque(j for j in self._ahead if j.id not in dropped)
+                self._ahead = collections.deque(e for e in self._ahead if e[0].id not in dropped)
             for job in gone:
                 self._completer.submit(
                     Outcome(

@@ -4,8 +4,9 @@ The buffer exists for throughput (a claim or completion statement has a fixed
 cost, so short jobs freeing slots a few at a time made both small). These
 tests pin down its contract on the real store: never more handlers at once
 than ``concurrency``, every job run once, buffered jobs heartbeated, stopped
-when cancelled, and handed back with their attempt uncounted at shutdown;
-``claim_ahead=timedelta(0)`` claims for free slots only.
+when cancelled, handed back with their attempt uncounted at shutdown or when
+stuck behind a slow job; ``claim_ahead=timedelta(0)`` claims for free slots
+only.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from uuid import UUID
 
 import pytest
 
-from jobrun.job import JobState
+from jobrun.job import JobState, NewJob
 from jobrun.postgres import Pool
 from jobrun.postgres.store import Store
 from jobrun.registry import JobContext, Registry
@@ -140,3 +141,48 @@ async def test_a_job_cancelled_while_claimed_ahead_ends_cancelled_without_runnin
     assert ended.attempts == 1
     assert [e.kind for e in await store.events(last)][-1] == "cancelled"
     assert sorted(ran) == sorted(jobs[:-1])
+
+
+async def test_jobs_stuck_behind_a_slow_job_are_handed_back_for_other_workers(
+    store: Store,
+) -> None:
+    reg = Registry()
+    ran: list[UUID] = []
+
+    @reg.handler("nap")
+    async def nap(ctx: JobContext, payload: Any) -> None:
+        ran.append(ctx.job.id)
+        await asyncio.sleep(payload["sleep"])
+
+    fast = await store.enqueue_many("nap", [{"sleep": 0.005}] * 40)
+    slow = (await store.enqueue(NewJob(type="nap", payload={"sleep": 3.0}))).id
+    behind = await store.enqueue_many("nap", [{"sleep": 0.005}] * 20)
+    # 100 ms of starts ahead at about 150 starts a second: the buffer is full
+    # (ten jobs) when the slow job starts, and a buffered job's patience is 1 s.
+    worker = make_worker(store, reg, concurrency=1, claim_ahead=timedelta(milliseconds=100))
+    async with running(worker):
+
+        async def slow_started() -> bool:
+            return slow in ran
+
+        await wait_for(slow_started)
+        handed: list[UUID] = []
+
+        async def some_handed_back() -> bool:
+            for job_id in behind:
+                job = await store.get(job_id)
+                if "waited more than" in (job.last_error or ""):
+                    handed.append(job_id)
+                    assert job.state is JobState.QUEUED and job.attempts == 0
+            return bool(handed)
+
+        # Well before the slow job's 3 s are over: free for another worker.
+        await wait_for(some_handed_back, within=2.5)
+        assert ran[-1] == slow
+        # The handed-back jobs are due again as of their hand-back, after the rest.
+        for job_id in behind:
+            await wait_state(store, job_id, JobState.SUCCEEDED, within=20)
+    assert sorted(ran) == sorted([*fast, slow, *behind])  # each once
+    for job_id in handed:
+        kinds = [e.kind for e in await store.events(job_id)]
+        assert kinds == ["enqueued", "claimed", "released", "claimed", "succeeded"]
