@@ -169,6 +169,7 @@ def test_config_reads_jobrun_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JOBRUN_QUEUE", "mail, default")
     monkeypatch.setenv("JOBRUN_EVENT_MODE", "terminal")
     monkeypatch.setenv("JOBRUN_SCHEDULER", "true")
+    monkeypatch.setenv("JOBRUN_CLAIM_AHEAD", "0s")
     config = Config()
     assert config.concurrency == 7
     assert config.lease == timedelta(minutes=1)
@@ -176,6 +177,8 @@ def test_config_reads_jobrun_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     assert config.queues == ["mail", "default"]
     assert config.event_mode.value == "terminal"
     assert config.scheduler is True
+    assert config.claim_ahead == timedelta(0)
+    assert Config(claim_ahead="20ms").claim_ahead == timedelta(milliseconds=20)
     # An argument wins over the environment.
     assert Config(concurrency=3).concurrency == 3
 
@@ -189,6 +192,8 @@ def test_config_reads_jobrun_variables(monkeypatch: pytest.MonkeyPatch) -> None:
         ("JOBRUN_HEARTBEAT", "20s", "third of the lease"),
         ("JOBRUN_RETRY_JITTER", "2", "retry_jitter"),
         ("JOBRUN_EVENT_MODE", "sometimes", "event_mode"),
+        ("JOBRUN_CLAIM_AHEAD", "2m", "claim_ahead"),
+        ("JOBRUN_CLAIM_AHEAD", "-1s", "claim_ahead: invalid duration"),
     ],
 )
 def test_bad_settings_raise_configuration_error_naming_them(

@@ -125,6 +125,7 @@ def worker(store: RecordingStore, reg: Registry, **kw: Any) -> Worker:
         ({"shutdown_grace": timedelta(seconds=-1)}, "shutdown_grace"),
         ({"reap_every": timedelta(0)}, "reap"),
         ({"owner": ""}, "owner"),
+        ({"claim_ahead": timedelta(milliseconds=-1)}, "claim_ahead"),
     ],
 )
 def test_bad_settings_are_refused_at_construction(kwargs: dict[str, Any], message: str) -> None:
