@@ -8,9 +8,9 @@ One :class:`Worker` is one owner of leases. Its loops, all on one event loop:
   drained, so it waits for a notification from the dispatcher (or simply
   ``poll_every``: notifications only cut latency, polling is the guarantee).
   While the queues stay busy it also claims a little ahead (see
-  :data:`DEFAULT_CLAIM_AHEAD`): a small buffer of leased jobs that start the moment a
-  slot frees, so that claims and completions stay large when every slot is
-  taken by short jobs, whatever ``concurrency`` is.
+  :data:`DEFAULT_CLAIM_AHEAD`): a small buffer of leased jobs that start the
+  moment a slot frees, so that claims and completions stay large when every
+  slot is taken by short jobs, whatever ``concurrency`` is.
 * **jobs**: each handler runs as a task (``async def``) or in a bounded thread
   pool (``def``). An exception, a timeout, an unknown type or a payload that
   does not validate becomes ``store.fail`` with the job's own backoff; success
@@ -133,7 +133,8 @@ times as long (at least half a second: the worker's jobs got slower) is
 handed back for other workers to take. Jobs that run for seconds make the
 buffer a job or two, and an idle or drained queue makes it nothing, so only
 a worker starting thousands of jobs a second claims noticeably ahead; there
-it cut the server's work per job by a sixth at the default concurrency.
+it cut the server's work per job by a tenth to a sixth at the default
+concurrency.
 Buffered jobs are leased: they count against a queue's concurrency limit,
 are heartbeated like running jobs, are stopped if cancelled, and are handed
 back, their attempt not counted, when the worker stops.
