@@ -305,6 +305,10 @@ class _Running:
     # True once the handler has finished and the outcome is being reported (a
     # completion or a fail): it can no longer be cancelled, only reported.
     reporting: bool = False
+    # True once the task has begun _execute. A task cancelled before its first
+    # step never runs the coroutine, so nothing would report the job or free
+    # its slot: such a run is stopped through stop_reason alone.
+    entered: bool = False
     # Seconds the handler ran (from start to the end of the handler), for metrics.
     ran: float = 0.0
     # The job's next attempt, claimed by this worker while this run still
@@ -819,13 +823,13 @@ class Worker:
         failing = False
         while True:
             await asyncio.sleep(self._heartbeat_every)
-            held = [run.job for run in self._running.values() if not run.left]
+            runs = [run for run in self._running.values() if not run.left]
+            held = [run.job for run in runs]
             held += [run.successor for run in self._running.values() if run.successor]
-            buffered = {job.id for job, _ in self._ahead}
-            held += [job for job, _ in self._ahead]
+            buffered = [job for job, _ in self._ahead]
+            held += buffered
             if not held:
                 continue
-            ids = [job.id for job in held]
             try:
                 kept = await self._store.heartbeat(self.owner, held, self._lease)
             except Exception as exc:
@@ -839,13 +843,18 @@ class Worker:
             if failing:
                 failing = False
                 self._log.info("heartbeats working again")
-            # Buffered when the heartbeat was sent and left out of the kept set:
-            # cancelled (or the lease lost) before it started. Reported as
-            # stopped, which ends it cancelled or tells of the lost lease.
-            gone = [job for job, _ in self._ahead if job.id in buffered and job.id not in kept]
+            # What the heartbeat sent and was not kept is matched by identity,
+            # not by id: a job whose attempt ended meanwhile (a snooze, a retry
+            # due now) can be claimed again and held anew under the same id,
+            # and that later claim was not what the heartbeat asked about.
+            # Buffered when sent and not kept: cancelled (or the lease lost)
+            # before it started. Reported as stopped, which ends it cancelled
+            # or tells of the lost lease.
+            sent = {id(job) for job in buffered}
+            gone = [job for job, _ in self._ahead if id(job) in sent and job.id not in kept]
             if gone:
-                dropped = {job.id for job in gone}
-                self._ahead = collections.deque(e for e in self._ahead if e[0].id not in dropped)
+                dropped = {id(job) for job in gone}
+                self._ahead = collections.deque(e for e in self._ahead if id(e[0]) not in dropped)
             for job in gone:
                 self._completer.submit(
                     Outcome(
@@ -854,14 +863,13 @@ class Worker:
                         detail="stopped: the job was cancelled or its lease was lost",
                     )
                 )
-            for job_id in ids:
-                if job_id in kept:
+            for run in runs:
+                if run.job.id in kept or self._running.get(run.job.id.int) is not run:
                     continue
-                run = self._running.get(job_id.int)
-                if run is not None and not run.reporting and run.stop_reason is None:
+                if not run.reporting and run.stop_reason is None:
                     self._log.info(
                         "job %s was cancelled or lost its lease; stopping it",
-                        job_id,
+                        run.job.id,
                         extra=self._extra(run, outcome="stopping"),
                     )
                     self._stop(run, _REASON_CANCELLED)
@@ -971,13 +979,14 @@ class Worker:
             return
         sync = run.handler is not None and not run.handler.is_async
         if run.stop_reason is not None:
-            if reason == _REASON_SHUTDOWN and run.task is not None and not sync:
+            if reason == _REASON_SHUTDOWN and run.task is not None and not sync and run.entered:
                 # Already stopping (an async handler that swallowed a cancel): insist.
                 run.task.cancel()
             return
         run.stop_reason = reason
         run.ctx.token.set(reason)
-        if run.task is None:
+        if run.task is None or not run.entered:
+            # Not begun: _execute sees stop_reason, skips the handler and reports.
             return
         # A sync handler's thread cannot be interrupted: whatever the reason, the
         # job keeps its lease (and slot) until the handler notices the token and
@@ -986,6 +995,7 @@ class Worker:
             run.task.cancel()
 
     async def _execute(self, run: _Running) -> None:
+        run.entered = True
         job = run.job
         commit: CommitCallback | None = None
         error: str | None = None

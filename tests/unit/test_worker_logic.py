@@ -462,3 +462,35 @@ async def test_a_job_handed_to_a_stopping_worker_is_given_back() -> None:
     assert "stopping" in store.failed[0][1]
     release.set()
     await asyncio.wait_for(task, 5)
+
+
+async def test_a_job_stopped_before_its_task_began_is_still_reported_and_freed() -> None:
+    # A heartbeat can come back without a job whose task was created but has
+    # not run yet (a job claimed again just after its earlier attempt ended).
+    # Cancelling such a task skips the coroutine, finally blocks included, so
+    # the run used to stay in the worker for good: a drain never ended.
+    store = RecordingStore()
+    reg = Registry()
+    ran: list[UUID] = []
+
+    @reg.handler("noop")
+    async def noop(ctx: JobContext, payload: Any) -> None:
+        ran.append(ctx.job.id)
+
+    w = worker(store, reg)  # type: ignore[arg-type]
+    stop = asyncio.Event()
+    task = asyncio.create_task(w.run(stop))
+    await asyncio.sleep(0.05)
+    job = make_job(owner=w.owner)
+    w._start(job)
+    w._stop(w._running[job.id.int], "cancelled")  # before the task's first step
+    for _ in range(250):
+        if job.id.int not in w._running:
+            break
+        await asyncio.sleep(0.02)
+    assert job.id.int not in w._running
+    assert w._executing == 0
+    assert ran == []
+    assert [(j.id, "stopped" in detail) for j, detail in store.failed] == [(job.id, True)]
+    stop.set()
+    await asyncio.wait_for(task, 5)
