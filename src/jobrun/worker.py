@@ -707,9 +707,12 @@ class Worker:
                 return
             self._start(self._ahead.popleft()[0])
 
-    def _hand_back_ahead(self, reason: str) -> None:
-        """Give every buffered job back: queued, due now, its attempt not counted."""
-        while self._ahead:
+    def _hand_back_ahead(self, reason: str, *, claimed_by: float | None = None) -> None:
+        """Give buffered jobs back (queued, due now, attempt not counted), oldest first.
+
+        All of them, or with ``claimed_by`` (a monotonic time) those claimed by then.
+        """
+        while self._ahead and (claimed_by is None or self._ahead[0][1] <= claimed_by):
             job, _ = self._ahead.popleft()
             self._completer.submit(Outcome(job=job, kind=OutcomeKind.RELEASE, detail=reason))
 
@@ -730,9 +733,7 @@ class Worker:
             f"handed back: it waited more than {self._ahead_patience:g}s "
             "for a slot of the worker that claimed it ahead"
         )
-        while self._ahead and self._ahead[0][1] <= limit:
-            job, _ = self._ahead.popleft()
-            self._completer.submit(Outcome(job=job, kind=OutcomeKind.RELEASE, detail=reason))
+        self._hand_back_ahead(reason, claimed_by=limit)
 
     def _offer(self) -> HandoffOffer | None:
         """What to offer with the next claim: nothing unless handed jobs can arrive now."""

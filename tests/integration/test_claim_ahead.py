@@ -55,35 +55,38 @@ def counting_registry(
     return reg, ran, executing, held
 
 
-async def test_a_busy_worker_holds_more_jobs_than_it_runs_and_runs_each_once(
-    store: Store,
-) -> None:
+async def drain_short_jobs(
+    store: Store, **worker_settings: Any
+) -> tuple[list[UUID], list[UUID], int, int]:
+    """Drain 600 jobs that return at once with two slots: (jobs, ran, most at once, most held)."""
     ref: list[Worker] = []
     reg, ran, executing, held = counting_registry(ref, 0)
     jobs = await store.enqueue_many("work", [{} for _ in range(600)])
-    worker = make_worker(store, reg, concurrency=2)
+    worker = make_worker(store, reg, concurrency=2, **worker_settings)
     ref.append(worker)
     await asyncio.wait_for(worker.run(drain=True), 60)
+    return jobs, ran, executing[1], max(held)
+
+
+async def test_a_busy_worker_holds_more_jobs_than_it_runs_and_runs_each_once(
+    store: Store,
+) -> None:
+    jobs, ran, most_running, most_held = await drain_short_jobs(store)
     assert sorted(ran) == sorted(jobs)  # every job, once
-    assert executing[1] <= 2
+    assert most_running <= 2
     # Running plus reporting jobs are at most twice the concurrency; more
     # than that held means jobs were claimed ahead.
-    assert max(held) > 2 * 2
-    assert max(held) <= 2 * 2 + 10 * 2
+    assert most_held > 2 * 2
+    assert most_held <= 2 * 2 + 10 * 2
     for job_id in jobs[:5] + jobs[-5:]:
         assert (await store.get(job_id)).state is JobState.SUCCEEDED
 
 
 async def test_claim_ahead_zero_claims_for_free_slots_only(store: Store) -> None:
-    ref: list[Worker] = []
-    reg, ran, executing, held = counting_registry(ref, 0)
-    jobs = await store.enqueue_many("work", [{} for _ in range(600)])
-    worker = make_worker(store, reg, concurrency=2, claim_ahead=timedelta(0))
-    ref.append(worker)
-    await asyncio.wait_for(worker.run(drain=True), 60)
+    jobs, ran, most_running, most_held = await drain_short_jobs(store, claim_ahead=timedelta(0))
     assert sorted(ran) == sorted(jobs)
-    assert executing[1] <= 2
-    assert max(held) <= 2 * 2
+    assert most_running <= 2
+    assert most_held <= 2 * 2
 
 
 async def test_a_stopping_worker_hands_back_the_jobs_it_claimed_ahead(store: Store) -> None:
