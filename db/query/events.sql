@@ -4,12 +4,19 @@
 SELECT * FROM job_events WHERE job_id = @job_id ORDER BY id;
 
 -- name: EventPrune :execrows
--- Delete up to batch_size events older than the given age.
+-- Delete, of the batch_size oldest events by id, those older than the given
+-- age. Ids follow insertion, and `at` follows the ids to within the length of
+-- one transaction (an event's `at` is its transaction's clock), so the lowest
+-- ids are the oldest events: pruning walks the primary key from its start and
+-- needs no index on `at`, which every event would otherwise pay for on the
+-- hot path (migration 00010). An old event queued behind a younger one waits
+-- until that one is old enough too. Fewer deleted than batch_size: the oldest
+-- events left are young enough to keep.
 DELETE FROM job_events
 WHERE id IN (
-    SELECT id FROM job_events
-    WHERE at < coalesce(sqlc.narg('now')::timestamptz, now()) - @older_than::interval
-    LIMIT @batch_size
+    SELECT oldest.id
+    FROM (SELECT id, at FROM job_events ORDER BY id LIMIT @batch_size) AS oldest
+    WHERE oldest.at < coalesce(sqlc.narg('now')::timestamptz, now()) - @older_than::interval
 );
 
 -- name: EventInsertEnqueuedMany :exec

@@ -42,7 +42,7 @@ RETURNING *;
 -- Every queue with a row or with queued or leased jobs, with its controls and
 -- how many of its jobs are queued and leased right now. The counts read only
 -- the partial indexes of queued (jobs_claim_idx) and leased
--- (jobs_leased_queue_idx) rows, never finished jobs.
+-- (jobs_leased_idx) rows, never finished jobs.
 WITH queued AS (
     SELECT jobs.queue, count(*)::bigint AS n FROM jobs WHERE jobs.state = 'queued'
     GROUP BY jobs.queue

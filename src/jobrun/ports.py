@@ -275,7 +275,7 @@ class Pruning(Protocol):
     async def prune_events_batch(
         self, older_than: timedelta, limit: int = 5000, *, now: datetime | None = None
     ) -> int:
-        """Delete up to ``limit`` events older than ``older_than``."""
+        """Delete, of the ``limit`` oldest events by id, those older than ``older_than``."""
         ...
 
     async def prune_effects_batch(

@@ -63,7 +63,7 @@ async def explain(pool: Pool, statement: str, params: dict[str, Any]) -> dict[st
     return plan
 
 
-LEASED_INDEXES = {"jobs_lease_idx", "jobs_leased_queue_idx"}
+LEASED_INDEXES = {"jobs_leased_idx"}
 
 
 def leased_index_scans(plan: dict[str, Any]) -> list[tuple[str, str | None, str | None, int]]:

@@ -68,7 +68,7 @@ async def test_migrate_from_empty_builds_the_schema(empty_db_url: str) -> None:
         state["tables"]
     )
     index_names = {name for name, _ in state["indexes"]}
-    assert {"jobs_claim_idx", "jobs_lease_idx", "jobs_idem_uniq"} <= index_names
+    assert {"jobs_claim_idx", "jobs_leased_idx", "jobs_idem_uniq"} <= index_names
     claim_def = dict(state["indexes"])["jobs_claim_idx"]
     assert "WHERE (state = 'queued'::job_state)" in claim_def
     assert "UNIQUE" in dict(state["indexes"])["jobs_idem_uniq"]

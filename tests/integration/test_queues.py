@@ -209,7 +209,7 @@ async def test_the_leased_count_reads_the_leased_index(store: Store, pool: Pool)
         # The function's body is the statement above; it must stay what we explain.
         cur = await conn.execute("SELECT prosrc FROM pg_proc WHERE proname = 'queue_leased_count'")
         body = await cur.fetchone()
-    assert "jobs_leased_queue_idx" in plan, plan
+    assert "jobs_leased_idx" in plan, plan
     assert body is not None and "state = 'leased' AND queue = queue_name" in body[0]
 
 

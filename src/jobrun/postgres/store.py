@@ -1080,9 +1080,12 @@ class Store(ScheduleMethods):
     async def prune_events_batch(
         self, older_than: timedelta, limit: int = 5000, *, now: datetime | None = None
     ) -> int:
-        """Delete up to ``limit`` events older than ``older_than``; one short statement.
+        """Delete, of the ``limit`` oldest events, those older than ``older_than``.
 
-        Returns how many it deleted: fewer than ``limit`` means none is left.
+        One short statement that walks the events in id order (no index on
+        their time: every event would pay for one). Returns how many it
+        deleted: fewer than ``limit`` means the oldest events left are young
+        enough to keep (an old event behind a younger one waits for it).
         """
         _base.check_older_than(older_than)
         _base.check_batch_limit(limit)

@@ -18,9 +18,9 @@ SELECT id, job_id, at, kind, from_state, to_state, attempt, owner, detail FROM j
 EVENT_PRUNE = """
 DELETE FROM job_events
 WHERE id IN (
-    SELECT id FROM job_events
-    WHERE at < coalesce(%(now)s::timestamptz, now()) - %(older_than)s::interval
-    LIMIT %(batch_size)s
+    SELECT oldest.id
+    FROM (SELECT id, at FROM job_events ORDER BY id LIMIT %(batch_size)s) AS oldest
+    WHERE oldest.at < coalesce(%(now)s::timestamptz, now()) - %(older_than)s::interval
 )
 """
 
@@ -55,18 +55,25 @@ class AsyncQuerier:
     async def event_prune(
         self,
         *,
+        batch_size: int,
         now: datetime | None,
         older_than: timedelta,
-        batch_size: int,
     ) -> int:
-        """Delete up to batch_size events older than the given age.
+        """Delete, of the batch_size oldest events by id, those older than the given
+        age. Ids follow insertion, and `at` follows the ids to within the length of
+        one transaction (an event's `at` is its transaction's clock), so the lowest
+        ids are the oldest events: pruning walks the primary key from its start and
+        needs no index on `at`, which every event would otherwise pay for on the
+        hot path (migration 00010). An old event queued behind a younger one waits
+        until that one is old enough too. Fewer deleted than batch_size: the oldest
+        events left are young enough to keep.
 
         Run ``EventPrune``; return the number of rows it affected.
         """
         _args = {
+            "batch_size": batch_size,
             "now": now,
             "older_than": older_than,
-            "batch_size": batch_size,
         }
         async with self._conn.cursor() as _cur:
             if self._conn.pgconn.pipeline_status:
@@ -106,15 +113,22 @@ class Querier:
             _rows = _cur.fetchall()
         return [row_to_job_event(_row) for _row in _rows]
 
-    def event_prune(self, *, now: datetime | None, older_than: timedelta, batch_size: int) -> int:
-        """Delete up to batch_size events older than the given age.
+    def event_prune(self, *, batch_size: int, now: datetime | None, older_than: timedelta) -> int:
+        """Delete, of the batch_size oldest events by id, those older than the given
+        age. Ids follow insertion, and `at` follows the ids to within the length of
+        one transaction (an event's `at` is its transaction's clock), so the lowest
+        ids are the oldest events: pruning walks the primary key from its start and
+        needs no index on `at`, which every event would otherwise pay for on the
+        hot path (migration 00010). An old event queued behind a younger one waits
+        until that one is old enough too. Fewer deleted than batch_size: the oldest
+        events left are young enough to keep.
 
         Run ``EventPrune``; return the number of rows it affected.
         """
         _args = {
+            "batch_size": batch_size,
             "now": now,
             "older_than": older_than,
-            "batch_size": batch_size,
         }
         with self._conn.cursor() as _cur:
             if self._conn.pgconn.pipeline_status:

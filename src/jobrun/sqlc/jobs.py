@@ -1372,7 +1372,7 @@ class AsyncQuerier:
         the lag: how long the oldest due job has waited since its run_at (not its
         created_at: a job delayed to later is not late until it is due). Only the partial indexes are read: the queued half is an
         index-only scan of jobs_claim_idx (queue, priority, run_at, id WHERE
-        queued), the leased half walks jobs_lease_idx, so the cost follows the
+        queued), the leased half walks jobs_leased_idx, so the cost follows the
         backlog and the running jobs, never the finished history, however large.
 
         Run ``JobQueueStats``; return all its rows.
@@ -1854,7 +1854,7 @@ class Querier:
         the lag: how long the oldest due job has waited since its run_at (not its
         created_at: a job delayed to later is not late until it is due). Only the partial indexes are read: the queued half is an
         index-only scan of jobs_claim_idx (queue, priority, run_at, id WHERE
-        queued), the leased half walks jobs_lease_idx, so the cost follows the
+        queued), the leased half walks jobs_leased_idx, so the cost follows the
         backlog and the running jobs, never the finished history, however large.
 
         Run ``JobQueueStats``; return all its rows.

@@ -194,7 +194,7 @@ class AsyncQuerier:
         """Every queue with a row or with queued or leased jobs, with its controls and
         how many of its jobs are queued and leased right now. The counts read only
         the partial indexes of queued (jobs_claim_idx) and leased
-        (jobs_leased_queue_idx) rows, never finished jobs.
+        (jobs_leased_idx) rows, never finished jobs.
 
         Run ``QueueList``; return all its rows.
         """
@@ -270,7 +270,7 @@ class Querier:
         """Every queue with a row or with queued or leased jobs, with its controls and
         how many of its jobs are queued and leased right now. The counts read only
         the partial indexes of queued (jobs_claim_idx) and leased
-        (jobs_leased_queue_idx) rows, never finished jobs.
+        (jobs_leased_idx) rows, never finished jobs.
 
         Run ``QueueList``; return all its rows.
         """
