@@ -7,10 +7,14 @@ and done, counted in the database) are what must pass.
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,3 +40,49 @@ def test_bench_peers_jobrun_half_runs_and_verifies_every_sample(pg_admin_url: st
     # the server's CPU per job is read for every sample.
     assert "server CPU/job, batch enqueue (calls of 1,000)" in result.stdout, result.stdout
     assert "worker process CPU/job, no-op processing (defaults)" in result.stdout, result.stdout
+    # The floors need pgbench, which comes with PostgreSQL's own packages (CI's
+    # machine has them); a machine without it is told so instead.
+    if shutil.which("pgbench"):
+        for step in ("floor one-row insert", "floor jobrun statement",
+                     "server CPU/job, single-enqueue statement from pgbench"):  # fmt: skip
+            assert step in result.stdout, result.stdout
+    else:
+        assert "floors: pgbench is not on PATH" in result.stdout, result.stdout
+
+
+def _bench_peers_module() -> Any:
+    loader = importlib.machinery.SourceFileLoader(
+        "bench_peers", str(ROOT / "scripts" / "bench-peers")
+    )
+    spec = importlib.util.spec_from_loader("bench_peers", loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    # Its dataclasses resolve their annotations through sys.modules.
+    sys.modules[spec.name] = module
+    try:
+        loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    return module
+
+
+def test_cpu_budget_sets_each_target_against_the_cpu_jobrun_spent() -> None:
+    bench = _bench_peers_module()
+    sample = bench.Sample
+    results = {
+        "pgqueuer no-op batch 500": [sample(20_000.0)],
+        "jobrun no-op c1000": [sample(25_000.0, {"server_cpu": 30e-6, "client_cpu": 25e-6})],
+        "pgqueuer enqueue batch_1000": [sample(50_000.0)],
+        "jobrun enqueue batch_1000": [sample(40_000.0, {"server_cpu": 12.5e-6})],
+    }
+    lines = bench.budget_lines(results, cores=2)
+    # 2x of 20,000/s on 2 cores leaves 50 us a job; 30 + 25 = 55 us caps the rate at
+    # 2 / 55 us = 36,364/s, 1.82x. A batch job may take 10 us; the server's 12.5 us
+    # alone caps it at 80,000/s, 1.60x.
+    assert lines == [
+        "no-op, jobrun best tuned >= 2x: needs 40,000 jobs/s, which leaves 50 us of CPU per "
+        "job on 2 cores; jobrun spends 30 (server) + 25 (worker) = 55 us, so at most 1.82x here",
+        "enqueue_batch, calls of 1,000 >= 2x: needs 100,000 jobs/s, 10.0 us a job on one "
+        "connection; the server alone spends 12.5 us, so at most about 1.60x with no client "
+        "work at all",
+    ]
