@@ -70,7 +70,7 @@ def test_cpu_budget_sets_each_target_against_the_cpu_jobrun_spent() -> None:
     bench = _bench_peers_module()
     sample = bench.Sample
     results = {
-        "pgqueuer no-op batch 500": [sample(20_000.0)],
+        "pgqueuer no-op batch 500": [sample(20_000.0, {"server_cpu": 22e-6, "client_cpu": 31e-6})],
         "jobrun no-op c1000": [sample(25_000.0, {"server_cpu": 30e-6, "client_cpu": 25e-6})],
         "pgqueuer enqueue batch_1000": [sample(50_000.0)],
         "jobrun enqueue batch_1000": [sample(40_000.0, {"server_cpu": 12.5e-6})],
@@ -81,7 +81,8 @@ def test_cpu_budget_sets_each_target_against_the_cpu_jobrun_spent() -> None:
     # alone caps it at 80,000/s, 1.60x.
     assert lines == [
         "no-op, jobrun best tuned >= 2x: needs 40,000 jobs/s, which leaves 50 us of CPU per "
-        "job on 2 cores; jobrun spends 30 (server) + 25 (worker) = 55 us, so at most 1.82x here",
+        "job on 2 cores; jobrun spends 30 (server) + 25 (worker) = 55 us (pgqueuer's best spends "
+        "53), so at most 1.82x here",
         "enqueue_batch, calls of 1,000 >= 2x: needs 100,000 jobs/s, 10.0 us a job on one "
         "connection; the server alone spends 12.5 us, so at most about 1.60x with no client "
         "work at all",
