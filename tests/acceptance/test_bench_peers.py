@@ -48,6 +48,7 @@ def test_bench_peers_jobrun_half_runs_and_verifies_every_sample(pg_admin_url: st
             assert step in result.stdout, result.stdout
     else:
         assert "floors: pgbench is not on PATH" in result.stdout, result.stdout
+    assert "floor jobrun batch statements" in result.stdout, result.stdout
 
 
 def _bench_peers_module() -> Any:
