@@ -3,8 +3,9 @@
 A queue table that only grows slows every claim and every vacuum, so the
 :class:`Maintenance` service prunes on a timer. Every worker process may run
 one (``Config.maintenance``, on by default); an advisory lock on
-:data:`MAINTENANCE_LOCK_KEY` elects the one that prunes, as for the
-scheduler, so N workers cost one pass per tick, not N.
+:data:`MAINTENANCE_LOCK_KEY` elects the one that prunes through the one
+elector (:class:`jobrun.leadership.Elector`), as for the scheduler, so N
+workers cost one pass per tick, not N.
 
 Each tick (``every``, default 1 minute) the leader deletes, in this order:
 
@@ -52,6 +53,7 @@ from jobrun._waiting import sleep_unless
 from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError, JobrunError
 from jobrun.job import JobState, duration_problem
+from jobrun.leadership import MAINTENANCE_LOCK_KEY, Elector
 from jobrun.ports import Locker, LockHandle, Pruning
 
 __all__ = [
@@ -66,9 +68,6 @@ __all__ = [
     "Retention",
     "retention_problem",
 ]
-
-MAINTENANCE_LOCK_KEY = 0x6A6F6272756E0002
-"""The advisory lock key every maintenance service competes for ("jobrun" then 2)."""
 
 DEFAULT_EVERY = timedelta(minutes=1)
 """Time between two pruning passes of the leader."""
@@ -221,16 +220,14 @@ class Maintenance:
         if batch_size < 1:
             raise ConfigurationError(f"batch_size must be at least 1, got {batch_size}")
         self._store = store
-        self._locker = locker
         self._retention = retention if retention is not None else Retention()
         self._every = every.total_seconds()
-        self._key = key
         self._batch = batch_size
         self._pause = positive_seconds("pause", pause, allow_zero=True)
         self._retry = positive_seconds("retry_leadership_every", retry_leadership_every)
         self._statistics_every = positive_seconds("statistics_every", statistics_every)
         self._analyzed: list[str] = []
-        self._handle: LockHandle | None = None
+        self._elector = Elector(locker, key, name="maintenance", retry_every=self._retry)
         self._passes = 0
         self._deleted = 0
 
@@ -242,7 +239,7 @@ class Maintenance:
     @property
     def is_leader(self) -> bool:
         """Whether this service holds the maintenance lock right now."""
-        return self._handle is not None and not self._handle.lost
+        return self._elector.is_leader
 
     @property
     def passes(self) -> int:
@@ -261,25 +258,7 @@ class Maintenance:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Compete for leadership and prune every ``every`` while leading, until ``stop``."""
-        while not stop.is_set():
-            handle = await self._try_lead()
-            if handle is None:
-                await sleep_unless(stop, self._retry)
-                continue
-            self._handle = handle
-            log.info("maintenance: leading (lock key %d)", self._key)
-            try:
-                await self._lead(handle, stop)
-            finally:
-                self._handle = None
-                lost = handle.lost
-                await handle.release()
-            if lost:
-                log.warning("maintenance: lost leadership; standing by")
-                # As the scheduler does: let a healthy follower take over.
-                await sleep_unless(stop, 2 * self._retry)
-            else:
-                log.info("maintenance: stepped down")
+        await self._elector.run(stop, self._lead)
 
     async def prune_once(
         self,
@@ -343,13 +322,6 @@ class Maintenance:
                 await sleep_unless(stop, self._pause, handle)
             if (stop is not None and stop.is_set()) or (handle is not None and handle.lost):
                 return False, total
-
-    async def _try_lead(self) -> LockHandle | None:
-        try:
-            return await self._locker.try_acquire(self._key)
-        except (JobrunError, OSError) as exc:
-            log.warning("maintenance: cannot try for leadership: %s", exc)
-            return None
 
     async def _lead(self, handle: LockHandle, stop: asyncio.Event) -> None:
         prune_at = time.monotonic()

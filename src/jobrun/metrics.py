@@ -49,6 +49,7 @@ from jobrun._waiting import sleep_unless
 from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError, JobrunError
 from jobrun.job import Job, JobState, QueueStats
+from jobrun.leadership import QUEUE_STATS_LOCK_KEY, Elector
 from jobrun.observe import FINISHED_OUTCOMES, Observer
 from jobrun.ports import Locker, LockHandle
 
@@ -62,9 +63,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger("jobrun.metrics")
-
-QUEUE_STATS_LOCK_KEY = 0x6A6F6272756E0003
-"""The advisory lock key of the queue-gauge leader ("jobrun" then 2; the scheduler's is 1)."""
 
 _WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
 _RUN_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
@@ -272,46 +270,33 @@ class QueueStatsPublisher:
         self._every = positive_seconds("every", every)
         self._retry = positive_seconds("retry_every", retry_every)
         self._store = store
-        self._locker = locker
         self._metrics = metrics
-        self._key = key
+        self._elector = Elector(locker, key, name="queue stats", retry_every=self._retry)
         self.updates = 0
         """How many times this publisher has set the gauges."""
 
     async def run(self, stop: asyncio.Event) -> None:
         """Compete for the lock and publish while leading, until ``stop`` is set."""
-        while not stop.is_set():
-            try:
-                handle = await self._locker.try_acquire(self._key)
-            except (JobrunError, OSError) as exc:
-                _log.warning("queue stats: cannot try for leadership: %s", exc)
-                handle = None
-            if handle is None:
-                await sleep_unless(stop, self._retry)
-                continue
-            self._metrics.stats_leader.set(1)
-            try:
-                await self._lead(handle, stop)
-            finally:
-                self._metrics.stats_leader.set(0)
-                self._metrics.clear_queue_stats()
-                lost = handle.lost
-                with contextlib.suppress(JobrunError, OSError):
-                    await handle.release()
-            if lost:
-                _log.warning("queue stats: lost leadership; standing by")
-                await sleep_unless(stop, 2 * self._retry)
+        await self._elector.run(stop, self._lead)
 
     async def _lead(self, handle: LockHandle, stop: asyncio.Event) -> None:
-        while not stop.is_set() and not handle.lost:
-            try:
-                stats = await self._store.queue_stats()
-            except (JobrunError, OSError) as exc:
-                _log.warning("queue stats: reading queue stats failed: %s", exc)
-            else:
-                self._metrics.set_queue_stats(stats)
-                self.updates += 1
-            await sleep_unless(stop, self._every, handle)
+        self._metrics.stats_leader.set(1)
+        try:
+            while not stop.is_set() and not handle.lost:
+                await self._publish()
+                await sleep_unless(stop, self._every, handle)
+        finally:
+            self._metrics.stats_leader.set(0)
+            self._metrics.clear_queue_stats()
+
+    async def _publish(self) -> None:
+        try:
+            stats = await self._store.queue_stats()
+        except (JobrunError, OSError) as exc:
+            _log.warning("queue stats: reading queue stats failed: %s", exc)
+        else:
+            self._metrics.set_queue_stats(stats)
+            self.updates += 1
 
 
 Readiness = Callable[[], Awaitable[None]]

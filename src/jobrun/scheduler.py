@@ -1,7 +1,8 @@
 """Fire schedules from exactly one process: an elected leader that ticks.
 
 Every process may run a :class:`Scheduler`; one of them leads. Leadership is
-an advisory lock taken through the :class:`~jobrun.ports.Locker` port. The
+an advisory lock taken through the :class:`~jobrun.ports.Locker` port by the
+one elector, :class:`jobrun.leadership.Elector`. The
 leader calls :meth:`~jobrun.ports.ScheduleStore.due_schedules` once per tick with
 the database clock; the store materialises each due run as a job keyed
 ``sched:<id>:<next_run>`` and advances the schedule (and applies the misfire
@@ -31,12 +32,10 @@ from datetime import timedelta
 from jobrun._waiting import sleep_unless
 from jobrun.durations import positive_seconds
 from jobrun.errors import JobrunError
+from jobrun.leadership import SCHEDULER_LOCK_KEY, Elector
 from jobrun.ports import Locker, LockHandle, ScheduleStore
 
 __all__ = ["DEFAULT_RETRY_LEADERSHIP_EVERY", "DEFAULT_TICK", "SCHEDULER_LOCK_KEY", "Scheduler"]
-
-SCHEDULER_LOCK_KEY = 0x6A6F6272756E0001
-"""The advisory lock key every jobrun scheduler competes for ("jobrun" then 1)."""
 
 DEFAULT_TICK = timedelta(seconds=1)
 """The time between two materialisations by the leader."""
@@ -67,15 +66,13 @@ class Scheduler:
         self._tick = positive_seconds("tick", tick)
         self._retry = positive_seconds("retry_leadership_every", retry_leadership_every)
         self._store = store
-        self._locker = locker
-        self._key = key
-        self._handle: LockHandle | None = None
+        self._elector = Elector(locker, key, name="scheduler", retry_every=self._retry)
         self._materialised = 0
 
     @property
     def is_leader(self) -> bool:
         """Whether this scheduler holds the lock right now."""
-        return self._handle is not None and not self._handle.lost
+        return self._elector.is_leader
 
     @property
     def failover_bound(self) -> float:
@@ -92,33 +89,7 @@ class Scheduler:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Compete for leadership and tick while leading, until ``stop`` is set."""
-        while not stop.is_set():
-            handle = await self._try_lead()
-            if handle is None:
-                await sleep_unless(stop, self._retry)
-                continue
-            self._handle = handle
-            log.info("scheduler: leading (lock key %d)", self._key)
-            try:
-                await self._lead(handle, stop)
-            finally:
-                self._handle = None
-                lost = handle.lost
-                await handle.release()
-            if lost:
-                log.warning("scheduler: lost leadership; standing by")
-                # Sit out two retry periods so a healthy follower takes over rather
-                # than the process whose connection just failed grabbing it back.
-                await sleep_unless(stop, 2 * self._retry)
-            else:
-                log.info("scheduler: stepped down")
-
-    async def _try_lead(self) -> LockHandle | None:
-        try:
-            return await self._locker.try_acquire(self._key)
-        except (JobrunError, OSError) as exc:
-            log.warning("scheduler: cannot try for leadership: %s", exc)
-            return None
+        await self._elector.run(stop, self._lead)
 
     async def _lead(self, handle: LockHandle, stop: asyncio.Event) -> None:
         while not stop.is_set() and not handle.lost:

@@ -132,3 +132,26 @@ def test_every_advisory_lock_key_is_distinct() -> None:
         "queue stats": jobrun.metrics.QUEUE_STATS_LOCK_KEY,
     }
     assert len(set(keys.values())) == len(keys), keys
+
+
+def test_every_leader_run_service_takes_its_key_from_the_one_table() -> None:
+    # The leader-run services declare their keys in one place; a service whose
+    # default drifted from the table would compete for a key nobody checks.
+    import inspect
+
+    import jobrun.leadership
+    import jobrun.maintenance
+    import jobrun.metrics
+    import jobrun.scheduler
+
+    table = dict(jobrun.leadership.LEADER_LOCK_KEYS)
+    migrate_module = importlib.import_module("jobrun.postgres.migrate")
+    assert len(set(table.values()) | {migrate_module.MIGRATION_LOCK_KEY}) == len(table) + 1
+    defaults = {
+        "scheduler": jobrun.scheduler.Scheduler,
+        "maintenance": jobrun.maintenance.Maintenance,
+        "queue stats": jobrun.metrics.QueueStatsPublisher,
+    }
+    assert set(defaults) == set(table)
+    for name, service in defaults.items():
+        assert inspect.signature(service).parameters["key"].default == table[name], name
