@@ -665,7 +665,7 @@ class EventMode(StrEnum):
 
 
 class JobFilter(BaseModel):
-    """Filters for :meth:`Store.list`; ``None`` means any."""
+    """Filters for :meth:`jobrun.ports.Admin.list_jobs`; ``None`` means any."""
 
     queue: str | None = None
     state: JobState | None = None

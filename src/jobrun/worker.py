@@ -12,23 +12,26 @@ One :class:`Worker` is one owner of leases. Its loops, all on one event loop:
   moment a slot frees, so that claims and completions stay large when every
   slot is taken by short jobs, whatever ``concurrency`` is.
 * **jobs**: each handler runs as a task (``async def``) or in a bounded thread
-  pool (``def``). An exception, a timeout, an unknown type or a payload that
-  does not validate becomes ``store.fail`` with the job's own backoff; success
-  goes to the completer with the handler's commit callback.
-* **completer**: group commit. Finished jobs queue up; the completer sends
-  whatever is ready in one ``store.complete_many``. It never waits on a timer:
+  pool (``def``). Every attempt ends as an :class:`~jobrun.job.Outcome`: a
+  completion (with the handler's commit callback, if any), or a failure (an
+  exception, a timeout, an unknown type or a payload that does not validate,
+  retried with the job's own backoff), a snooze, a cancel or a hand-back.
+* **completer**: records outcomes in batches. Finished attempts queue up; the
+  completer sends whatever is ready in one ``store.record_outcomes``, which
+  records every outcome without a callback in one statement and the ones with
+  a callback in one group-commit transaction. It never waits on a timer:
   an idle worker completes a lone job at once, a busy one builds big batches
   because jobs keep finishing while the previous batch commits.
 * **heartbeat**: extends the leases of running jobs. A job left out of the
   kept set was cancelled or lost its lease; its handler is cancelled (task
   cancellation for async handlers, the :class:`~jobrun.registry.CancellationToken`
-  for sync ones) and the attempt is reported through ``fail``, which the store
+  for sync ones) and the attempt is reported as a failure, which the store
   turns into ``cancelled`` when a cancel was requested.
 * **reaper**: :class:`~jobrun.reaper.Reaper`, safe on every worker.
 
 Shutdown: the first SIGTERM/SIGINT (or the ``stop`` event) stops claiming and
 lets running jobs finish until ``shutdown_grace``; whatever still runs then is
-cancelled and handed back through ``store.release``: queued, due now, the
+cancelled and handed back (a hand-back outcome): queued, due now, the
 attempt not counted, so it neither sits leased until its lease expires nor
 loses an attempt to a deploy. A second signal skips the grace period.
 
@@ -47,7 +50,7 @@ carry ``lease_expires_at`` (database now + lease), so the worker derives
 database now from each claim batch plus the monotonic clock instead of a round
 trip per failure.
 
-The worker depends on the ports in :mod:`jobrun.job` only, never on psycopg.
+The worker depends on the ports in :mod:`jobrun.ports` only, never on psycopg.
 """
 
 from __future__ import annotations
@@ -188,7 +191,7 @@ class CompletionStats:
 
 
 class Completer:
-    """Group commit of successful jobs through ``store.complete_many``.
+    """Records finished attempts' outcomes in batches through ``store.record_outcomes``.
 
     :meth:`submit` returns a future resolved with the completed :class:`Job`
     or the error for that job (an exception *value*, never raised into the

@@ -63,7 +63,7 @@ _INT64_MAX = 2**63 - 1
 
 
 class AdvisoryLock:
-    """A held advisory lock (the :class:`~jobrun.job.LockHandle` port).
+    """A held advisory lock (the :class:`~jobrun.ports.LockHandle` port).
 
     Owns its connection; :meth:`release` (or a loss) closes it. A
     ``transaction_scoped`` lock lives in the connection's open transaction and

@@ -28,8 +28,8 @@ Where it differs, on purpose:
 - Nothing runs the jobs: they stay ``queued``. Run a handler with
   :func:`~jobrun.testing.run_job`.
 - Only the producer's methods: ``now``, ``enqueue``, ``enqueue_batch``, ``enqueue_many`` and
-  ``get``. It is not a :class:`~jobrun.job.Store` (code typed against the
-  full port needs a cast).
+  ``get``. It is not a :class:`~jobrun.postgres.store.Store` (code typed
+  against the whole store needs a cast).
 - No notifications.
 """
 
