@@ -12,6 +12,7 @@ environment behave alike. Durations are written as the CLI writes them
 from __future__ import annotations
 
 from datetime import timedelta
+from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AliasChoices, BeforeValidator, Field, ValidationError, model_validator
@@ -48,6 +49,25 @@ def _off(value: Any) -> Any:
 
 
 Duration = Annotated[timedelta, BeforeValidator(_duration)]
+OptionalDuration = Annotated[Duration | None, BeforeValidator(_off)]
+"""A duration that ``off`` (or ``none``) turns off, as a variable or an option."""
+
+
+def _as_variable(value: Any) -> str:
+    """``value`` written as a ``JOBRUN_*`` variable's text that reads back equal."""
+    if value is None:
+        return "off"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, timedelta):
+        # Whole microseconds in seconds: exact, and read back by the duration parser.
+        seconds, micros = divmod(value // timedelta(microseconds=1), 1_000_000)
+        return f"{seconds}.{micros:06d}s"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, Enum):
+        return str(value.value)
+    return str(value)
 
 
 class Config(BaseSettings):
@@ -60,7 +80,11 @@ class Config(BaseSettings):
     """
 
     model_config = SettingsConfigDict(
-        env_prefix="JOBRUN_", frozen=True, extra="forbid", populate_by_name=True
+        env_prefix="JOBRUN_",
+        frozen=True,
+        extra="forbid",
+        populate_by_name=True,
+        use_attribute_docstrings=True,
     )
 
     database_url: str | None = Field(default=None, repr=False)
@@ -96,13 +120,13 @@ class Config(BaseSettings):
     :data:`jobrun.worker.DEFAULT_CLAIM_AHEAD`)."""
     lease: Duration = timedelta(seconds=30)
     """How long a claim holds a job without a heartbeat."""
-    heartbeat_every: Duration | None = Field(
+    heartbeat_every: OptionalDuration = Field(
         default=None, validation_alias=AliasChoices("heartbeat_every", "JOBRUN_HEARTBEAT")
     )
     """How often running jobs' leases are extended; at most a third of the lease."""
     poll: Duration = timedelta(seconds=1)
     """How often an idle worker claims without a notification (the guarantee)."""
-    job_timeout: Duration | None = None
+    job_timeout: OptionalDuration = None
     """Limit of one attempt, unless the handler sets its own."""
     shutdown_grace: Duration = timedelta(seconds=30)
     """How long running jobs may finish after a stop request."""
@@ -118,8 +142,8 @@ class Config(BaseSettings):
     """Bound of a completion transaction with commit callbacks."""
     retry_jitter: float = Field(default=0.1, ge=0, le=0.5)
     """Spread of a failed job's backoff, as a fraction either way (0 turns it off)."""
-    reap_every: Duration | None = timedelta(seconds=5)
-    """How often the worker's reaper looks for expired leases (None: no reaper)."""
+    reap_every: OptionalDuration = timedelta(seconds=5)
+    """How often the worker's reaper looks for expired leases (None or ``off``: no reaper)."""
     completion_batch: int = Field(default=1000, ge=1, le=100_000)
     """Most outcomes the completer records in one batch."""
     gc_young_threshold: Annotated[int | None, BeforeValidator(_off)] = Field(
@@ -129,7 +153,7 @@ class Config(BaseSettings):
     at least this many allocations (the interpreter's default, 700, had the cyclic
     collector take a sixth of a busy worker's time); put back when it stops. None
     (``JOBRUN_GC_YOUNG_THRESHOLD=off``): leave the collector alone."""
-    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    metrics_port: Annotated[int | None, BeforeValidator(_off)] = Field(default=None, ge=0, le=65535)
     """Count jobs for Prometheus and serve /metrics, /healthz, /readyz on this port while
     a worker runs (0: any free port); needs the ``jobrun[metrics]`` extra. None: off."""
     metrics_host: str = Field(default="127.0.0.1", min_length=1)
@@ -218,6 +242,32 @@ class Config(BaseSettings):
             events=self.retention_events,
             effects=self.retention_effects,
         )
+
+    def environment(self) -> dict[str, str]:
+        """These settings as ``JOBRUN_*`` variables that configure another process alike.
+
+        Every setting that was given (by argument or by the environment) is
+        written, so ``Config()`` in a process started with them resolves to
+        equal settings; defaults are left to the other process's own.
+        ``database_url`` and ``direct_url`` are written too: a child process
+        is how they travel without showing in ``ps``.
+        """
+        variables: dict[str, str] = {}
+        for name in sorted(self.model_fields_set):
+            value = getattr(self, name)
+            if value is None and name in ("database_url", "direct_url"):
+                continue  # unset is the default; every other None is written "off"
+            variables[f"JOBRUN_{name.upper()}"] = _as_variable(value)
+        return variables
+
+    @classmethod
+    def variable_names(cls, name: str) -> list[str]:
+        """Every ``JOBRUN_*`` variable that sets the field ``name``, the canonical one first."""
+        names = [f"JOBRUN_{name.upper()}"]
+        for choice in getattr(cls.model_fields[name].validation_alias, "choices", ()):
+            if isinstance(choice, str) and choice.startswith("JOBRUN_") and choice not in names:
+                names.append(choice)
+        return names
 
     def replace(self, **changes: Any) -> Config:
         """A copy with ``changes``, validated like a new configuration (environment ignored)."""

@@ -25,7 +25,9 @@ APP = "tests.acceptance.processes_app"
 
 
 @contextmanager
-def supervisor(db_url: str, processes: int, *options: str) -> Iterator[subprocess.Popen[str]]:
+def supervisor(
+    db_url: str, processes: int, *options: str, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[str]]:
     proc = subprocess.Popen(
         [
             sys.executable, "-m", "jobrun", "worker", "--app", APP, "--database-url", db_url,
@@ -36,7 +38,7 @@ def supervisor(db_url: str, processes: int, *options: str) -> Iterator[subproces
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
     )  # fmt: skip
     try:
         yield proc
@@ -191,3 +193,32 @@ def test_sigterm_while_a_killed_child_waits_to_restart_stops_cleanly_with_status
     assert "restart cancelled by the stop" in stderr, stderr
     # The two first children, and no restarted one.
     assert stderr.count(" started (pid ") == 2, stderr
+
+
+def test_children_inherit_the_supervisors_resolved_settings(db_url: str, tmp_path: Path) -> None:
+    # Settings reach the children as the parent resolved them, options and
+    # variables alike: an option given to the supervisor (--job-timeout, which
+    # the children's argv no longer spells out) wins over the variable beside
+    # it, and JOBRUN_QUEUE in the parent's environment does not override --queue.
+    out = tmp_path / "records"
+    with open_sync_pool(db_url, max_size=1) as pool:
+        store = SyncStore(pool)
+        job = store.enqueue(
+            NewJob(
+                type="proc.record",
+                queue="special",
+                payload={"out": str(out), "sleep": 30},
+                max_attempts=1,
+            )
+        )
+        env = {"JOBRUN_QUEUE": "elsewhere", "JOBRUN_JOB_TIMEOUT": "1h"}
+        options = ("--queue", "special", "--job-timeout", "300ms")
+        with supervisor(db_url, 2, *options, env=env) as proc:
+            wait_for_records(out, 1)
+            seen_pids[id(proc)] = children_of(proc.pid)
+            deadline = time.monotonic() + 60
+            while store.get(job.id).state != "dead" and time.monotonic() < deadline:
+                time.sleep(0.05)
+        final = store.get(job.id)
+    assert final.state == "dead", final
+    assert final.last_error == "timed out: the attempt exceeded 0.3s", final.last_error

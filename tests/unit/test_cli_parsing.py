@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import pytest
@@ -66,3 +67,45 @@ def test_parse_duration_refuses_durations_beyond_the_limit(text: str) -> None:
 
 def test_parse_duration_accepts_the_limit() -> None:
     assert parse_duration("36525d") == MAX_DELAY
+
+
+def test_every_worker_setting_of_config_is_an_option_of_jobrun_worker() -> None:
+    # Settings are declared once, on Config: the worker command derives its
+    # options from the fields, so none can be missing or spelled differently.
+    import typer.main
+
+    import jobrun.cli
+    from jobrun.cli.worker import WORKER_SETTINGS
+    from jobrun.config import Config
+
+    command = typer.main.get_command(jobrun.cli.app)
+    worker = command.commands["worker"]  # type: ignore[attr-defined]
+    names = {p.name for p in worker.params}
+    shared = {"database_url", "pgbouncer", "direct_url"}
+    assert set(Config.model_fields) == set(WORKER_SETTINGS) | shared
+    assert set(Config.model_fields) <= names
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"lease": "1.5s", "claim_ahead": "0s", "queues": ["a", "b"], "concurrency": 7},
+        {"job_timeout": "off", "reap_every": "off", "gc_young_threshold": "off"},
+        {"metrics_port": 0, "listen": False, "event_mode": "terminal", "retry_jitter": 0.25},
+        {"heartbeat_every": "333ms", "lease": "1s", "retention_effects": "1w"},
+    ],
+)
+def test_config_written_as_variables_reads_back_equal(
+    settings: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `jobrun worker --processes N` hands its children their settings this way.
+    from jobrun.config import Config
+
+    for name in list(os.environ):
+        if name.startswith("JOBRUN_"):
+            monkeypatch.delenv(name)
+    config = Config(**settings)
+    for name, value in config.environment().items():
+        monkeypatch.setenv(name, value)
+    assert Config() == config

@@ -63,14 +63,15 @@ class _Slot:
 class Supervisor:
     """Run ``processes`` children built by ``command`` until SIGTERM or SIGINT.
 
-    ``command(i)`` is the argv of child ``i`` (0-based), ``env`` its
-    environment. ``grace`` is the children's own shutdown grace: a child still
-    running ``grace + kill_after`` seconds after the stop signal is killed.
+    ``command(i)`` is the argv of child ``i`` (0-based), ``env`` the
+    environment of every child or ``env(i)`` child ``i``'s. ``grace`` is the
+    children's own shutdown grace: a child still running ``grace +
+    kill_after`` seconds after the stop signal is killed.
     """
 
     command: Callable[[int], Sequence[str]]
     processes: int
-    env: dict[str, str] | None = None
+    env: dict[str, str] | Callable[[int], dict[str, str]] | None = None
     grace: float = 30.0
     kill_after: float = 10.0
     restart_delay: float = 0.5
@@ -138,7 +139,8 @@ class Supervisor:
         self._stop_signals.append(signum)
 
     def _start(self, slot: _Slot) -> None:
-        slot.proc = subprocess.Popen(list(self.command(slot.index)), env=self.env, process_group=0)
+        env = self.env(slot.index) if callable(self.env) else self.env
+        slot.proc = subprocess.Popen(list(self.command(slot.index)), env=env, process_group=0)
         slot.started = time.monotonic()
         slot.restart_at = None
         log.info("worker process %d started (pid %d)", slot.index, slot.proc.pid)

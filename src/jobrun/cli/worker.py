@@ -25,11 +25,13 @@ on port P + i.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
 from jobrun import loop as jobrun_loop
 from jobrun.cli.app import (
@@ -41,16 +43,15 @@ from jobrun.cli.app import (
     app,
     fail,
 )
-from jobrun.cli.inputs import read_duration
+from jobrun.cli.config_options import config_options, given_settings
 from jobrun.cli.log_setup import setup_logging
 from jobrun.cli.supervisor import Supervisor
 from jobrun.client import Client, load_metrics
 from jobrun.config import Config
-from jobrun.errors import JobrunError
-from jobrun.job import EventMode
+from jobrun.errors import ConfigurationError, JobrunError
 from jobrun.registry import Registry
 
-__all__ = ["load_registry", "worker_command"]
+__all__ = ["WORKER_SETTINGS", "load_registry", "worker_command"]
 
 
 def load_registry(ref: str) -> Registry:
@@ -83,8 +84,14 @@ def load_registry(ref: str) -> Registry:
     return found
 
 
-@app.command("worker")
-def worker_command(
+_SHARED_SETTINGS = ("database_url", "pgbouncer", "direct_url")
+"""Settings every database command takes, declared once in :mod:`jobrun.cli.app`."""
+
+WORKER_SETTINGS = tuple(name for name in Config.model_fields if name not in _SHARED_SETTINGS)
+"""The ``Config`` fields ``jobrun worker`` takes as options of its own (derived from Config)."""
+
+
+def _worker_options(
     app_ref: Annotated[
         str,
         typer.Option(
@@ -97,104 +104,8 @@ def worker_command(
     database_url: DatabaseUrlOption = None,
     pgbouncer: PgbouncerOption = False,
     direct_url: DirectUrlOption = None,
-    listen: Annotated[
-        bool,
-        typer.Option(
-            "--listen/--no-listen",
-            envvar="JOBRUN_LISTEN",
-            show_envvar=True,
-            help="Wake on LISTEN/NOTIFY; --no-listen polls only.",
-        ),
-    ] = True,
-    handoff: Annotated[
-        bool,
-        typer.Option(
-            "--handoff/--no-handoff",
-            envvar="JOBRUN_HANDOFF",
-            show_envvar=True,
-            help="Offer free slots so an enqueue hands its job over at once; "
-            "--no-handoff: every job waits for a claim.",
-        ),
-    ] = True,
-    queue: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--queue", "-q", envvar="JOBRUN_QUEUE", show_envvar=True, help="Queue to work; repeat."
-        ),
-    ] = None,
-    concurrency: Annotated[
-        int,
-        typer.Option(envvar="JOBRUN_CONCURRENCY", show_envvar=True, help="Jobs run at once."),
-    ] = 100,
-    lease: Annotated[
-        str,
-        typer.Option(envvar="JOBRUN_LEASE", show_envvar=True, help="Lease per claim, e.g. 30s."),
-    ] = "30s",
-    poll: Annotated[
-        str,
-        typer.Option(
-            envvar="JOBRUN_POLL", show_envvar=True, help="Poll interval when no notification."
-        ),
-    ] = "1s",
-    event_mode: Annotated[
-        str,
-        typer.Option(
-            envvar="JOBRUN_EVENT_MODE", show_envvar=True, help="Events to record: all|terminal."
-        ),
-    ] = "all",
-    scheduler: Annotated[
-        bool,
-        typer.Option(
-            "--scheduler/--no-scheduler",
-            envvar="JOBRUN_SCHEDULER",
-            show_envvar=True,
-            help="Also run the leader-elected scheduler.",
-        ),
-    ] = False,
-    maintenance: Annotated[
-        bool | None,
-        typer.Option(
-            "--maintenance/--no-maintenance",
-            envvar="JOBRUN_MAINTENANCE",
-            show_envvar=True,
-            help="Also run the leader-elected retention service (default: on). "
-            "Ages: JOBRUN_RETENTION_SUCCEEDED|CANCELLED|DEAD|EVENTS|EFFECTS.",
-        ),
-    ] = None,
-    shutdown_grace: Annotated[
-        str,
-        typer.Option(
-            envvar="JOBRUN_SHUTDOWN_GRACE",
-            show_envvar=True,
-            help="How long running jobs may finish after SIGTERM.",
-        ),
-    ] = "30s",
     log_level: LogLevelOption = "info",
     log_format: LogFormatOption = "text",
-    metrics_port: Annotated[
-        int | None,
-        typer.Option(
-            envvar="JOBRUN_METRICS_PORT",
-            show_envvar=True,
-            help="Serve /metrics, /healthz and /readyz on this port (needs jobrun[metrics]).",
-        ),
-    ] = None,
-    metrics_host: Annotated[
-        str,
-        typer.Option(
-            envvar="JOBRUN_METRICS_HOST",
-            show_envvar=True,
-            help="Address the metrics server binds.",
-        ),
-    ] = "127.0.0.1",
-    queue_stats_every: Annotated[
-        str,
-        typer.Option(
-            envvar="JOBRUN_QUEUE_STATS_EVERY",
-            show_envvar=True,
-            help="How often the elected worker refreshes the queue gauges.",
-        ),
-    ] = "10s",
     processes: Annotated[
         int,
         typer.Option(
@@ -204,84 +115,41 @@ def worker_command(
         ),
     ] = 1,
 ) -> None:
-    """Run handlers for jobs of the given queues until SIGTERM or SIGINT."""
-    lease_td = read_duration("--lease", lease)
-    poll_td = read_duration("--poll", poll)
-    grace_td = read_duration("--shutdown-grace", shutdown_grace)
-    stats_td = read_duration("--queue-stats-every", queue_stats_every)
-    if event_mode not in {m.value for m in EventMode}:
-        raise fail(f"unknown --event-mode {event_mode!r}; choose all or terminal")
+    """The options of ``jobrun worker`` that are not settings of ``Config``."""
+
+
+def worker_command(**values: Any) -> None:
+    """Run handlers for jobs of the given queues until SIGTERM or SIGINT.
+
+    Every setting of ``Config`` is an option (``--lease``, ``--claim-ahead``, ...)
+    and a ``JOBRUN_*`` variable; an option given wins over its variable.
+    """
+    processes: int = values["processes"]
     if processes < 1:
         raise fail(f"--processes must be at least 1, got {processes}")
-    if metrics_port is not None:
-        if not 0 <= metrics_port <= 65535:
-            raise fail(f"--metrics-port must be between 0 and 65535, got {metrics_port}")
-        if metrics_port and metrics_port + processes - 1 > 65535:
+    given = given_settings(values, WORKER_SETTINGS)
+    for name in _SHARED_SETTINGS:
+        if values[name] is not None:
+            given[name] = values[name]
+    config = _config(given)
+    if config.metrics_port is not None:
+        port = config.metrics_port
+        if port and port + processes - 1 > 65535:
             raise fail(
-                f"--metrics-port {metrics_port} with --processes {processes} "
-                f"needs ports up to {metrics_port + processes - 1}, over 65535"
+                f"--metrics-port {port} with --processes {processes} "
+                f"needs ports up to {port + processes - 1}, over 65535"
             )
         try:
             load_metrics()
         except JobrunError as exc:
             raise fail(f"--metrics-port: {exc}") from None
-    setup_logging(log_level, log_format)
+    setup_logging(values["log_level"], values["log_format"])
     try:
-        registry = load_registry(app_ref)
-        config = Config(
-            database_url=database_url,
-            pgbouncer=pgbouncer,
-            direct_url=direct_url,
-            listen=listen,
-            handoff=handoff,
-            queues=queue or ["default"],
-            concurrency=concurrency,
-            lease=lease_td,
-            poll=poll_td,
-            shutdown_grace=grace_td,
-            event_mode=event_mode,
-            scheduler=scheduler,
-            metrics_port=metrics_port,
-            metrics_host=metrics_host,
-            queue_stats_every=stats_td,
-        )
-        if maintenance is not None:  # unset: the Config's default (on) decides
-            config = config.replace(maintenance=maintenance)
+        registry = load_registry(values["app_ref"])
     except JobrunError as exc:
         raise fail(str(exc)) from None
-
     if processes > 1:
-        # The options were checked above, once; each child is this same
-        # command with --processes 1 (the database URL goes by environment,
-        # not argv, so it does not show in ps).
-        def child(index: int) -> list[str]:
-            argv = [sys.executable, "-m", "jobrun", "worker", "--processes", "1"]
-            argv += ["--app", app_ref, "--concurrency", str(concurrency), "--lease", lease]
-            argv += ["--poll", poll, "--event-mode", event_mode, "--shutdown-grace", shutdown_grace]
-            argv += ["--log-level", log_level, "--log-format", log_format]
-            argv += ["--metrics-host", metrics_host, "--queue-stats-every", queue_stats_every]
-            argv.append("--scheduler" if scheduler else "--no-scheduler")
-            argv.append("--pgbouncer" if pgbouncer else "--no-pgbouncer")
-            argv.append("--listen" if listen else "--no-listen")
-            argv.append("--handoff" if handoff else "--no-handoff")
-            if maintenance is not None:
-                argv.append("--maintenance" if maintenance else "--no-maintenance")
-            if metrics_port is not None:
-                # One port each: child i serves metrics_port + i (0: any free port).
-                argv += ["--metrics-port", str(metrics_port + index if metrics_port else 0)]
-            for name in queue or ["default"]:
-                argv += ["--queue", name]
-            return argv
-
-        env = {k: v for k, v in os.environ.items() if k != "JOBRUN_PROCESSES"}
-        if database_url is not None:
-            env["JOBRUN_DATABASE_URL"] = database_url
-        if direct_url is not None:
-            env["JOBRUN_DIRECT_URL"] = direct_url
-        supervisor = Supervisor(
-            command=child, processes=processes, env=env, grace=grace_td.total_seconds()
-        )
-        raise typer.Exit(supervisor.run())
+        raise typer.Exit(_supervise(config, values, processes))
 
     async def work() -> None:
         # The same wiring as any service: the Client opens the pool, checks the
@@ -293,3 +161,69 @@ def worker_command(
         jobrun_loop.run(work())
     except JobrunError as exc:
         raise fail(str(exc)) from None
+
+
+def _config(given: dict[str, Any]) -> Config:
+    """``Config`` from the options given and the environment; one error line naming the option."""
+    try:
+        return Config(**given)
+    except ConfigurationError as exc:
+        cause = exc.__cause__
+        if not isinstance(cause, ValidationError):
+            raise fail(str(exc)) from None
+        problems = []
+        for err in cause.errors(include_url=False):
+            field = str(err["loc"][0]) if err["loc"] else ""
+            source = (
+                "--" + field.replace("_", "-")
+                if field in given
+                else "/".join(Config.variable_names(field))
+                if field in Config.model_fields
+                else "configuration"
+            )
+            problems.append(f"{source}: {str(err['msg']).removeprefix('Value error, ')}")
+        raise fail("; ".join(problems)) from None
+
+
+def _supervise(config: Config, values: dict[str, Any], processes: int) -> int:
+    """Run ``processes`` children of this command, each given this one's resolved settings.
+
+    The settings were checked once, here; each child is ``jobrun worker
+    --processes 1`` with the resolved ``Config`` in its environment
+    (``JOBRUN_*``, so the database URL does not show in ``ps``), child ``i``
+    serving metrics on ``metrics_port + i``.
+    """
+    argv = [sys.executable, "-m", "jobrun", "worker", "--processes", "1"]
+    argv += ["--app", values["app_ref"], "--log-level", values["log_level"]]
+    argv += ["--log-format", values["log_format"]]
+    inherited = {k: v for k, v in os.environ.items() if k != "JOBRUN_PROCESSES"}
+    for name in Config.model_fields:  # aliases would compete with the canonical names
+        for variable in Config.variable_names(name):
+            inherited.pop(variable, None)
+    resolved = config.environment()
+
+    def child_env(index: int) -> dict[str, str]:
+        env = {**inherited, **resolved}
+        if config.metrics_port:
+            env["JOBRUN_METRICS_PORT"] = str(config.metrics_port + index)
+        return env
+
+    supervisor = Supervisor(
+        command=lambda _index: argv,
+        processes=processes,
+        env=child_env,
+        grace=config.shutdown_grace.total_seconds(),
+    )
+    return supervisor.run()
+
+
+def _register() -> None:
+    fixed = list(inspect.signature(_worker_options, eval_str=True).parameters.values())
+    derived = [option.parameter for option in config_options(WORKER_SETTINGS)]
+    parameters = [*fixed, *derived]
+    worker_command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    worker_command.__annotations__ = {p.name: p.annotation for p in parameters}
+    app.command("worker")(worker_command)
+
+
+_register()
