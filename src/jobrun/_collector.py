@@ -22,10 +22,7 @@ import gc
 import threading
 from collections.abc import Iterator
 
-__all__ = ["DEFAULT_YOUNG_THRESHOLD", "young_threshold_raised"]
-
-DEFAULT_YOUNG_THRESHOLD = 10_000
-"""The young-generation threshold a worker runs with unless configured otherwise."""
+__all__ = ["young_threshold_raised"]
 
 _lock = threading.Lock()
 _holders = 0

@@ -52,9 +52,10 @@ from datetime import datetime, timedelta
 from jobrun._waiting import sleep_unless
 from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError, JobrunError
-from jobrun.job import JobState, duration_problem
+from jobrun.job import JobState
 from jobrun.leadership import MAINTENANCE_LOCK_KEY, Elector
 from jobrun.ports import Locker, LockHandle, Pruning
+from jobrun.retention import Retention, retention_problem
 
 __all__ = [
     "DEFAULT_BATCH_PAUSE",
@@ -89,77 +90,6 @@ DEFAULT_RETRY_LEADERSHIP_EVERY = timedelta(seconds=30)
 """Seconds between a follower's attempts to lead (each one opens a connection)."""
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Retention:
-    """How long each kind of row is kept; the defaults are jobrun's documented ones.
-
-    Job ages count from when the job finished; event and ledger ages from
-    when the row was written. ``effects`` must be at least ``succeeded``: a
-    ledger row should outlive the succeeded job it guards, so an idempotency
-    key replayed after the job is purged still finds its effect recorded.
-    """
-
-    succeeded: timedelta = timedelta(days=1)
-    """Succeeded jobs are deleted this long after they finished."""
-    cancelled: timedelta = timedelta(days=7)
-    """Cancelled jobs are deleted this long after they finished."""
-    dead: timedelta = timedelta(days=14)
-    """Dead jobs (attempts spent) are deleted this long after they died."""
-    events: timedelta = timedelta(days=14)
-    """Events are deleted this long after they were recorded."""
-    effects: timedelta = timedelta(days=90)
-    """Effect-ledger rows are deleted this long after their effect, once their job is gone."""
-
-    def __post_init__(self) -> None:
-        problem = retention_problem(
-            "retention.",
-            succeeded=self.succeeded,
-            cancelled=self.cancelled,
-            dead=self.dead,
-            events=self.events,
-            effects=self.effects,
-        )
-        if problem is not None:
-            raise ConfigurationError(problem)
-
-    def job_ages(self) -> list[tuple[JobState, timedelta]]:
-        """Each terminal state with its retention, in the order a pass purges them."""
-        return [
-            (JobState.SUCCEEDED, self.succeeded),
-            (JobState.CANCELLED, self.cancelled),
-            (JobState.DEAD, self.dead),
-        ]
-
-
-def retention_problem(
-    prefix: str,
-    *,
-    succeeded: timedelta,
-    cancelled: timedelta,
-    dead: timedelta,
-    events: timedelta,
-    effects: timedelta,
-) -> str | None:
-    """Why these retention ages cannot work together, or None; names are ``prefix`` + field."""
-    ages = {
-        "succeeded": succeeded,
-        "cancelled": cancelled,
-        "dead": dead,
-        "events": events,
-        "effects": effects,
-    }
-    for name, age in ages.items():
-        problem = duration_problem(prefix + name, age, positive=True)
-        if problem is not None:
-            return problem
-    if effects < succeeded:
-        return (
-            f"{prefix}effects ({effects}) must be at least {prefix}succeeded "
-            f"({succeeded}): the ledger must outlive the jobs it guards"
-        )
-    return None
 
 
 @dataclass(frozen=True)

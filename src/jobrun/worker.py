@@ -72,8 +72,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from jobrun._collector import DEFAULT_YOUNG_THRESHOLD, young_threshold_raised
+from jobrun._collector import young_threshold_raised
 from jobrun._threads import DaemonThreadPool
+from jobrun.config import DEFAULT_CLAIM_AHEAD, DEFAULT_YOUNG_THRESHOLD
 from jobrun.errors import (
     ConfigurationError,
     JobrunError,
@@ -123,25 +124,6 @@ _REQUEUED = {
     OutcomeKind.SNOOZE: "snoozed",
 }
 
-DEFAULT_CLAIM_AHEAD = timedelta(milliseconds=50)
-"""How much work a busy worker claims ahead of its free slots, in time.
-
-Each claim and each completion statement has a fixed cost on the server
-(about half a millisecond on a small machine), so a worker whose slots free a
-few at a time pays it for a few jobs. While its last claim came back full, a
-worker therefore also leases as many jobs as it has been starting in this
-long (never more than ten times its concurrency) and starts them as slots
-free. A job waits in that buffer about this long; one still waiting ten
-times as long (at least half a second: the worker's jobs got slower) is
-handed back for other workers to take. Jobs that run for seconds make the
-buffer a job or two, and an idle or drained queue makes it nothing, so only
-a worker starting thousands of jobs a second claims noticeably ahead; there
-it cut the server's work per job by a tenth to a sixth at the default
-concurrency.
-Buffered jobs are leased: they count against a queue's concurrency limit,
-are heartbeated like running jobs, are stopped if cancelled, and are handed
-back, their attempt not counted, when the worker stops.
-"""
 _CLAIM_AHEAD_MAX = 10
 # A buffered job waiting this many times claim_ahead (and at least the
 # minimum) is handed back: see Worker._hand_back_stale.
