@@ -577,65 +577,101 @@ WITH expired AS (
 )
 SELECT * FROM reaped;
 
--- name: JobLock :one
-SELECT * FROM jobs WHERE id = @id FOR UPDATE;
-
--- name: JobCancelQueued :one
+-- name: JobCancel :one
+-- The cancel decision and its transition in one statement. The job's row is
+-- locked first, so the state it is decided on is the state it is changed from:
+-- a queued job ends cancelled now ('cancelled'); a leased one is flagged
+-- ('requested': it can't be stopped from here, so the owner's next heartbeat
+-- leaves it out and the worker cancels the handler), unless it already was
+-- ('unchanged'); a finished job is left alone ('refused'). Returns the job as
+-- it is now, the state it was found in and that action; no row: no such job.
 -- actor (who asked, e.g. an operator through the web dashboard) is recorded in
 -- the event's detail as 'by <actor>'; NULL leaves the detail empty.
-WITH cancelled AS (
+WITH target AS (
+    SELECT jobs.id, jobs.state, jobs.cancel_requested FROM jobs WHERE jobs.id = @id FOR UPDATE
+), cancelled AS (
     UPDATE jobs
     SET state = 'cancelled',
         finished_at = coalesce(sqlc.narg('now')::timestamptz, now()),
         updated_at = now()
-    WHERE jobs.id = @id AND jobs.state = 'queued'
-    RETURNING *
-), recorded AS (
-    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, detail)
-    SELECT cancelled.id, cancelled.updated_at, 'cancelled', 'queued', 'cancelled',
-           cancelled.attempts, 'by ' || sqlc.narg('actor')::text
-    FROM cancelled
-)
-SELECT * FROM cancelled;
-
--- name: JobRequestCancel :one
--- A leased job can't be stopped from here: flag it, and the owner's next
--- heartbeat leaves it out so the worker cancels the handler.
-WITH flagged AS (
+    FROM target
+    WHERE jobs.id = target.id AND target.state = 'queued'
+    RETURNING jobs.*
+), flagged AS (
     UPDATE jobs
     SET cancel_requested = true, updated_at = now()
-    WHERE jobs.id = @id AND jobs.state = 'leased'
-    RETURNING *
+    FROM target
+    WHERE jobs.id = target.id AND target.state = 'leased' AND NOT target.cancel_requested
+    RETURNING jobs.*
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner, detail)
-    SELECT flagged.id, flagged.updated_at, 'cancel_requested', 'leased', 'leased',
+    SELECT cancelled.id, cancelled.updated_at, 'cancelled',
+           'queued'::job_state, 'cancelled'::job_state,
+           cancelled.attempts, NULL, 'by ' || sqlc.narg('actor')::text
+    FROM cancelled
+    UNION ALL
+    SELECT flagged.id, flagged.updated_at, 'cancel_requested',
+           'leased'::job_state, 'leased'::job_state,
            flagged.attempts, flagged.lease_owner, 'by ' || sqlc.narg('actor')::text
     FROM flagged
+), after AS (
+    SELECT * FROM cancelled
+    UNION ALL
+    SELECT * FROM flagged
+    UNION ALL
+    -- Unchanged or refused: the row as locked (nothing above wrote it).
+    SELECT jobs.* FROM jobs JOIN target ON target.id = jobs.id
+    WHERE NOT (target.state = 'queued'
+               OR (target.state = 'leased' AND NOT target.cancel_requested))
 )
-SELECT * FROM flagged;
+SELECT after.*,
+       target.state AS found_state,
+       (CASE
+            WHEN target.state = 'queued' THEN 'cancelled'
+            WHEN target.state = 'leased' AND NOT target.cancel_requested THEN 'requested'
+            WHEN target.state = 'leased' THEN 'unchanged'
+            ELSE 'refused'
+        END)::text AS action
+FROM after JOIN target ON target.id = after.id;
 
 -- name: JobRetry :one
--- Dead or cancelled back to queued, due now. A dead job has spent its
--- attempts, so one is given back (the events keep the full count). Its
--- max_attempts stays as enqueued: it is part of the body an idempotent
--- replay is compared with.
-WITH retried AS (
+-- The retry decision and its transition in one statement: a dead or cancelled
+-- job goes back to queued, due now ('retried'); any other is left alone
+-- ('refused'). The row is locked first, so the state it is decided on is the
+-- state it is changed from. A dead job has spent its attempts, so one is given
+-- back (the events keep the full count). Its max_attempts stays as enqueued:
+-- it is part of the body an idempotent replay is compared with. Returns the
+-- job as it is now, the state it was found in and that action; no row: no
+-- such job.
+WITH target AS (
+    SELECT jobs.id, jobs.state FROM jobs WHERE jobs.id = @id FOR UPDATE
+), retried AS (
     UPDATE jobs
     SET state = 'queued',
         run_at = coalesce(sqlc.narg('now')::timestamptz, now()),
-        attempts = least(attempts, max_attempts - 1),
+        attempts = least(jobs.attempts, jobs.max_attempts - 1),
         cancel_requested = false,
         finished_at = NULL,
         updated_at = now()
-    WHERE jobs.id = @id AND jobs.state IN ('dead', 'cancelled')
-    RETURNING *
+    FROM target
+    WHERE jobs.id = target.id AND target.state IN ('dead', 'cancelled')
+    RETURNING jobs.*
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, detail)
-    SELECT retried.id, retried.updated_at, 'retried', @from_state::job_state, 'queued',
+    SELECT retried.id, retried.updated_at, 'retried', target.state, 'queued',
            retried.attempts, 'by ' || sqlc.narg('actor')::text
-    FROM retried
+    FROM retried JOIN target ON target.id = retried.id
+), after AS (
+    SELECT * FROM retried
+    UNION ALL
+    SELECT jobs.* FROM jobs JOIN target ON target.id = jobs.id
+    WHERE target.state NOT IN ('dead', 'cancelled')
 )
-SELECT * FROM retried;
+SELECT after.*,
+       target.state AS found_state,
+       (CASE WHEN target.state IN ('dead', 'cancelled') THEN 'retried' ELSE 'refused' END)::text
+           AS action
+FROM after JOIN target ON target.id = after.id;
 
 -- name: JobPurgeState :execrows
 -- Delete up to batch_size jobs that finished in one terminal state more than

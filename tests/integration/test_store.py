@@ -58,6 +58,7 @@ from jobrun.job import (
 )
 from jobrun.postgres import Pool, SyncPool, SyncStore, open_pool, open_sync_pool
 from jobrun.postgres.store import Store
+from jobrun.testing import eventually
 
 LEASE = timedelta(seconds=30)
 
@@ -1443,6 +1444,39 @@ async def test_cancel_queued_leased_and_finished(store: Store) -> None:
     assert caught.value.state == "cancelled"
     with pytest.raises(JobNotFound):
         await store.cancel(uuid4())
+
+
+async def test_cancel_decides_on_the_state_it_locked_not_the_one_it_read(
+    async_store: Store, db_url: str
+) -> None:
+    # One decision, one statement: while another transaction holds the job's
+    # row and turns it from queued to leased, cancel waits for the row and
+    # then decides on the state it finds (a cancel request), never on the
+    # queued state it could have read before the lock was granted.
+    job = await async_store.enqueue(NewJob(type="t"))
+    async with await psycopg.AsyncConnection.connect(db_url) as holder:
+        async with holder.transaction():
+            await holder.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", (job.id,))
+            cancel = asyncio.ensure_future(async_store.cancel(job.id))
+            async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as probe:
+
+                async def cancel_waits_for_the_row() -> bool:
+                    cur = await probe.execute(
+                        "SELECT count(*) FROM pg_stat_activity"
+                        " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                    )
+                    row = await cur.fetchone()
+                    return bool(row and row[0])
+
+                await eventually(cancel_waits_for_the_row)
+            await holder.execute(
+                "UPDATE jobs SET state = 'leased', attempts = 1, lease_owner = 'w1',"
+                " lease_expires_at = now() + interval '1 minute' WHERE id = %s",
+                (job.id,),
+            )
+        flagged = await cancel
+    assert flagged.state is JobState.LEASED and flagged.cancel_requested
+    assert [e.kind for e in await async_store.events(job.id)][-1] == "cancel_requested"
 
 
 async def test_retry_dead_and_cancelled_only(

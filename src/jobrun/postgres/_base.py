@@ -14,7 +14,6 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from enum import Enum
 from typing import Any
 from uuid import UUID
 
@@ -27,7 +26,6 @@ from jobrun.errors import (
     ConfigurationError,
     IdempotencyConflict,
     InvalidJob,
-    InvalidTransition,
     JobrunError,
     UsageError,
 )
@@ -60,17 +58,14 @@ __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
     "FINISHED_STATES",
     "HANDOFF_MAX_BYTES",
-    "CancelAction",
     "CommitDeadline",
     "PreparedJob",
     "PreparedMany",
     "SyncCommitDeadline",
-    "cancel_action",
     "check_batch_limit",
     "check_older_than",
     "check_queue_name",
     "check_replay",
-    "check_retryable",
     "handoff_allowed",
     "inserted_job",
     "keyed_arrays",
@@ -358,32 +353,6 @@ def keyed_results(
         except IdempotencyConflict as conflict:
             results[index] = conflict
     return inserted
-
-
-class CancelAction(Enum):
-    """What cancelling a job in a given state does."""
-
-    CANCEL_QUEUED = "cancel_queued"
-    """A queued job ends cancelled now."""
-    REQUEST_CANCEL = "request_cancel"
-    """A leased job is flagged; its worker stops it at the next heartbeat."""
-    UNCHANGED = "unchanged"
-    """A leased job already flagged: nothing to do."""
-
-
-def cancel_action(job_id: UUID, state: models.JobState, cancel_requested: bool) -> CancelAction:
-    """The cancel transition for a job's locked row; InvalidTransition when it is finished."""
-    if state == models.JobState.QUEUED:
-        return CancelAction.CANCEL_QUEUED
-    if state == models.JobState.LEASED:
-        return CancelAction.UNCHANGED if cancel_requested else CancelAction.REQUEST_CANCEL
-    raise InvalidTransition(job_id, str(state), "cancel")
-
-
-def check_retryable(job_id: UUID, state: models.JobState) -> None:
-    """Raise InvalidTransition unless the job is dead or cancelled."""
-    if state not in (models.JobState.DEAD, models.JobState.CANCELLED):
-        raise InvalidTransition(job_id, str(state), "retry")
 
 
 FINISHED_STATES = frozenset({JobState.SUCCEEDED, JobState.CANCELLED, JobState.DEAD})

@@ -25,6 +25,8 @@ from jobrun.errors import (
     CommitTimeout,
     DatabaseUnavailable,
     InvalidJob,
+    InvalidTransition,
+    JobNotFound,
     JobrunError,
     PayloadTooLarge,
     PoolExhausted,
@@ -57,6 +59,7 @@ __all__ = [
     "job_from_handoff",
     "job_from_new",
     "job_from_row",
+    "job_from_transition",
     "job_handed",
     "job_recorded",
     "map_error",
@@ -165,7 +168,27 @@ def job_from_row(row: models.Job) -> Job:
     per job, so it avoids per-field calls. Pools opened by jobrun run their
     sessions in UTC; timestamps from any other session are converted.
     """
+    return _job_from_columns(dict(row.__dict__))
+
+
+def job_from_transition(job_id: UUID, verb: str, row: Any | None) -> Job:
+    """The job a one-statement transition left, or the error its answer means.
+
+    ``JobCancel`` and ``JobRetry`` decide and act in one statement and return
+    the job's row with the state they found it in and the action they took:
+    no row is :class:`~jobrun.errors.JobNotFound`, the action ``refused`` is
+    :class:`~jobrun.errors.InvalidTransition` naming that state and ``verb``.
+    """
+    if row is None:
+        raise JobNotFound(job_id)
     values = dict(row.__dict__)
+    found_state = values.pop("found_state")
+    if values.pop("action") == "refused":
+        raise InvalidTransition(job_id, str(found_state), verb)
+    return _job_from_columns(values)
+
+
+def _job_from_columns(values: dict[str, Any]) -> Job:
     # Whether a heartbeat confirmed a handoff is the reaper's business only.
     del values["handed"]
     values["state"] = _STATES[values["state"]]

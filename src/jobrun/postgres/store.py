@@ -88,6 +88,7 @@ from jobrun.postgres.convert import (
     event_from_row,
     job_from_new,
     job_from_row,
+    job_from_transition,
     job_recorded,
     map_error,
     offer_from_row,
@@ -859,19 +860,8 @@ class Store(ScheduleMethods):
         detail as ``by <actor>``.
         """
         async with self._with_tx() as tx:
-            queries = job_queries.AsyncQuerier(tx)
-            current = await queries.job_lock(id=job_id)
-            if current is None:
-                raise JobNotFound(job_id)
-            action = _base.cancel_action(job_id, current.state, current.cancel_requested)
-            if action is _base.CancelAction.UNCHANGED:
-                return job_from_row(current)
-            if action is _base.CancelAction.CANCEL_QUEUED:
-                row = await queries.job_cancel_queued(id=job_id, now=None, actor=actor)
-            else:
-                row = await queries.job_request_cancel(id=job_id, actor=actor)
-            assert row is not None  # locked above
-        return job_from_row(row)
+            row = await job_queries.AsyncQuerier(tx).job_cancel(id=job_id, now=None, actor=actor)
+        return job_from_transition(job_id, "cancel", row)
 
     async def retry(self, job_id: UUID, *, actor: str | None = None) -> Job:
         """Put a dead or cancelled job back in its queue, due now, and wake a worker.
@@ -880,16 +870,10 @@ class Store(ScheduleMethods):
         """
         async with self._with_tx() as tx:
             queries = job_queries.AsyncQuerier(tx)
-            current = await queries.job_lock(id=job_id)
-            if current is None:
-                raise JobNotFound(job_id)
-            _base.check_retryable(job_id, current.state)
-            row = await queries.job_retry(
-                id=job_id, from_state=current.state, now=None, actor=actor
-            )
-            assert row is not None  # locked above
-            await queries.job_notify(channel=self.notify_channel, queue=row.queue)
-        return job_from_row(row)
+            row = await queries.job_retry(id=job_id, now=None, actor=actor)
+            job = job_from_transition(job_id, "retry", row)
+            await queries.job_notify(channel=self.notify_channel, queue=job.queue)
+        return job
 
     async def purge(
         self, older_than: timedelta, batch_size: int = 1000, *, now: datetime | None = None

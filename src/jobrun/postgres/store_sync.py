@@ -95,6 +95,7 @@ from jobrun.postgres.convert import (
     event_from_row,
     job_from_new,
     job_from_row,
+    job_from_transition,
     job_recorded,
     map_error,
     offer_from_row,
@@ -811,19 +812,8 @@ class SyncStore(SyncScheduleMethods):
         detail as ``by <actor>``.
         """
         with self._with_tx() as tx:
-            queries = job_queries.Querier(tx)
-            current = queries.job_lock(id=job_id)
-            if current is None:
-                raise JobNotFound(job_id)
-            action = _base.cancel_action(job_id, current.state, current.cancel_requested)
-            if action is _base.CancelAction.UNCHANGED:
-                return job_from_row(current)
-            if action is _base.CancelAction.CANCEL_QUEUED:
-                row = queries.job_cancel_queued(id=job_id, now=None, actor=actor)
-            else:
-                row = queries.job_request_cancel(id=job_id, actor=actor)
-            assert row is not None
-        return job_from_row(row)
+            row = job_queries.Querier(tx).job_cancel(id=job_id, now=None, actor=actor)
+        return job_from_transition(job_id, "cancel", row)
 
     def retry(self, job_id: UUID, *, actor: str | None = None) -> Job:
         """Put a dead or cancelled job back in its queue, due now, and wake a worker.
@@ -832,14 +822,10 @@ class SyncStore(SyncScheduleMethods):
         """
         with self._with_tx() as tx:
             queries = job_queries.Querier(tx)
-            current = queries.job_lock(id=job_id)
-            if current is None:
-                raise JobNotFound(job_id)
-            _base.check_retryable(job_id, current.state)
-            row = queries.job_retry(id=job_id, from_state=current.state, now=None, actor=actor)
-            assert row is not None
-            queries.job_notify(channel=self.notify_channel, queue=row.queue)
-        return job_from_row(row)
+            row = queries.job_retry(id=job_id, now=None, actor=actor)
+            job = job_from_transition(job_id, "retry", row)
+            queries.job_notify(channel=self.notify_channel, queue=job.queue)
+        return job
 
     def purge(
         self, older_than: timedelta, batch_size: int = 1000, *, now: datetime | None = None

@@ -485,60 +485,85 @@ WITH expired AS (
 SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed FROM reaped
 """
 
-JOB_LOCK = """
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed FROM jobs WHERE id = %(id)s FOR UPDATE
-"""
-
-JOB_CANCEL_QUEUED = """
-WITH cancelled AS (
+JOB_CANCEL = """
+WITH target AS (
+    SELECT jobs.id, jobs.state, jobs.cancel_requested FROM jobs WHERE jobs.id = %(id)s FOR UPDATE
+), cancelled AS (
     UPDATE jobs
     SET state = 'cancelled',
         finished_at = coalesce(%(now)s::timestamptz, now()),
         updated_at = now()
-    WHERE jobs.id = %(id)s AND jobs.state = 'queued'
-    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed
-), recorded AS (
-    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, detail)
-    SELECT cancelled.id, cancelled.updated_at, 'cancelled', 'queued', 'cancelled',
-           cancelled.attempts, 'by ' || %(actor)s::text
-    FROM cancelled
-)
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed FROM cancelled
-"""
-
-JOB_REQUEST_CANCEL = """
-WITH flagged AS (
+    FROM target
+    WHERE jobs.id = target.id AND target.state = 'queued'
+    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed
+), flagged AS (
     UPDATE jobs
     SET cancel_requested = true, updated_at = now()
-    WHERE jobs.id = %(id)s AND jobs.state = 'leased'
-    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed
+    FROM target
+    WHERE jobs.id = target.id AND target.state = 'leased' AND NOT target.cancel_requested
+    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner, detail)
-    SELECT flagged.id, flagged.updated_at, 'cancel_requested', 'leased', 'leased',
+    SELECT cancelled.id, cancelled.updated_at, 'cancelled',
+           'queued'::job_state, 'cancelled'::job_state,
+           cancelled.attempts, NULL, 'by ' || %(actor)s::text
+    FROM cancelled
+    UNION ALL
+    SELECT flagged.id, flagged.updated_at, 'cancel_requested',
+           'leased'::job_state, 'leased'::job_state,
            flagged.attempts, flagged.lease_owner, 'by ' || %(actor)s::text
     FROM flagged
+), after AS (
+    SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed FROM cancelled
+    UNION ALL
+    SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed FROM flagged
+    UNION ALL
+    -- Unchanged or refused: the row as locked (nothing above wrote it).
+    SELECT jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed FROM jobs JOIN target ON target.id = jobs.id
+    WHERE NOT (target.state = 'queued'
+               OR (target.state = 'leased' AND NOT target.cancel_requested))
 )
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed FROM flagged
+SELECT after.id, after.queue, after.type, after.payload, after.priority, after.state, after.attempts, after.max_attempts, after.backoff_kind, after.backoff_base, after.backoff_max, after.run_at, after.lease_owner, after.lease_expires_at, after.cancel_requested, after.idempotency_key, after.last_error, after.created_at, after.updated_at, after.finished_at, after.meta, after.handed,
+       target.state AS found_state,
+       (CASE
+            WHEN target.state = 'queued' THEN 'cancelled'
+            WHEN target.state = 'leased' AND NOT target.cancel_requested THEN 'requested'
+            WHEN target.state = 'leased' THEN 'unchanged'
+            ELSE 'refused'
+        END)::text AS action
+FROM after JOIN target ON target.id = after.id
 """
 
 JOB_RETRY = """
-WITH retried AS (
+WITH target AS (
+    SELECT jobs.id, jobs.state FROM jobs WHERE jobs.id = %(id)s FOR UPDATE
+), retried AS (
     UPDATE jobs
     SET state = 'queued',
         run_at = coalesce(%(now)s::timestamptz, now()),
-        attempts = least(attempts, max_attempts - 1),
+        attempts = least(jobs.attempts, jobs.max_attempts - 1),
         cancel_requested = false,
         finished_at = NULL,
         updated_at = now()
-    WHERE jobs.id = %(id)s AND jobs.state IN ('dead', 'cancelled')
-    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed
+    FROM target
+    WHERE jobs.id = target.id AND target.state IN ('dead', 'cancelled')
+    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, detail)
-    SELECT retried.id, retried.updated_at, 'retried', %(from_state)s::job_state, 'queued',
+    SELECT retried.id, retried.updated_at, 'retried', target.state, 'queued',
            retried.attempts, 'by ' || %(actor)s::text
-    FROM retried
+    FROM retried JOIN target ON target.id = retried.id
+), after AS (
+    SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed FROM retried
+    UNION ALL
+    SELECT jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed FROM jobs JOIN target ON target.id = jobs.id
+    WHERE target.state NOT IN ('dead', 'cancelled')
 )
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed FROM retried
+SELECT after.id, after.queue, after.type, after.payload, after.priority, after.state, after.attempts, after.max_attempts, after.backoff_kind, after.backoff_base, after.backoff_max, after.run_at, after.lease_owner, after.lease_expires_at, after.cancel_requested, after.idempotency_key, after.last_error, after.created_at, after.updated_at, after.finished_at, after.meta, after.handed,
+       target.state AS found_state,
+       (CASE WHEN target.state IN ('dead', 'cancelled') THEN 'retried' ELSE 'refused' END)::text
+           AS action
+FROM after JOIN target ON target.id = after.id
 """
 
 JOB_PURGE_STATE = """
@@ -823,6 +848,148 @@ def _row_to_job_record_outcomes_row(row: Sequence[Any]) -> JobRecordOutcomesRow:
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_JOB_RECORD_OUTCOMES_ROW_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
+class JobCancelRow(pydantic.BaseModel):
+    """A row returned by ``JobCancel``."""
+
+    id: UUID
+    queue: str
+    type: str
+    payload: JsonValue
+    priority: int
+    state: JobState
+    attempts: int
+    max_attempts: int
+    backoff_kind: BackoffKind
+    backoff_base: timedelta
+    backoff_max: timedelta
+    run_at: datetime
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    cancel_requested: bool
+    idempotency_key: str | None
+    last_error: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    meta: JsonValue
+    handed: bool
+    found_state: JobState
+    action: str
+
+
+_JOB_CANCEL_ROW_FIELDS = frozenset({'id', 'queue', 'type', 'payload', 'priority', 'state', 'attempts', 'max_attempts', 'backoff_kind', 'backoff_base', 'backoff_max', 'run_at', 'lease_owner', 'lease_expires_at', 'cancel_requested', 'idempotency_key', 'last_error', 'created_at', 'updated_at', 'finished_at', 'meta', 'handed', 'found_state', 'action'})
+
+
+def _row_to_job_cancel_row(row: Sequence[Any]) -> JobCancelRow:
+    """Build a :class:`JobCancelRow` from a driver row, without re-validating it."""
+    obj = JobCancelRow.__new__(JobCancelRow)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "id": row[0],
+            "queue": row[1],
+            "type": row[2],
+            "payload": row[3],
+            "priority": row[4],
+            "state": JobState.from_value(row[5]),
+            "attempts": row[6],
+            "max_attempts": row[7],
+            "backoff_kind": BackoffKind.from_value(row[8]),
+            "backoff_base": row[9],
+            "backoff_max": row[10],
+            "run_at": row[11],
+            "lease_owner": row[12],
+            "lease_expires_at": row[13],
+            "cancel_requested": row[14],
+            "idempotency_key": row[15],
+            "last_error": row[16],
+            "created_at": row[17],
+            "updated_at": row[18],
+            "finished_at": row[19],
+            "meta": row[20],
+            "handed": row[21],
+            "found_state": JobState.from_value(row[22]),
+            "action": row[23],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_JOB_CANCEL_ROW_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
+class JobRetryRow(pydantic.BaseModel):
+    """A row returned by ``JobRetry``."""
+
+    id: UUID
+    queue: str
+    type: str
+    payload: JsonValue
+    priority: int
+    state: JobState
+    attempts: int
+    max_attempts: int
+    backoff_kind: BackoffKind
+    backoff_base: timedelta
+    backoff_max: timedelta
+    run_at: datetime
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    cancel_requested: bool
+    idempotency_key: str | None
+    last_error: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    meta: JsonValue
+    handed: bool
+    found_state: JobState
+    action: str
+
+
+_JOB_RETRY_ROW_FIELDS = frozenset({'id', 'queue', 'type', 'payload', 'priority', 'state', 'attempts', 'max_attempts', 'backoff_kind', 'backoff_base', 'backoff_max', 'run_at', 'lease_owner', 'lease_expires_at', 'cancel_requested', 'idempotency_key', 'last_error', 'created_at', 'updated_at', 'finished_at', 'meta', 'handed', 'found_state', 'action'})
+
+
+def _row_to_job_retry_row(row: Sequence[Any]) -> JobRetryRow:
+    """Build a :class:`JobRetryRow` from a driver row, without re-validating it."""
+    obj = JobRetryRow.__new__(JobRetryRow)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "id": row[0],
+            "queue": row[1],
+            "type": row[2],
+            "payload": row[3],
+            "priority": row[4],
+            "state": JobState.from_value(row[5]),
+            "attempts": row[6],
+            "max_attempts": row[7],
+            "backoff_kind": BackoffKind.from_value(row[8]),
+            "backoff_base": row[9],
+            "backoff_max": row[10],
+            "run_at": row[11],
+            "lease_owner": row[12],
+            "lease_expires_at": row[13],
+            "cancel_requested": row[14],
+            "idempotency_key": row[15],
+            "last_error": row[16],
+            "created_at": row[17],
+            "updated_at": row[18],
+            "finished_at": row[19],
+            "meta": row[20],
+            "handed": row[21],
+            "found_state": JobState.from_value(row[22]),
+            "action": row[23],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_JOB_RETRY_ROW_FIELDS))
     _setattr(obj, "__pydantic_extra__", None)
     _setattr(obj, "__pydantic_private__", None)
     return obj
@@ -1240,73 +1407,56 @@ class AsyncQuerier:
             _rows = await _cur.fetchall()
         return [row_to_job(_row) for _row in _rows]
 
-    async def job_lock(self, *, id: UUID) -> Job | None:
-        """Run ``JobLock``; return its first row, or None."""
-        async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_LOCK, {"id": id})
-            _row = await _cur.fetchone()
-        if _row is None:
-            return None
-        return row_to_job(_row)
-
-    async def job_cancel_queued(
+    async def job_cancel(
         self,
         *,
-        now: datetime | None,
         id: UUID,
+        now: datetime | None,
         actor: str | None,
-    ) -> Job | None:
-        """actor (who asked, e.g. an operator through the web dashboard) is recorded in
+    ) -> JobCancelRow | None:
+        """The cancel decision and its transition in one statement. The job's row is
+        locked first, so the state it is decided on is the state it is changed from:
+        a queued job ends cancelled now ('cancelled'); a leased one is flagged
+        ('requested': it can't be stopped from here, so the owner's next heartbeat
+        leaves it out and the worker cancels the handler), unless it already was
+        ('unchanged'); a finished job is left alone ('refused'). Returns the job as
+        it is now, the state it was found in and that action; no row: no such job.
+        actor (who asked, e.g. an operator through the web dashboard) is recorded in
         the event's detail as 'by <actor>'; NULL leaves the detail empty.
 
-        Run ``JobCancelQueued``; return its first row, or None.
+        Run ``JobCancel``; return its first row, or None.
         """
         async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_CANCEL_QUEUED, {"now": now, "id": id, "actor": actor})
+            await _cur.execute(JOB_CANCEL, {"id": id, "now": now, "actor": actor})
             _row = await _cur.fetchone()
         if _row is None:
             return None
-        return row_to_job(_row)
-
-    async def job_request_cancel(self, *, id: UUID, actor: str | None) -> Job | None:
-        """A leased job can't be stopped from here: flag it, and the owner's next
-        heartbeat leaves it out so the worker cancels the handler.
-
-        Run ``JobRequestCancel``; return its first row, or None.
-        """
-        async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_REQUEST_CANCEL, {"id": id, "actor": actor})
-            _row = await _cur.fetchone()
-        if _row is None:
-            return None
-        return row_to_job(_row)
+        return _row_to_job_cancel_row(_row)
 
     async def job_retry(
         self,
         *,
-        now: datetime | None,
         id: UUID,
-        from_state: JobState,
+        now: datetime | None,
         actor: str | None,
-    ) -> Job | None:
-        """Dead or cancelled back to queued, due now. A dead job has spent its
-        attempts, so one is given back (the events keep the full count). Its
-        max_attempts stays as enqueued: it is part of the body an idempotent
-        replay is compared with.
+    ) -> JobRetryRow | None:
+        """The retry decision and its transition in one statement: a dead or cancelled
+        job goes back to queued, due now ('retried'); any other is left alone
+        ('refused'). The row is locked first, so the state it is decided on is the
+        state it is changed from. A dead job has spent its attempts, so one is given
+        back (the events keep the full count). Its max_attempts stays as enqueued:
+        it is part of the body an idempotent replay is compared with. Returns the
+        job as it is now, the state it was found in and that action; no row: no
+        such job.
 
         Run ``JobRetry``; return its first row, or None.
         """
         async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_RETRY, {
-                "now": now,
-                "id": id,
-                "from_state": from_state,
-                "actor": actor,
-            })
+            await _cur.execute(JOB_RETRY, {"id": id, "now": now, "actor": actor})
             _row = await _cur.fetchone()
         if _row is None:
             return None
-        return row_to_job(_row)
+        return _row_to_job_retry_row(_row)
 
     async def job_purge_state(
         self,
@@ -1728,67 +1878,50 @@ class Querier:
             _rows = _cur.fetchall()
         return [row_to_job(_row) for _row in _rows]
 
-    def job_lock(self, *, id: UUID) -> Job | None:
-        """Run ``JobLock``; return its first row, or None."""
-        with self._conn.cursor() as _cur:
-            _cur.execute(JOB_LOCK, {"id": id})
-            _row = _cur.fetchone()
-        if _row is None:
-            return None
-        return row_to_job(_row)
-
-    def job_cancel_queued(self, *, now: datetime | None, id: UUID, actor: str | None) -> Job | None:
-        """actor (who asked, e.g. an operator through the web dashboard) is recorded in
-        the event's detail as 'by <actor>'; NULL leaves the detail empty.
-
-        Run ``JobCancelQueued``; return its first row, or None.
-        """
-        with self._conn.cursor() as _cur:
-            _cur.execute(JOB_CANCEL_QUEUED, {"now": now, "id": id, "actor": actor})
-            _row = _cur.fetchone()
-        if _row is None:
-            return None
-        return row_to_job(_row)
-
-    def job_request_cancel(self, *, id: UUID, actor: str | None) -> Job | None:
-        """A leased job can't be stopped from here: flag it, and the owner's next
-        heartbeat leaves it out so the worker cancels the handler.
-
-        Run ``JobRequestCancel``; return its first row, or None.
-        """
-        with self._conn.cursor() as _cur:
-            _cur.execute(JOB_REQUEST_CANCEL, {"id": id, "actor": actor})
-            _row = _cur.fetchone()
-        if _row is None:
-            return None
-        return row_to_job(_row)
-
-    def job_retry(
+    def job_cancel(
         self,
         *,
-        now: datetime | None,
         id: UUID,
-        from_state: JobState,
+        now: datetime | None,
         actor: str | None,
-    ) -> Job | None:
-        """Dead or cancelled back to queued, due now. A dead job has spent its
-        attempts, so one is given back (the events keep the full count). Its
-        max_attempts stays as enqueued: it is part of the body an idempotent
-        replay is compared with.
+    ) -> JobCancelRow | None:
+        """The cancel decision and its transition in one statement. The job's row is
+        locked first, so the state it is decided on is the state it is changed from:
+        a queued job ends cancelled now ('cancelled'); a leased one is flagged
+        ('requested': it can't be stopped from here, so the owner's next heartbeat
+        leaves it out and the worker cancels the handler), unless it already was
+        ('unchanged'); a finished job is left alone ('refused'). Returns the job as
+        it is now, the state it was found in and that action; no row: no such job.
+        actor (who asked, e.g. an operator through the web dashboard) is recorded in
+        the event's detail as 'by <actor>'; NULL leaves the detail empty.
+
+        Run ``JobCancel``; return its first row, or None.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(JOB_CANCEL, {"id": id, "now": now, "actor": actor})
+            _row = _cur.fetchone()
+        if _row is None:
+            return None
+        return _row_to_job_cancel_row(_row)
+
+    def job_retry(self, *, id: UUID, now: datetime | None, actor: str | None) -> JobRetryRow | None:
+        """The retry decision and its transition in one statement: a dead or cancelled
+        job goes back to queued, due now ('retried'); any other is left alone
+        ('refused'). The row is locked first, so the state it is decided on is the
+        state it is changed from. A dead job has spent its attempts, so one is given
+        back (the events keep the full count). Its max_attempts stays as enqueued:
+        it is part of the body an idempotent replay is compared with. Returns the
+        job as it is now, the state it was found in and that action; no row: no
+        such job.
 
         Run ``JobRetry``; return its first row, or None.
         """
         with self._conn.cursor() as _cur:
-            _cur.execute(JOB_RETRY, {
-                "now": now,
-                "id": id,
-                "from_state": from_state,
-                "actor": actor,
-            })
+            _cur.execute(JOB_RETRY, {"id": id, "now": now, "actor": actor})
             _row = _cur.fetchone()
         if _row is None:
             return None
-        return row_to_job(_row)
+        return _row_to_job_retry_row(_row)
 
     def job_purge_state(
         self,

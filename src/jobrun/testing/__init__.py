@@ -10,6 +10,8 @@
   code under test enqueues, in memory, with the store's validation and
   idempotency rules, and asserts on it (``assert_enqueued``). A test double
   for unit tests only.
+- :func:`eventually` (and :func:`eventually_sync`) waits for a condition
+  in a test instead of sleeping a fixed time.
 - :mod:`jobrun.testing.pytest_plugin`, loaded by pytest automatically once
   jobrun is installed, gives a real database per test (``jobrun_database_url``,
   ``jobrun_pool``, ``jobrun_store``, ``jobrun_sync_producer``), cloned from a
@@ -21,12 +23,15 @@ Nothing in this package is used by jobrun at run time.
 from jobrun.testing.factory import make_job
 from jobrun.testing.recording import RecordingProducer, SyncRecordingProducer
 from jobrun.testing.run import HandlerTimedOut, JobResult, run_job, run_job_sync
+from jobrun.testing.waiting import eventually, eventually_sync
 
 __all__ = [
     "HandlerTimedOut",
     "JobResult",
     "RecordingProducer",
     "SyncRecordingProducer",
+    "eventually",
+    "eventually_sync",
     "make_job",
     "run_job",
     "run_job_sync",
