@@ -36,7 +36,6 @@ from jobrun.job import (
     Backoff,
     BackoffKind,
     CommitCallback,
-    Completion,
     Effect,
     Event,
     EventMode,
@@ -54,7 +53,6 @@ from jobrun.job import (
     Schedule,
     SchedulePatch,
     SyncCommitCallback,
-    SyncCompletion,
     SyncOutcome,
 )
 from jobrun.registry import Cancel, JobContext, Registry, Snooze
@@ -66,7 +64,6 @@ __all__ = [
     "Client",
     "CommitCallback",
     "CommitTimeout",
-    "Completion",
     "Config",
     "ConfigurationError",
     "DatabaseUnavailable",
@@ -105,7 +102,6 @@ __all__ = [
     "SchemaMissing",
     "Snooze",
     "SyncCommitCallback",
-    "SyncCompletion",
     "SyncOutcome",
     "UnknownJobType",
     "UsageError",

@@ -46,28 +46,7 @@ from pydantic import (
     model_validator,
 )
 
-from jobrun.errors import (
-    CommitTimeout,
-    ConfigurationError,
-    DatabaseUnavailable,
-    DurationError,
-    HandlerTimedOut,
-    IdempotencyConflict,
-    InvalidJob,
-    InvalidPayload,
-    InvalidSchedule,
-    InvalidTransition,
-    JobNotFound,
-    JobrunError,
-    LeaseLost,
-    MigrationError,
-    PayloadTooLarge,
-    PoolExhausted,
-    ScheduleNotFound,
-    SchemaMissing,
-    UnknownJobType,
-    UsageError,
-)
+from jobrun.errors import ConfigurationError, InvalidJob, InvalidSchedule, JobrunError
 
 __all__ = [
     "DEFAULT_NOTIFY_CHANNEL",
@@ -81,48 +60,26 @@ __all__ = [
     "Backoff",
     "BackoffKind",
     "CommitCallback",
-    "CommitTimeout",
-    "Completion",
-    "ConfigurationError",
-    "DatabaseUnavailable",
-    "DurationError",
     "Effect",
     "Event",
     "EventMode",
-    "HandlerTimedOut",
     "HandoffOffer",
-    "IdempotencyConflict",
-    "InvalidJob",
-    "InvalidPayload",
-    "InvalidSchedule",
-    "InvalidTransition",
     "Job",
     "JobFilter",
-    "JobNotFound",
     "JobPage",
     "JobState",
-    "JobrunError",
-    "LeaseLost",
-    "MigrationError",
     "NewJob",
     "NewSchedule",
     "Outcome",
     "OutcomeKind",
-    "PayloadTooLarge",
-    "PoolExhausted",
     "QueueControls",
     "QueueDepth",
     "QueueInfo",
     "QueueStats",
     "Schedule",
-    "ScheduleNotFound",
     "SchedulePatch",
-    "SchemaMissing",
     "SyncCommitCallback",
-    "SyncCompletion",
     "SyncOutcome",
-    "UnknownJobType",
-    "UsageError",
     "WorkerOffer",
     "duration_problem",
     "jobs_alike",
@@ -934,10 +891,6 @@ class Outcome:
     takes them, in one global order, before any callback of the group runs."""
 
 
-Completion = Outcome
-"""An :class:`Outcome` of kind complete (the default kind): ``Completion(job, commit)``."""
-
-
 SyncCommitCallback = Callable[[Any], None]
 """A commit callback for the synchronous store (:class:`jobrun.postgres.SyncStore`).
 
@@ -957,10 +910,6 @@ class SyncOutcome:
     delay: timedelta = timedelta(0)
     invocations: int = 0
     lock_keys: tuple[str, ...] = ()
-
-
-SyncCompletion = SyncOutcome
-"""A :class:`SyncOutcome` of kind complete: ``SyncCompletion(job, commit)``."""
 
 
 @dataclass(frozen=True, slots=True)

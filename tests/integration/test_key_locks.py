@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from jobrun.job import Completion, Job, NewJob, key_lock_id
+from jobrun.job import Job, NewJob, Outcome, key_lock_id
 from jobrun.postgres import lock_keys, open_pool
 from jobrun.postgres.store import Store
 from jobrun.registry import JobContext
@@ -35,7 +35,7 @@ def bump(row: str, pause: bool) -> Any:
     return commit
 
 
-async def crossing_groups(db_url: str, *, declare: bool) -> list[Completion]:
+async def crossing_groups(db_url: str, *, declare: bool) -> list[Outcome]:
     with psycopg.connect(db_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE shared (key text PRIMARY KEY, n integer NOT NULL)")
         conn.execute("INSERT INTO shared VALUES ('x', 0), ('y', 0)")
@@ -46,9 +46,9 @@ async def crossing_groups(db_url: str, *, declare: bool) -> list[Completion]:
         mine = await stores[0].claim(["default"], "a", 2, LEASE)
         theirs = await stores[1].claim(["default"], "b", 2, LEASE)
 
-        def outcome(job: Job, row: str, pause: bool) -> Completion:
+        def outcome(job: Job, row: str, pause: bool) -> Outcome:
             keys = (f"shared:{row}",) if declare else ()
-            return Completion(job=job, commit=bump(row, pause), lock_keys=keys)
+            return Outcome(job=job, commit=bump(row, pause), lock_keys=keys)
 
         group_a = [outcome(mine[0], "x", True), outcome(mine[1], "y", False)]
         group_b = [outcome(theirs[0], "y", True), outcome(theirs[1], "x", False)]

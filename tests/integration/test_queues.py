@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from jobrun.errors import ConfigurationError
-from jobrun.job import Completion, JobState, NewJob, QueueControls
+from jobrun.job import JobState, NewJob, Outcome, QueueControls
 from jobrun.postgres import Pool
 from jobrun.postgres.store import Store
 from jobrun.sqlc import jobs as job_queries
@@ -121,7 +121,7 @@ async def test_a_paused_queue_yields_nothing_while_another_runs_on(store: Store)
     claimed = await store.claim(["a", "b"], "w", 10, LEASE)
     assert {j.queue for j in claimed} == {"b"} and len(claimed) == 3
     # A job leased before the pause finishes normally.
-    (done,) = await store.record_outcomes("w", [Completion(job=running[0])])
+    (done,) = await store.record_outcomes("w", [Outcome(job=running[0])])
     assert not isinstance(done, Exception) and done.state is JobState.SUCCEEDED
 
     await store.resume_queue("a")
@@ -139,7 +139,7 @@ async def test_concurrency_limit_caps_leased_jobs_of_the_queue(store: Store) -> 
     assert await store.claim(["limited"], "w2", 5, LEASE) == []
 
     held = [j for j in first if j.queue == "limited"]
-    await store.record_outcomes("w1", [Completion(job=held[0])])
+    await store.record_outcomes("w1", [Outcome(job=held[0])])
     assert len(await store.claim(["limited"], "w2", 5, LEASE)) == 1
 
     # Lowered below what is leased: nothing more until it drains below the limit.

@@ -44,7 +44,6 @@ from jobrun.job import (
     MIN_PRIORITY,
     Backoff,
     BackoffKind,
-    Completion,
     EventMode,
     Job,
     JobFilter,
@@ -913,7 +912,7 @@ async def test_a_stale_attempt_of_the_same_owner_is_fenced_out(
     with pytest.raises(LeaseLost):
         await store.release(stale, "w1", "stale")
     assert await store.heartbeat("w1", [stale], LEASE) == set()
-    results = await store.record_outcomes("w1", [Completion(job=stale, commit=write_effect(stale))])
+    results = await store.record_outcomes("w1", [Outcome(job=stale, commit=write_effect(stale))])
     assert isinstance(results[0], LeaseLost)
     assert effect_rows(effects_table) == []
     assert await store.heartbeat("w1", [fresh], LEASE) == {fresh.id}
@@ -961,7 +960,7 @@ async def test_same_key_in_two_queues_in_one_group_runs_both_effects(
     ]
     claimed = await store.claim(["q1", "q2", "q3"], "w1", 3, LEASE)
     results = await store.record_outcomes(
-        "w1", [Completion(job=j, commit=write_effect(j)) for j in claimed]
+        "w1", [Outcome(job=j, commit=write_effect(j)) for j in claimed]
     )
     assert all(isinstance(r, Job) and r.state is JobState.SUCCEEDED for r in results)
     assert sorted(effect_rows(effects_table)) == sorted(j.id for j in jobs)
@@ -1035,8 +1034,8 @@ async def test_group_commit_completes_each_and_isolates_lost_leases(
     stolen = claimed[2]
     with psycopg.connect(effects_table, autocommit=True) as conn:
         conn.execute("UPDATE jobs SET lease_owner = 'thief' WHERE id = %s", (stolen.id,))
-    completions = [Completion(job=j, commit=write_effect(j)) for j in claimed[:4]]
-    completions += [Completion(job=j) for j in claimed[4:]]
+    completions = [Outcome(job=j, commit=write_effect(j)) for j in claimed[:4]]
+    completions += [Outcome(job=j) for j in claimed[4:]]
     results = await store.record_outcomes("w1", completions)
     assert isinstance(results[2], LeaseLost)
     assert [isinstance(r, Job) and r.state is JobState.SUCCEEDED for r in results] == [
@@ -1059,8 +1058,8 @@ async def test_group_commit_falls_back_when_one_callback_fails(
     claimed = await store.claim(["default"], "w1", 4, LEASE)
 
     broken = Effect(raises=ValueError("bad effect"))
-    completions = [Completion(job=j, commit=write_effect(j)) for j in claimed]
-    completions[1] = Completion(job=claimed[1], commit=broken)
+    completions = [Outcome(job=j, commit=write_effect(j)) for j in claimed]
+    completions[1] = Outcome(job=claimed[1], commit=broken)
     results = await store.record_outcomes("w1", completions)
     assert isinstance(results[1], ValueError)
     assert all(isinstance(r, Job) for i, r in enumerate(results) if i != 1)
@@ -1081,8 +1080,8 @@ async def test_group_fallback_after_a_failing_statement_is_quiet_and_counted(
     claimed = await store.claim(["default"], "w1", 4, LEASE)
 
     bad_sql = Effect(("INSERT INTO effect_rows (job_id) VALUES (NULL)", None))  # NOT NULL
-    completions = [Completion(job=j, commit=write_effect(j)) for j in claimed]
-    completions[2] = Completion(job=claimed[2], commit=bad_sql)
+    completions = [Outcome(job=j, commit=write_effect(j)) for j in claimed]
+    completions[2] = Outcome(job=claimed[2], commit=bad_sql)
     with caplog.at_level(logging.WARNING):
         results = await store.record_outcomes("w1", completions)
     assert isinstance(results[2], Exception) and not isinstance(results[2], Job)
@@ -1180,8 +1179,8 @@ async def test_group_commit_times_out_only_the_callback_that_ran_out_of_time(
         await store.enqueue(NewJob(type="t", payload={"i": i}))
     claimed = await store.claim(["default"], "w1", 3, LEASE)
     seconds = 30.0 if stores.flavour == "async" else 0.6
-    completions = [Completion(job=j, commit=write_effect(j)) for j in claimed]
-    completions[1] = Completion(job=claimed[1], commit=SleepingEffect(claimed[1], seconds))
+    completions = [Outcome(job=j, commit=write_effect(j)) for j in claimed]
+    completions[1] = Outcome(job=claimed[1], commit=SleepingEffect(claimed[1], seconds))
     results = await store.record_outcomes("w1", completions)
     assert isinstance(results[1], CommitTimeout), results[1]
     assert isinstance(results[0], Job) and isinstance(results[2], Job), results
@@ -1594,7 +1593,7 @@ async def test_a_completion_without_a_callback_writes_no_ledger_row(
     await store.enqueue_batch([NewJob(type="t") for _ in range(3)])
     claimed = await store.claim(["default"], "w1", 3, LEASE)
     await store.complete(claimed[0], "w1")
-    await store.record_outcomes("w1", [Completion(job=j) for j in claimed[1:]])
+    await store.record_outcomes("w1", [Outcome(job=j) for j in claimed[1:]])
     assert ledger_rows(db_url) == 0
 
 
