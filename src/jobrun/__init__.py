@@ -1,7 +1,8 @@
 """jobrun: a durable job queue for Python services, on PostgreSQL.
 
 Start with :class:`Client` (one :class:`Config`): it opens the pool and the
-store and runs workers. The names exported here are that, the domain, what a
+store and runs workers; :class:`SyncClient` is its producing half for
+synchronous code, from the same ``Config``. The names exported here are that, the domain, what a
 handler uses (Registry, JobContext, Cancel, Snooze) and the errors; the
 PostgreSQL store lives in :mod:`jobrun.postgres`, the ports in
 :mod:`jobrun.ports` and the runtime in :mod:`jobrun.worker` and
@@ -56,6 +57,7 @@ from jobrun.job import (
     SyncOutcome,
 )
 from jobrun.registry import Cancel, JobContext, Registry, Snooze
+from jobrun.sync_client import SyncClient
 
 __all__ = [
     "Backoff",
@@ -101,6 +103,7 @@ __all__ = [
     "SchedulePatch",
     "SchemaMissing",
     "Snooze",
+    "SyncClient",
     "SyncCommitCallback",
     "SyncOutcome",
     "UnknownJobType",
