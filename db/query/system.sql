@@ -4,14 +4,6 @@
 -- The database clock; also the ping run when a pool opens.
 SELECT now()::timestamptz AS now;
 
--- name: PreparedStatementPlans :many
--- How often each statement prepared on this session was planned with its
--- values (custom) and how often it reused its generic plan; the claim-plan
--- checks read it to prove the claim is not planned afresh on every call.
-SELECT statement, generic_plans, custom_plans
-FROM pg_catalog.pg_prepared_statements
-ORDER BY statement;
-
 -- name: TablesOutgrowingStatistics :many
 -- jobrun's growing tables whose planner statistics describe a much smaller
 -- table: more than twice the rows (and a thousand more) live now than when

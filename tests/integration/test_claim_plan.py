@@ -6,7 +6,7 @@ job by its primary key, whatever the statistics say (the last test).
 Which jobs a claim returns is checked in test_store.py; how much it reads to
 find them is a plan property no result can show. A claim that finds nothing
 due must not walk the delayed entries of its queue, so these tests read the
-claim's EXPLAIN (ANALYZE, BUFFERS) through jobrun.postgres.claimplan, the
+claim's EXPLAIN (ANALYZE, BUFFERS) through jobrun_tools.claimplan, the
 code scripts/vet runs, and compare buffer counts, never times.
 """
 
@@ -18,12 +18,7 @@ from typing import Any
 
 import psycopg
 import pytest
-
-from jobrun.errors import LeaseLost
-from jobrun.job import JobState as DomainJobState
-from jobrun.job import NewJob, Outcome, OutcomeKind
-from jobrun.postgres import Pool, Store
-from jobrun.postgres.claimplan import (
+from jobrun_tools.claimplan import (
     CHECK_MAX_BUFFERS,
     FENCE_CHECK_BATCH,
     analyze_jobs,
@@ -33,6 +28,11 @@ from jobrun.postgres.claimplan import (
     explain_claim,
     fill_synthetic,
 )
+
+from jobrun.errors import LeaseLost
+from jobrun.job import JobState as DomainJobState
+from jobrun.job import NewJob, Outcome, OutcomeKind
+from jobrun.postgres import Pool, Store
 from jobrun.postgres.convert import job_from_row
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc.models import JobState

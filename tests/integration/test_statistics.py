@@ -23,12 +23,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
+from jobrun_tools.claimplan import fill_synthetic
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from jobrun.maintenance import Maintenance
 from jobrun.postgres import Pool, open_pool
-from jobrun.postgres.claimplan import fill_synthetic
 from jobrun.postgres.lock import AdvisoryLocker
 from jobrun.postgres.store import Store
 from jobrun.sqlc import jobs as job_queries

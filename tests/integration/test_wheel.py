@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import psycopg
@@ -29,6 +30,7 @@ def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
     )
     wheel = next(work.glob("jobrun-*.whl"))
+    (work / "contents.txt").write_text("\n".join(zipfile.ZipFile(wheel).namelist()))
     venv = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
@@ -105,3 +107,21 @@ def test_installed_wheel_registers_the_pytest_plugin(wheel_venv: Path) -> None:
         cwd=wheel_venv,
     ).stdout.split()
     assert found == ["jobrun.testing.pytest_plugin"]
+
+
+def test_the_wheel_ships_no_benchmark_or_plan_check_support(wheel_venv: Path) -> None:
+    # The plan checks and synthetic fills (jobrun_tools) serve scripts/vet and the
+    # benchmarks; the package users install carries the adapter only.
+    names = (wheel_venv.parent / "contents.txt").read_text().splitlines()
+    assert any(n.startswith("jobrun/postgres/store.py") for n in names)
+    assert not [n for n in names if "claimplan" in n or n.startswith("jobrun_tools")]
+    assert "jobrun/sqlc/jobs.py" in names
+    python = wheel_venv / "bin" / "python"
+    check = subprocess.run(
+        [str(python), "-c", "import jobrun.sqlc.jobs as q; print(hasattr(q, 'JOB_FILL_SYNTHETIC'))"],  # noqa: E501
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=wheel_venv,
+    )
+    assert check.stdout.strip() == "False"

@@ -631,23 +631,6 @@ FULL JOIN running ON running.queue = waiting.queue
 ORDER BY 1
 """
 
-JOB_FILL_SYNTHETIC = """
-INSERT INTO jobs (id, queue, type, priority, state, run_at, finished_at)
-SELECT lpad(to_hex(%(first_id)s::bigint + g), 32, '0')::uuid,
-       %(queue)s::text,
-       'synthetic',
-       mod(g, %(priorities)s::integer)::smallint,
-       %(state)s::job_state,
-       coalesce(%(now)s::timestamptz, now()) + %(run_in)s::interval
-           + %(spacing)s::interval * g,
-       %(finished_at)s::timestamptz
-FROM generate_series(1, %(total)s::bigint) AS g
-"""
-
-JOBS_ANALYZE = """
-ANALYZE jobs
-"""
-
 
 @dataclass(slots=True, kw_only=True)
 class JobInsertParams:
@@ -1070,21 +1053,6 @@ def _row_to_job_queue_stats_row(row: Sequence[Any]) -> JobQueueStatsRow:
     _setattr(obj, "__pydantic_extra__", None)
     _setattr(obj, "__pydantic_private__", None)
     return obj
-
-
-@dataclass(slots=True, kw_only=True)
-class JobFillSyntheticParams:
-    """The parameters of ``JobFillSynthetic``."""
-
-    first_id: int
-    queue: str
-    priorities: int
-    state: JobState
-    now: datetime | None
-    run_in: timedelta
-    spacing: timedelta
-    finished_at: datetime | None
-    total: int
 
 
 class AsyncQuerier:
@@ -1532,46 +1500,6 @@ class AsyncQuerier:
             _rows = await _cur.fetchall()
         return [_row_to_job_queue_stats_row(_row) for _row in _rows]
 
-    async def job_fill_synthetic(self, *, params: JobFillSyntheticParams) -> int:
-        """Insert total synthetic jobs of one queue in one statement, for the claim
-        benchmark (scripts/bench-claim) and the plan check of the claim
-        (scripts/vet), which need millions of rows in minutes. Job g (1..total)
-        gets priority g mod priorities, run_at db now + run_in + g * spacing, and
-        finished_at (set it exactly for a finished state). Ids are first_id + g
-        written as a uuid, so rows arrive in id order and the primary key grows at
-        its right edge; the caller keeps the id ranges of its calls apart.
-
-        Run ``JobFillSynthetic``; return the number of rows it affected.
-        """
-        _args = {
-            "first_id": params.first_id,
-            "queue": params.queue,
-            "priorities": params.priorities,
-            "state": params.state,
-            "now": params.now,
-            "run_in": params.run_in,
-            "spacing": params.spacing,
-            "finished_at": params.finished_at,
-            "total": params.total,
-        }
-        async with self._conn.cursor() as _cur:
-            if self._conn.pgconn.pipeline_status:
-                async with self._conn.pipeline():
-                    await _cur.execute(JOB_FILL_SYNTHETIC, _args)
-            else:
-                await _cur.execute(JOB_FILL_SYNTHETIC, _args)
-            return _cur.rowcount
-
-    async def jobs_analyze(self) -> None:
-        """Refresh the planner statistics of jobs (a plan check fills it first).
-        EXPLAIN cannot take ANALYZE, so sqlc vet leaves it out.
-        @sqlc-vet-disable
-
-        Run ``JobsAnalyze``.
-        """
-        async with self._conn.cursor() as _cur:
-            await _cur.execute(JOBS_ANALYZE)
-
 class Querier:
     """The queries of ``db/query/jobs.sql`` on a connection.
 
@@ -1996,43 +1924,3 @@ class Querier:
             _cur.execute(JOB_QUEUE_STATS)
             _rows = _cur.fetchall()
         return [_row_to_job_queue_stats_row(_row) for _row in _rows]
-
-    def job_fill_synthetic(self, *, params: JobFillSyntheticParams) -> int:
-        """Insert total synthetic jobs of one queue in one statement, for the claim
-        benchmark (scripts/bench-claim) and the plan check of the claim
-        (scripts/vet), which need millions of rows in minutes. Job g (1..total)
-        gets priority g mod priorities, run_at db now + run_in + g * spacing, and
-        finished_at (set it exactly for a finished state). Ids are first_id + g
-        written as a uuid, so rows arrive in id order and the primary key grows at
-        its right edge; the caller keeps the id ranges of its calls apart.
-
-        Run ``JobFillSynthetic``; return the number of rows it affected.
-        """
-        _args = {
-            "first_id": params.first_id,
-            "queue": params.queue,
-            "priorities": params.priorities,
-            "state": params.state,
-            "now": params.now,
-            "run_in": params.run_in,
-            "spacing": params.spacing,
-            "finished_at": params.finished_at,
-            "total": params.total,
-        }
-        with self._conn.cursor() as _cur:
-            if self._conn.pgconn.pipeline_status:
-                with self._conn.pipeline():
-                    _cur.execute(JOB_FILL_SYNTHETIC, _args)
-            else:
-                _cur.execute(JOB_FILL_SYNTHETIC, _args)
-            return _cur.rowcount
-
-    def jobs_analyze(self) -> None:
-        """Refresh the planner statistics of jobs (a plan check fills it first).
-        EXPLAIN cannot take ANALYZE, so sqlc vet leaves it out.
-        @sqlc-vet-disable
-
-        Run ``JobsAnalyze``.
-        """
-        with self._conn.cursor() as _cur:
-            _cur.execute(JOBS_ANALYZE)

@@ -2,24 +2,14 @@
 # source: db/query/system.sql
 """Queries of ``db/query/system.sql``, typed for psycopg 3."""
 
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 import psycopg
-import pydantic
-
-_setattr = object.__setattr__
 
 
 DATABASE_NOW = """
 SELECT now()::timestamptz AS now
-"""
-
-PREPARED_STATEMENT_PLANS = """
-SELECT statement, generic_plans, custom_plans
-FROM pg_catalog.pg_prepared_statements
-ORDER BY statement
 """
 
 TABLES_OUTGROWING_STATISTICS = """
@@ -43,35 +33,6 @@ ANALYZE (SKIP_LOCKED) job_events
 ANALYZE_PROCESSED_EFFECTS = """
 ANALYZE (SKIP_LOCKED) processed_effects
 """
-
-
-class PreparedStatementPlansRow(pydantic.BaseModel):
-    """A row returned by ``PreparedStatementPlans``."""
-
-    statement: str | None
-    generic_plans: int | None
-    custom_plans: int | None
-
-
-_PREPARED_STATEMENT_PLANS_ROW_FIELDS = frozenset({'statement', 'generic_plans', 'custom_plans'})
-
-
-def _row_to_prepared_statement_plans_row(row: Sequence[Any]) -> PreparedStatementPlansRow:
-    """Build a :class:`PreparedStatementPlansRow` from a driver row, without re-validating it."""
-    obj = PreparedStatementPlansRow.__new__(PreparedStatementPlansRow)
-    _setattr(
-        obj,
-        "__dict__",
-        {
-            "statement": row[0],
-            "generic_plans": row[1],
-            "custom_plans": row[2],
-        },
-    )
-    _setattr(obj, "__pydantic_fields_set__", set(_PREPARED_STATEMENT_PLANS_ROW_FIELDS))
-    _setattr(obj, "__pydantic_extra__", None)
-    _setattr(obj, "__pydantic_private__", None)
-    return obj
 
 
 class AsyncQuerier:
@@ -101,18 +62,6 @@ class AsyncQuerier:
             return None
         _value: datetime = _row[0]
         return _value
-
-    async def prepared_statement_plans(self) -> list[PreparedStatementPlansRow]:
-        """How often each statement prepared on this session was planned with its
-        values (custom) and how often it reused its generic plan; the claim-plan
-        checks read it to prove the claim is not planned afresh on every call.
-
-        Run ``PreparedStatementPlans``; return all its rows.
-        """
-        async with self._conn.cursor() as _cur:
-            await _cur.execute(PREPARED_STATEMENT_PLANS)
-            _rows = await _cur.fetchall()
-        return [_row_to_prepared_statement_plans_row(_row) for _row in _rows]
 
     async def tables_outgrowing_statistics(self) -> list[str]:
         """jobrun's growing tables whose planner statistics describe a much smaller
@@ -187,18 +136,6 @@ class Querier:
             return None
         _value: datetime = _row[0]
         return _value
-
-    def prepared_statement_plans(self) -> list[PreparedStatementPlansRow]:
-        """How often each statement prepared on this session was planned with its
-        values (custom) and how often it reused its generic plan; the claim-plan
-        checks read it to prove the claim is not planned afresh on every call.
-
-        Run ``PreparedStatementPlans``; return all its rows.
-        """
-        with self._conn.cursor() as _cur:
-            _cur.execute(PREPARED_STATEMENT_PLANS)
-            _rows = _cur.fetchall()
-        return [_row_to_prepared_statement_plans_row(_row) for _row in _rows]
 
     def tables_outgrowing_statistics(self) -> list[str]:
         """jobrun's growing tables whose planner statistics describe a much smaller

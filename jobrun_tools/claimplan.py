@@ -28,8 +28,9 @@ from typing import Any
 import psycopg
 
 from jobrun.sqlc import jobs as job_queries
-from jobrun.sqlc import system as system_queries
 from jobrun.sqlc.models import JobOutcome, JobState
+from jobrun_tools.sqlc import models as plan_models
+from jobrun_tools.sqlc import plans as plan_queries
 
 # Delayed jobs the vet check puts in one queue, over this many priorities.
 CHECK_DELAYED = 50_000
@@ -148,12 +149,12 @@ async def fill_synthetic(
     finished_at: datetime | None = None,
 ) -> int:
     """Insert ``total`` synthetic jobs in one statement (see JobFillSynthetic)."""
-    return await job_queries.AsyncQuerier(conn).job_fill_synthetic(
-        params=job_queries.JobFillSyntheticParams(
+    return await plan_queries.AsyncQuerier(conn).job_fill_synthetic(
+        params=plan_queries.JobFillSyntheticParams(
             first_id=first_id,
             queue=queue,
             priorities=priorities,
-            state=state,
+            state=plan_models.JobState(state.value),
             now=None,
             run_in=run_in,
             spacing=spacing,
@@ -165,7 +166,7 @@ async def fill_synthetic(
 
 async def analyze_jobs(conn: psycopg.AsyncConnection[Any]) -> None:
     """Refresh the planner's statistics of jobs."""
-    await job_queries.AsyncQuerier(conn).jobs_analyze()
+    await plan_queries.AsyncQuerier(conn).jobs_analyze()
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +250,7 @@ async def claim_plan_reuse(
             await queries.job_claim(params=params)
         plans = [
             row
-            for row in await system_queries.AsyncQuerier(conn).prepared_statement_plans()
+            for row in await plan_queries.AsyncQuerier(conn).prepared_statement_plans()
             if row.statement is not None and _CLAIM_MARKER in row.statement
         ]
     if len(plans) != 1:

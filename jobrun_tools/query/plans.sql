@@ -1,0 +1,37 @@
+-- Queries of the plan checks and benchmarks (jobrun_tools), never of jobrun itself:
+-- generated into jobrun_tools/sqlc, which the wheel does not ship.
+
+-- name: JobFillSynthetic :execrows
+-- Insert total synthetic jobs of one queue in one statement, for the claim
+-- benchmark (scripts/bench-claim) and the plan check of the claim
+-- (scripts/vet), which need millions of rows in minutes. Job g (1..total)
+-- gets priority g mod priorities, run_at db now + run_in + g * spacing, and
+-- finished_at (set it exactly for a finished state). Ids are first_id + g
+-- written as a uuid, so rows arrive in id order and the primary key grows at
+-- its right edge; the caller keeps the id ranges of its calls apart.
+INSERT INTO jobs (id, queue, type, priority, state, run_at, finished_at)
+-- sqlc.arg, not @, before an operator: PostgreSQL reads @ as a prefix
+-- operator, which would take the whole sum as its operand.
+SELECT lpad(to_hex(sqlc.arg('first_id')::bigint + g), 32, '0')::uuid,
+       @queue::text,
+       'synthetic',
+       mod(g, @priorities::integer)::smallint,
+       @state::job_state,
+       coalesce(sqlc.narg('now')::timestamptz, now()) + sqlc.arg('run_in')::interval
+           + sqlc.arg('spacing')::interval * g,
+       sqlc.narg('finished_at')::timestamptz
+FROM generate_series(1, @total::bigint) AS g;
+
+-- name: JobsAnalyze :exec
+-- Refresh the planner statistics of jobs (a plan check fills it first).
+-- EXPLAIN cannot take ANALYZE, so sqlc vet leaves it out.
+-- @sqlc-vet-disable
+ANALYZE jobs;
+
+-- name: PreparedStatementPlans :many
+-- How often each statement prepared on this session was planned with its
+-- values (custom) and how often it reused its generic plan; the claim-plan
+-- checks read it to prove the claim is not planned afresh on every call.
+SELECT statement, generic_plans, custom_plans
+FROM pg_catalog.pg_prepared_statements
+ORDER BY statement;
