@@ -118,7 +118,11 @@ def test_the_wheel_ships_no_benchmark_or_plan_check_support(wheel_venv: Path) ->
     assert "jobrun/sqlc/jobs.py" in names
     python = wheel_venv / "bin" / "python"
     check = subprocess.run(
-        [str(python), "-c", "import jobrun.sqlc.jobs as q; print(hasattr(q, 'JOB_FILL_SYNTHETIC'))"],  # noqa: E501
+        [
+            str(python),
+            "-c",
+            "import jobrun.sqlc.jobs as q; print(hasattr(q, 'JOB_FILL_SYNTHETIC'))",
+        ],  # noqa: E501
         capture_output=True,
         text=True,
         check=True,
