@@ -122,7 +122,7 @@ def test_the_wheel_ships_no_benchmark_or_plan_check_support(wheel_venv: Path) ->
             str(python),
             "-c",
             "import jobrun.sqlc.jobs as q; print(hasattr(q, 'JOB_FILL_SYNTHETIC'))",
-        ],  # noqa: E501
+        ],
         capture_output=True,
         text=True,
         check=True,
