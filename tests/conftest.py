@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from jobrun.postgres import Pool, open_pool
-from jobrun.postgres.testdb import create_database, database_url, drop_database
+from jobrun.testing.databases import create_database, database_url, drop_database
 
 # pytester runs the test kit's plugin on small test files (tests/integration/test_testing_kit.py).
 pytest_plugins = ["pytester"]

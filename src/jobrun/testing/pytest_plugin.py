@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 @pytest.fixture(scope="session")
 def jobrun_server_url() -> Iterator[str]:
     """The URL of the server test databases are created on (session-wide)."""
-    from jobrun.postgres.testdb import server_for_tests
+    from jobrun.testing.databases import server_for_tests
 
     with ExitStack() as stack:
         try:
@@ -60,7 +60,7 @@ def jobrun_server_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def jobrun_template_database(jobrun_server_url: str) -> Iterator[str]:
     """The name of a database with jobrun's schema migrated, cloned for each test."""
-    from jobrun.postgres.testdb import create_migrated_template, drop_database
+    from jobrun.testing.databases import create_migrated_template, drop_database
 
     name = create_migrated_template(jobrun_server_url)
     try:
@@ -72,7 +72,7 @@ def jobrun_template_database(jobrun_server_url: str) -> Iterator[str]:
 @pytest.fixture
 def jobrun_database_url(jobrun_server_url: str, jobrun_template_database: str) -> Iterator[str]:
     """The URL of a fresh database with jobrun's schema, dropped after the test."""
-    from jobrun.postgres.testdb import create_database, drop_database
+    from jobrun.testing.databases import create_database, drop_database
 
     name, url = create_database(jobrun_server_url, template=jobrun_template_database)
     try:

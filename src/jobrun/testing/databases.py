@@ -1,9 +1,10 @@
 """Throwaway databases for tests: a server, a migrated template, clones of it.
 
 The database half of the test kit (:mod:`jobrun.testing.pytest_plugin`, and
-jobrun's own ``tests/conftest.py``). It lives here because creating and
-dropping databases is statements on a psycopg connection, and only
-:mod:`jobrun.postgres` talks to PostgreSQL.
+jobrun's own ``tests/conftest.py``). It belongs to the test kit, not to the
+adapter: nothing at run time creates databases. Creating and dropping them are
+statements on a psycopg connection, so the import contract that keeps psycopg
+inside :mod:`jobrun.postgres` names this module as its one other user.
 
 The pattern: migrate jobrun's schema once into a template database, then give
 each test its own ``CREATE DATABASE ... TEMPLATE`` clone (a file copy on the
