@@ -76,6 +76,7 @@ __all__ = [
     "MAX_PAYLOAD_DEPTH",
     "MAX_PRIORITY",
     "MIN_PRIORITY",
+    "NOTIFY_CHANNEL_MAX_BYTES",
     "RUN_AT_FLOOR",
     "RUN_AT_LIMIT",
     "Backoff",
@@ -130,6 +131,7 @@ __all__ = [
     "new_job_id",
     "new_job_ids",
     "new_job_problem",
+    "notify_channel_problem",
     "payload_problem",
     "text_problem",
 ]
@@ -180,6 +182,28 @@ def text_problem(field: str, value: str) -> str | None:
         except UnicodeEncodeError as exc:
             char = ord(exc.object[exc.start])
             return f"{field} must be valid Unicode text: it holds a lone surrogate (U+{char:04X})"
+    return None
+
+
+NOTIFY_CHANNEL_MAX_BYTES = 63
+"""The longest LISTEN/NOTIFY channel name PostgreSQL takes, in UTF-8 bytes (NAMEDATALEN - 1)."""
+
+
+def notify_channel_problem(channel: str) -> str | None:
+    """Why ``channel`` cannot be the LISTEN/NOTIFY channel, or None.
+
+    ``pg_notify`` refuses a longer name, which would fail every enqueue that
+    announces its job, and ``LISTEN`` would quietly listen on a shortened one.
+    """
+    if not channel:
+        return "notify_channel must not be empty"
+    problem = text_problem("notify_channel", channel)
+    if problem is not None:
+        return problem
+    size = len(channel.encode())
+    if size > NOTIFY_CHANNEL_MAX_BYTES:
+        limit = NOTIFY_CHANNEL_MAX_BYTES
+        return f"notify_channel must be at most {limit} bytes (UTF-8), not {size}"
     return None
 
 

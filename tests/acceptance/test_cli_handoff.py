@@ -11,6 +11,7 @@ handed job is never lost and never charged an attempt it did not run.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -27,6 +28,9 @@ from tests.acceptance.test_cli_worker import (
     wait_for_trace,
     worker,
 )
+
+from jobrun import Client, NewJob
+from jobrun.postgres import SyncProducer
 
 
 def offers(db_url: str) -> list[tuple[str, str, int]]:
@@ -216,3 +220,45 @@ def test_every_child_of_processes_offers_its_own_slots(db_url: str, tmp_path: Pa
         _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
     assert offers(db_url) == []
+
+
+def test_a_job_too_wide_to_hand_off_is_enqueued_and_run_while_a_worker_is_idle(
+    db_url: str, tmp_path: Path
+) -> None:
+    # {"p": [1e-40] * 220} is 1.3 kB of JSON, but jsonb writes each number out
+    # in full: handed to the idle worker, the job would travel as some 9.7 kB,
+    # over the 8000 bytes a notification holds. Each way a producer enqueues
+    # it must store it, wake the worker the plain way, and see it run.
+    trace = tmp_path / "trace"
+    payload: dict[str, object] = {"trace": str(trace), "p": [1e-40] * 220}
+
+    async def with_client() -> str:
+        async with Client(database_url=db_url) as client:
+            return str((await client.enqueue(NewJob(type="mark", payload=payload))).id)
+
+    def with_sync_producer() -> str:
+        with SyncProducer(db_url) as producer:
+            return str(producer.enqueue(NewJob(type="mark", payload=payload)).id)
+
+    with worker(db_url, "--poll", "60s", "--concurrency", "4") as proc:
+        wait_for_line(proc, "started on queues")
+        made = []
+        for produce in (
+            lambda: cli_enqueue(db_url, "mark", payload),
+            lambda: asyncio.run(with_client()),
+            with_sync_producer,
+        ):
+            wait_for_offers(db_url)  # the worker is idle and offers its slots
+            made.append(produce())
+        starts = wait_for_trace(trace, 3, timeout=20)
+        assert sorted(start[1] for start in starts) == sorted(made)
+        for job_id in made:
+            assert wait_for_state(db_url, job_id, "succeeded") == ("succeeded", 1)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    with psycopg.connect(db_url) as conn:
+        stored = conn.execute(
+            "SELECT payload FROM jobs WHERE id = ANY(%s::uuid[])", (made,)
+        ).fetchall()
+    assert [row[0] for row in stored] == [payload] * 3

@@ -223,6 +223,68 @@ async def test_the_largest_job_that_travels_fits_in_a_notification(
     assert job_from_handoff(text) == made
 
 
+# 1.3 kB of JSON, within every size check made before the statement, but
+# jsonb writes each of these numbers out in full (42 characters): the job would
+# travel as some 9.7 kB, over the 8000 bytes a notification may hold.
+WIDE_PAYLOAD = {"p": [1e-40] * 220}
+
+
+async def test_a_job_whose_handoff_text_would_pass_notifys_limit_is_queued_and_wakes_the_queue(
+    store: Store, pool: Pool, listener: psycopg.AsyncConnection[Any]
+) -> None:
+    await idle_claim(store)
+    made = await store.enqueue(NewJob(type="ping", payload=WIDE_PAYLOAD))
+    assert (made.state, made.lease_owner, made.attempts) == (JobState.QUEUED, None, 0)
+    assert await store.get(made.id) == made
+    assert made.payload == WIDE_PAYLOAD
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT octet_length(payload::text) FROM jobs WHERE id = %s", (made.id,)
+        )
+        row = await cur.fetchone()
+    assert row is not None and row[0] > 8000  # as jsonb renders it: it could not travel
+    assert await notes(listener) == [("jobrun", "default")]  # the plain wake-up instead
+    (offer,) = await store.offers()
+    assert offer.slots == 10  # not taken
+    # A job that fits still goes by handoff through the same offer.
+    small = await store.enqueue(NewJob(type="ping", payload={"p": [1e-40] * 20}))
+    assert small.state is JobState.LEASED
+
+
+async def test_the_sync_producer_queues_a_job_too_wide_to_hand_off(
+    store: Store, db_url: str
+) -> None:
+    from jobrun.postgres import SyncProducer
+
+    await idle_claim(store)
+    with SyncProducer(db_url) as producer:
+        made = producer.enqueue(NewJob(type="ping", payload=WIDE_PAYLOAD))
+    assert made.state is JobState.QUEUED
+    assert await store.get(made.id) == made
+
+
+async def test_an_offer_on_a_channel_notify_refuses_is_not_taken(store: Store) -> None:
+    # 40 characters pass the table's check, but they are 80 bytes: pg_notify
+    # refuses a channel name over 63, which would fail the producer's enqueue.
+    await idle_claim(store, offer=HandoffOffer(channel="é" * 40, ttl=timedelta(seconds=30)))
+    made = await store.enqueue(NewJob(type="ping"))
+    assert made.state is JobState.QUEUED
+
+
+@pytest.mark.parametrize("channel", ["x" * 64, "é" * 32, "a\x00b", ""])
+async def test_a_notify_channel_postgres_cannot_use_is_refused_when_the_store_is_made(
+    pool: Pool, db_url: str, channel: str
+) -> None:
+    from jobrun.errors import ConfigurationError
+    from jobrun.postgres import SyncProducer
+
+    with pytest.raises(ConfigurationError, match="notify_channel"):
+        Store(pool, notify_channel=channel)
+    with pytest.raises(ConfigurationError, match="notify_channel"):
+        SyncProducer(db_url, notify_channel=channel)
+    assert Store(pool, notify_channel="é" * 31).notify_channel == "é" * 31  # 62 bytes
+
+
 async def test_a_run_at_already_past_is_not_handed_off(store: Store) -> None:
     await idle_claim(store)
     past = await store.now() - timedelta(seconds=5)

@@ -43,7 +43,7 @@ from psycopg import sql
 
 from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError, UsageError
-from jobrun.job import Job
+from jobrun.job import Job, notify_channel_problem
 from jobrun.postgres.convert import job_from_handoff
 from jobrun.postgres.pool import unavailable_error
 
@@ -143,8 +143,9 @@ class Notifier:
         reconnect_initial: timedelta = timedelta(milliseconds=50),
         reconnect_max: timedelta = timedelta(seconds=5),
     ) -> None:
-        if not channel:
-            raise ConfigurationError("channel must not be empty")
+        problem = notify_channel_problem(channel)
+        if problem is not None:
+            raise ConfigurationError(problem)
         self._url = url
         self._channel = channel
         self._application_name = application_name

@@ -87,6 +87,7 @@ from jobrun.job import (
     WorkerOffer,
     key_lock_id,
     new_job_ids,
+    notify_channel_problem,
 )
 from jobrun.observe import Observer
 from jobrun.postgres import _base
@@ -176,8 +177,9 @@ class SyncStore(SyncScheduleMethods):
             raise ConfigurationError(
                 f"retry_jitter must be between 0 and {MAX_RETRY_JITTER}, got {retry_jitter}"
             )
-        if not notify_channel:
-            raise ConfigurationError("notify_channel must not be empty")
+        channel_problem = notify_channel_problem(notify_channel)
+        if channel_problem is not None:
+            raise ConfigurationError(channel_problem)
         if max_payload_bytes < 1:
             raise ConfigurationError("max_payload_bytes must be positive")
         self._pool = pool
