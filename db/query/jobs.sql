@@ -42,12 +42,13 @@ SELECT * FROM inserted;
 -- Handoff (migration 00009): when the caller allows it (a job due now, without
 -- an idempotency key, small enough to travel in a notification) and an idle
 -- worker offers a slot for the queue, the job is inserted already leased to
--- that worker (attempt 1, the worker's own lease, handed), the claim is
--- recorded, and the whole job goes to the worker's channel instead of the
--- queue's wake-up: the worker starts it without claiming. SKIP LOCKED passes
--- over an offer another enqueue or the worker's own claim is rewriting. A
--- queue with controls (paused, a concurrency or a rate limit) is never handed
--- to: only the claim enforces those.
+-- that worker (attempt 1, handed, for the offer's short lease until the
+-- worker confirms it), the claim is recorded, and the whole job goes to the
+-- worker's channel instead of the queue's wake-up: the worker starts it
+-- without claiming. SKIP LOCKED passes over an offer another enqueue or the
+-- worker's own claim is rewriting. A queue with controls (paused, a
+-- concurrency or a rate limit) is never handed to: only the claim enforces
+-- those.
 --
 -- An enqueue must never fail because of how it is announced: NOTIFY refuses a
 -- payload of 8000 bytes or more (or a channel name over 63 bytes), and a
@@ -384,10 +385,12 @@ WITH RECURSIVE controls AS MATERIALIZED (
     -- claim, in the same statement, so they never outlive what the claim
     -- knew: with offer_channel set and slots left free, one offer per wanted
     -- queue of that many slots, valid for offer_ttl (an idle worker claims
-    -- again within its poll interval, which renews them).
+    -- again within its poll interval, which renews them). A job handed
+    -- through one is leased for offer_lease: the short time its worker has
+    -- to confirm it (see JobHeartbeat), not the worker's whole lease.
     INSERT INTO worker_offers (owner, queue, channel, slots, lease, expires_at)
     SELECT @owner::text, wanted.queue, sqlc.narg('offer_channel')::text, left_over.slots,
-           @lease::interval, now() + sqlc.arg('offer_ttl')::interval
+           sqlc.arg('offer_lease')::interval, now() + sqlc.arg('offer_ttl')::interval
     FROM left_over
     CROSS JOIN unnest((SELECT @queues::text[])) AS wanted (queue)
     WHERE sqlc.narg('offer_channel')::text IS NOT NULL AND left_over.slots > 0
@@ -444,7 +447,8 @@ WHERE (SELECT set_config('synchronous_commit', 'off', true)) = 'off';
 -- requested: the owner must stop those jobs. ids and attempts are parallel
 -- arrays: job i was claimed as attempt i.
 --
--- A heartbeat also confirms a handed job (migration 00009): its worker has it.
+-- A heartbeat also confirms a handed job (migration 00009): its worker has it,
+-- and its short first lease (the offer's) becomes the worker's own.
 --
 -- The fence's values are compared with columns of the materialized input,
 -- not with literals or parameters (see JobRecordOutcomes): each held job is

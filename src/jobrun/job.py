@@ -71,6 +71,7 @@ from jobrun.errors import (
 
 __all__ = [
     "DEFAULT_NOTIFY_CHANNEL",
+    "HANDOFF_CONFIRM_WITHIN",
     "MAX_ATTEMPTS_LIMIT",
     "MAX_DELAY",
     "MAX_PAYLOAD_DEPTH",
@@ -987,6 +988,10 @@ SyncCompletion = SyncOutcome
 """A :class:`SyncOutcome` of kind complete: ``SyncCompletion(job, commit)``."""
 
 
+HANDOFF_CONFIRM_WITHIN = timedelta(seconds=5)
+"""How long a worker has to confirm a job handed to it (see :class:`HandoffOffer`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class HandoffOffer:
     """What an idle worker offers along with a claim: its free slots, for handoff.
@@ -997,12 +1002,21 @@ class HandoffOffer:
     ``channel``, where the worker's dispatcher receives it. Every claim
     rewrites the owner's offers, so they never outlive what the last claim
     knew; an offer left by a worker that died expires after ``ttl``.
+
+    A handed job is leased only for ``confirm_within`` (or the claim's own
+    lease, if shorter): the worker's heartbeat of it confirms that it arrived
+    and extends the lease to the worker's own. A job the worker never
+    received (its listening connection dropped just then) is so not stuck
+    for a whole lease: the reaper gives it back as soon as the short lease
+    runs out, due at once and its attempt not counted.
     """
 
     channel: str
     """The LISTEN channel on which the worker's dispatcher receives handed jobs."""
     ttl: timedelta
     """How long the offer stands without a new claim to renew it."""
+    confirm_within: timedelta = HANDOFF_CONFIRM_WITHIN
+    """The lease a handed job starts with, within which its worker confirms it."""
 
 
 class WorkerOffer(BaseModel):
@@ -1013,5 +1027,5 @@ class WorkerOffer(BaseModel):
     channel: str
     slots: int
     lease: timedelta
-    """The lease a handed job gets: the worker's own."""
+    """The lease a handed job gets until its worker confirms it (see :class:`HandoffOffer`)."""
     expires_at: datetime

@@ -20,7 +20,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from jobrun.errors import LeaseLost
 from jobrun.job import (
+    HANDOFF_CONFIRM_WITHIN,
     HandoffOffer,
     Job,
     JobState,
@@ -86,7 +88,9 @@ async def test_an_idle_claim_offers_its_free_slots_for_each_of_its_queues(store:
         ("default", OWNER, 9, CHANNEL),
         ("mail", OWNER, 9, CHANNEL),
     ]
-    assert all(o.lease == LEASE for o in offers)
+    # A handed job's lease is the short one its worker must confirm it within.
+    assert OFFER.confirm_within == HANDOFF_CONFIRM_WITHIN < LEASE
+    assert all(o.lease == HANDOFF_CONFIRM_WITHIN for o in offers)
     now = await store.now()
     assert all(now < o.expires_at <= now + OFFER.ttl for o in offers)
 
@@ -445,3 +449,133 @@ async def test_the_handoff_json_round_trips_every_field(
     assert handed == made == await store.get(made.id)
     assert isinstance(handed.created_at, datetime) and handed.created_at.utcoffset() == timedelta(0)
     assert json.loads(payload)["payload"] == job.payload
+
+
+# -- confirmation (issue 27, item 5) -------------------------------------------------------
+
+SHORT = timedelta(milliseconds=200)
+
+
+async def reaped_back(store: Store, job: Job, within: float = 10.0) -> Job:
+    """Reap until ``job`` is given back (its short lease has run out); the job as reaped."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        reaped = [j for j in await store.reap_expired() if j.id == job.id]
+        if reaped:
+            return reaped[0]
+        assert asyncio.get_running_loop().time() < deadline, "the handed job was never reaped"
+        await asyncio.sleep(0.02)
+
+
+async def test_a_handed_job_is_leased_for_the_confirm_time_and_a_heartbeat_gives_it_the_whole_lease(
+    store: Store, pool: Pool
+) -> None:
+    await idle_claim(store)
+    made = await store.enqueue(NewJob(type="ping"))
+    assert made.lease_expires_at is not None
+    # Not the worker's 30 s: a job its worker never received is claimable again soon.
+    assert made.lease_expires_at - made.created_at == HANDOFF_CONFIRM_WITHIN
+    assert await store.get(made.id) == made
+    assert await store.heartbeat(OWNER, [made], LEASE) == {made.id}  # the confirmation
+    confirmed = await store.get(made.id)
+    assert confirmed.lease_expires_at is not None
+    assert confirmed.lease_expires_at >= made.created_at + LEASE
+    assert not await handed_flag(pool, made)
+
+
+async def test_a_claim_lease_shorter_than_the_confirm_time_bounds_a_handed_jobs_lease(
+    store: Store,
+) -> None:
+    await idle_claim(store, lease=timedelta(seconds=2))
+    made = await store.enqueue(NewJob(type="ping"))
+    assert made.lease_expires_at is not None
+    assert made.lease_expires_at - made.created_at == timedelta(seconds=2)
+
+
+async def test_a_confirmation_after_the_job_went_to_another_worker_is_refused_and_it_runs_once(
+    store: Store,
+) -> None:
+    await idle_claim(store, offer=HandoffOffer(channel=CHANNEL, ttl=LEASE, confirm_within=SHORT))
+    made = await store.enqueue(NewJob(type="ping", max_attempts=1))
+    assert made.state is JobState.LEASED
+    back = await reaped_back(store, made)
+    assert (back.state, back.attempts) == (JobState.QUEUED, 0)  # its only attempt is left
+    (again,) = await store.claim(["default"], "worker-b", 5, LEASE)
+    assert (again.id, again.attempts) == (made.id, 1)
+    # The handed job reaches its worker only now: the confirmation keeps
+    # nothing, and the attempt it would report is refused.
+    assert await store.heartbeat(OWNER, [made], LEASE) == set()
+    (late,) = await store.record_outcomes(OWNER, [Outcome(job=made, kind=OutcomeKind.COMPLETE)])
+    assert isinstance(late, LeaseLost)
+    done = await store.complete(again, "worker-b")
+    assert (done.state, done.attempts) == (JobState.SUCCEEDED, 1)
+    assert [(e.kind, e.owner) for e in await store.events(made.id)] == [
+        ("enqueued", None),
+        ("claimed", OWNER),
+        ("reaped", None),
+        ("claimed", "worker-b"),
+        ("succeeded", "worker-b"),
+    ]
+
+
+async def test_a_worker_stops_a_handed_job_whose_confirmation_is_refused(
+    store: Store, pool: Pool, db_url: str, listener: psycopg.AsyncConnection[Any]
+) -> None:
+    # The notification of a handed job reaches its worker only after the
+    # job's short lease ran out and another worker claimed it (a stalled
+    # worker, a slow network). The worker starts it, but its confirmation is
+    # refused, so it stops the run long before its first heartbeat (20 s).
+    from tests.integration.test_worker import make_worker, running, wait_for
+
+    from jobrun.postgres.notify import Notifier
+    from jobrun.registry import JobContext, Registry
+
+    owner = "late-worker"
+    offer = HandoffOffer(channel=CHANNEL, ttl=LEASE, confirm_within=SHORT)
+    await store.claim(["default"], owner, 5, LEASE, offer=offer)
+    made = await store.enqueue(NewJob(type="slow"))
+    ((_, note),) = await notes(listener)
+    await reaped_back(store, made)
+    (again,) = await store.claim(["default"], "worker-b", 5, LEASE)
+
+    reg = Registry()
+    started, stopped = asyncio.Event(), asyncio.Event()
+
+    @reg.handler("slow")
+    async def slow(ctx: JobContext, payload: Any) -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            stopped.set()
+
+    async with Notifier(db_url) as notifier:
+        worker = make_worker(
+            store,
+            reg,
+            dispatcher=notifier,
+            owner=owner,
+            lease=timedelta(seconds=60),
+            heartbeat_every=timedelta(seconds=20),
+            poll_every=timedelta(seconds=30),
+        )
+        async with running(worker):
+
+            async def offering() -> bool:
+                return any(o.channel == notifier.handoff_channel for o in await store.offers())
+
+            await wait_for(offering)
+            async with pool.connection() as conn:
+                await conn.execute("SELECT pg_notify(%s, %s)", (notifier.handoff_channel, note))
+            await asyncio.wait_for(started.wait(), 10)
+            await asyncio.wait_for(stopped.wait(), 10)
+    job = await store.get(made.id)
+    assert (job.state, job.lease_owner, job.attempts) == (JobState.LEASED, "worker-b", 1)
+    assert [(e.kind, e.owner) for e in await store.events(made.id)] == [
+        ("enqueued", None),
+        ("claimed", owner),
+        ("reaped", None),
+        ("claimed", "worker-b"),
+    ]  # the late worker's stopped run recorded nothing
+    done = await store.complete(again, "worker-b")
+    assert done.state is JobState.SUCCEEDED

@@ -21,9 +21,11 @@ Invariants:
   and then wakes every waiter once, since a notification may have been lost
   in the gap. Nothing a caller does ever fails because the listener is down.
 * A handed job lost in such a gap is not lost: it stays leased to its worker
-  until the lease runs out, and the reaper then gives it back, due now and
-  its attempt not counted. Workers offer slots only while the connection is
-  up, which keeps that gap to the moments before a drop is noticed.
+  only until the short lease a handoff gives runs out (its worker confirms
+  the jobs it receives, see :mod:`jobrun._confirm`), and the reaper then
+  gives it back, due now and its attempt not counted. Workers offer slots
+  only while the connection is up, which keeps that gap to the moments
+  before a drop is noticed.
 """
 
 from __future__ import annotations

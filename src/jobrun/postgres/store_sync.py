@@ -501,7 +501,9 @@ class SyncStore(SyncScheduleMethods):
         ``lease``; in event mode ``all`` the same statement records the claims.
         The same statement rewrites ``owner``'s handoff offers: with ``offer``,
         the slots this claim leaves free are offered for each of ``queues``;
-        without it (or with none left) the owner's offers are withdrawn.
+        without it (or with none left) the owner's offers are withdrawn. A job
+        handed through them is leased for ``offer.confirm_within`` (at most
+        ``lease``) until a heartbeat confirms it.
         """
         if limit <= 0 or not queues:
             return []
@@ -514,6 +516,7 @@ class SyncStore(SyncScheduleMethods):
                     lease=lease,
                     now=None,
                     offer_channel=None if offer is None else offer.channel,
+                    offer_lease=lease if offer is None else min(lease, offer.confirm_within),
                     offer_ttl=_NO_OFFER_TTL if offer is None else offer.ttl,
                     record_events=self.event_mode is EventMode.ALL,
                 )

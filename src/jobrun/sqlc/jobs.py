@@ -321,10 +321,12 @@ WITH RECURSIVE controls AS MATERIALIZED (
     -- claim, in the same statement, so they never outlive what the claim
     -- knew: with offer_channel set and slots left free, one offer per wanted
     -- queue of that many slots, valid for offer_ttl (an idle worker claims
-    -- again within its poll interval, which renews them).
+    -- again within its poll interval, which renews them). A job handed
+    -- through one is leased for offer_lease: the short time its worker has
+    -- to confirm it (see JobHeartbeat), not the worker's whole lease.
     INSERT INTO worker_offers (owner, queue, channel, slots, lease, expires_at)
     SELECT %(owner)s::text, wanted.queue, %(offer_channel)s::text, left_over.slots,
-           %(lease)s::interval, now() + %(offer_ttl)s::interval
+           %(offer_lease)s::interval, now() + %(offer_ttl)s::interval
     FROM left_over
     CROSS JOIN unnest((SELECT %(queues)b::text[])) AS wanted (queue)
     WHERE %(offer_channel)s::text IS NOT NULL AND left_over.slots > 0
@@ -775,6 +777,7 @@ class JobClaimParams:
     owner: str
     lease: timedelta
     offer_channel: str | None
+    offer_lease: timedelta
     offer_ttl: timedelta
     record_events: bool
 
@@ -996,12 +999,13 @@ class AsyncQuerier:
         Handoff (migration 00009): when the caller allows it (a job due now, without
         an idempotency key, small enough to travel in a notification) and an idle
         worker offers a slot for the queue, the job is inserted already leased to
-        that worker (attempt 1, the worker's own lease, handed), the claim is
-        recorded, and the whole job goes to the worker's channel instead of the
-        queue's wake-up: the worker starts it without claiming. SKIP LOCKED passes
-        over an offer another enqueue or the worker's own claim is rewriting. A
-        queue with controls (paused, a concurrency or a rate limit) is never handed
-        to: only the claim enforces those.
+        that worker (attempt 1, handed, for the offer's short lease until the
+        worker confirms it), the claim is recorded, and the whole job goes to the
+        worker's channel instead of the queue's wake-up: the worker starts it
+        without claiming. SKIP LOCKED passes over an offer another enqueue or the
+        worker's own claim is rewriting. A queue with controls (paused, a
+        concurrency or a rate limit) is never handed to: only the claim enforces
+        those.
 
         An enqueue must never fail because of how it is announced: NOTIFY refuses a
         payload of 8000 bytes or more (or a channel name over 63 bytes), and a
@@ -1169,6 +1173,7 @@ class AsyncQuerier:
                 "owner": params.owner,
                 "lease": params.lease,
                 "offer_channel": params.offer_channel,
+                "offer_lease": params.offer_lease,
                 "offer_ttl": params.offer_ttl,
                 "record_events": params.record_events,
             })
@@ -1181,7 +1186,8 @@ class AsyncQuerier:
         requested: the owner must stop those jobs. ids and attempts are parallel
         arrays: job i was claimed as attempt i.
 
-        A heartbeat also confirms a handed job (migration 00009): its worker has it.
+        A heartbeat also confirms a handed job (migration 00009): its worker has it,
+        and its short first lease (the offer's) becomes the worker's own.
 
         The fence's values are compared with columns of the materialized input,
         not with literals or parameters (see JobRecordOutcomes): each held job is
@@ -1509,12 +1515,13 @@ class Querier:
         Handoff (migration 00009): when the caller allows it (a job due now, without
         an idempotency key, small enough to travel in a notification) and an idle
         worker offers a slot for the queue, the job is inserted already leased to
-        that worker (attempt 1, the worker's own lease, handed), the claim is
-        recorded, and the whole job goes to the worker's channel instead of the
-        queue's wake-up: the worker starts it without claiming. SKIP LOCKED passes
-        over an offer another enqueue or the worker's own claim is rewriting. A
-        queue with controls (paused, a concurrency or a rate limit) is never handed
-        to: only the claim enforces those.
+        that worker (attempt 1, handed, for the offer's short lease until the
+        worker confirms it), the claim is recorded, and the whole job goes to the
+        worker's channel instead of the queue's wake-up: the worker starts it
+        without claiming. SKIP LOCKED passes over an offer another enqueue or the
+        worker's own claim is rewriting. A queue with controls (paused, a
+        concurrency or a rate limit) is never handed to: only the claim enforces
+        those.
 
         An enqueue must never fail because of how it is announced: NOTIFY refuses a
         payload of 8000 bytes or more (or a channel name over 63 bytes), and a
@@ -1682,6 +1689,7 @@ class Querier:
                 "owner": params.owner,
                 "lease": params.lease,
                 "offer_channel": params.offer_channel,
+                "offer_lease": params.offer_lease,
                 "offer_ttl": params.offer_ttl,
                 "record_events": params.record_events,
             })
@@ -1694,7 +1702,8 @@ class Querier:
         requested: the owner must stop those jobs. ids and attempts are parallel
         arrays: job i was claimed as attempt i.
 
-        A heartbeat also confirms a handed job (migration 00009): its worker has it.
+        A heartbeat also confirms a handed job (migration 00009): its worker has it,
+        and its short first lease (the offer's) becomes the worker's own.
 
         The fence's values are compared with columns of the materialized input,
         not with literals or parameters (see JobRecordOutcomes): each held job is
