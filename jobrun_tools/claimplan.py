@@ -112,6 +112,7 @@ async def explain_claim(
         "owner": _OWNER,
         "lease": _LEASE,
         "offer_channel": None,
+        "offer_lease": _LEASE,
         "offer_ttl": timedelta(0),
         "record_events": True,
     }
@@ -271,6 +272,7 @@ def _claim_params(
         owner=_OWNER,
         lease=_LEASE,
         offer_channel=None,
+        offer_lease=_LEASE,
         offer_ttl=timedelta(0),
         record_events=record_events,
     )

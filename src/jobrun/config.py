@@ -20,7 +20,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from jobrun.durations import parse_duration
 from jobrun.errors import ConfigurationError
-from jobrun.job import DEFAULT_NOTIFY_CHANNEL, EventMode, describe_invalid
+from jobrun.job import DEFAULT_NOTIFY_CHANNEL, EventMode, describe_invalid, notify_channel_problem
 from jobrun.retention import Retention, retention_problem
 
 __all__ = ["DEFAULT_CLAIM_AHEAD", "DEFAULT_YOUNG_THRESHOLD", "Config"]
@@ -240,6 +240,9 @@ class Config(BaseSettings):
             )
         if not self.queues or any(not q or "\x00" in q for q in self.queues):
             raise ValueError("queues must be non-empty names")
+        problem = notify_channel_problem(self.notify_channel)
+        if problem is not None:
+            raise ValueError(problem)
         if self.heartbeat_every is not None and self.heartbeat_every > self.lease / 3:
             raise ValueError(
                 f"heartbeat_every ({self.heartbeat_every}) must be at most a third of "

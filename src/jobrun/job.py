@@ -50,11 +50,13 @@ from jobrun.errors import ConfigurationError, InvalidJob, InvalidSchedule, Jobru
 
 __all__ = [
     "DEFAULT_NOTIFY_CHANNEL",
+    "HANDOFF_CONFIRM_WITHIN",
     "MAX_ATTEMPTS_LIMIT",
     "MAX_DELAY",
     "MAX_PAYLOAD_DEPTH",
     "MAX_PRIORITY",
     "MIN_PRIORITY",
+    "NOTIFY_CHANNEL_MAX_BYTES",
     "RUN_AT_FLOOR",
     "RUN_AT_LIMIT",
     "Backoff",
@@ -87,6 +89,7 @@ __all__ = [
     "new_job_id",
     "new_job_ids",
     "new_job_problem",
+    "notify_channel_problem",
     "payload_problem",
     "text_problem",
 ]
@@ -137,6 +140,28 @@ def text_problem(field: str, value: str) -> str | None:
         except UnicodeEncodeError as exc:
             char = ord(exc.object[exc.start])
             return f"{field} must be valid Unicode text: it holds a lone surrogate (U+{char:04X})"
+    return None
+
+
+NOTIFY_CHANNEL_MAX_BYTES = 63
+"""The longest LISTEN/NOTIFY channel name PostgreSQL takes, in UTF-8 bytes (NAMEDATALEN - 1)."""
+
+
+def notify_channel_problem(channel: str) -> str | None:
+    """Why ``channel`` cannot be the LISTEN/NOTIFY channel, or None.
+
+    ``pg_notify`` refuses a longer name, which would fail every enqueue that
+    announces its job, and ``LISTEN`` would quietly listen on a shortened one.
+    """
+    if not channel:
+        return "notify_channel must not be empty"
+    problem = text_problem("notify_channel", channel)
+    if problem is not None:
+        return problem
+    size = len(channel.encode())
+    if size > NOTIFY_CHANNEL_MAX_BYTES:
+        limit = NOTIFY_CHANNEL_MAX_BYTES
+        return f"notify_channel must be at most {limit} bytes (UTF-8), not {size}"
     return None
 
 
@@ -912,6 +937,10 @@ class SyncOutcome:
     lock_keys: tuple[str, ...] = ()
 
 
+HANDOFF_CONFIRM_WITHIN = timedelta(seconds=5)
+"""How long a worker has to confirm a job handed to it (see :class:`HandoffOffer`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class HandoffOffer:
     """What an idle worker offers along with a claim: its free slots, for handoff.
@@ -922,12 +951,21 @@ class HandoffOffer:
     ``channel``, where the worker's dispatcher receives it. Every claim
     rewrites the owner's offers, so they never outlive what the last claim
     knew; an offer left by a worker that died expires after ``ttl``.
+
+    A handed job is leased only for ``confirm_within`` (or the claim's own
+    lease, if shorter): the worker's heartbeat of it confirms that it arrived
+    and extends the lease to the worker's own. A job the worker never
+    received (its listening connection dropped just then) is so not stuck
+    for a whole lease: the reaper gives it back as soon as the short lease
+    runs out, due at once and its attempt not counted.
     """
 
     channel: str
     """The LISTEN channel on which the worker's dispatcher receives handed jobs."""
     ttl: timedelta
     """How long the offer stands without a new claim to renew it."""
+    confirm_within: timedelta = HANDOFF_CONFIRM_WITHIN
+    """The lease a handed job starts with, within which its worker confirms it."""
 
 
 class WorkerOffer(BaseModel):
@@ -938,5 +976,5 @@ class WorkerOffer(BaseModel):
     channel: str
     slots: int
     lease: timedelta
-    """The lease a handed job gets: the worker's own."""
+    """The lease a handed job gets until its worker confirms it (see :class:`HandoffOffer`)."""
     expires_at: datetime

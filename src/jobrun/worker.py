@@ -73,6 +73,7 @@ from datetime import timedelta
 from typing import Any
 
 from jobrun._collector import young_threshold_raised
+from jobrun._confirm import HandoffConfirmer
 from jobrun._threads import DaemonThreadPool
 from jobrun.config import DEFAULT_CLAIM_AHEAD, DEFAULT_YOUNG_THRESHOLD
 from jobrun.errors import (
@@ -82,7 +83,15 @@ from jobrun.errors import (
     UnknownJobType,
     UsageError,
 )
-from jobrun.job import CommitCallback, HandoffOffer, Job, JobState, Outcome, OutcomeKind
+from jobrun.job import (
+    HANDOFF_CONFIRM_WITHIN,
+    CommitCallback,
+    HandoffOffer,
+    Job,
+    JobState,
+    Outcome,
+    OutcomeKind,
+)
 from jobrun.observe import Observer, current_job
 from jobrun.ports import Dispatcher, Executor, HandoffInbox, HandoffReceiver, WorkerStore
 from jobrun.reaper import Reaper
@@ -333,7 +342,10 @@ class Worker:
     job finds no free slot only when offers crossed (several queues, a claim
     in flight) or the worker is stopping; it is then handed back at once,
     due now and its attempt not counted. A stopping worker withdraws its
-    offers first. Drain mode never offers.
+    offers first. Drain mode never offers. A handed job is leased only for
+    :data:`~jobrun.job.HANDOFF_CONFIRM_WITHIN` (at most ``lease``) until the
+    worker confirms it (:mod:`jobrun._confirm`), so one it never received is
+    soon claimable by others again.
 
     ``claim_ahead`` is how much work, in time at the rate jobs have been
     starting, a busy worker leases ahead of its free slots (see
@@ -443,6 +455,15 @@ class Worker:
         # Longer than an idle worker takes between two claims, each of which
         # renews the offers; an offer of a worker that died lasts this long.
         self._offer_ttl = 2 * poll_every + timedelta(seconds=1)
+        self._confirmer = HandoffConfirmer(
+            store,
+            self.owner,
+            lease=lease,
+            within=min(lease, HANDOFF_CONFIRM_WITHIN),
+            held=self._holds,
+            lost=self._lost_handed,
+            logger=self._log,
+        )
         self._claiming = False
         # Jobs handed in while a claim was in flight: started once it returns.
         self._handed_during_claim: list[Job] = []
@@ -502,6 +523,7 @@ class Worker:
         background: list[asyncio.Task[Any]] = [
             asyncio.create_task(self._completer.run(), name="jobrun-completer"),
             asyncio.create_task(self._heartbeat_loop(), name="jobrun-heartbeat"),
+            asyncio.create_task(self._confirmer.run(), name="jobrun-confirm"),
         ]
         completer = background[0]
         if self._reaper is not None:
@@ -728,7 +750,9 @@ class Worker:
         assert self._stopping is not None
         if self._stopping.is_set():
             return None
-        return HandoffOffer(channel=inbox.channel, ttl=self._offer_ttl)
+        return HandoffOffer(
+            channel=inbox.channel, ttl=self._offer_ttl, confirm_within=self._confirmer.within
+        )
 
     def _handed(self, job: Job) -> None:
         """A job an enqueue leased to this worker: start it, or give it back.
@@ -760,6 +784,7 @@ class Worker:
             if self._observer is not None:
                 self._observer.claimed((job,))
             self._start(job)
+            self._confirmer.add(job)
             return
         # No slot free (a multi-queue worker's offers overlap, or a claim's
         # rewrite crossed this handoff), or stopping: give it back at once,
@@ -768,6 +793,24 @@ class Worker:
         if self._stopping.is_set():
             reason = "handed back: the worker was stopping when the job was handed to it"
         self._completer.submit(Outcome(job=job, kind=OutcomeKind.RELEASE, detail=reason))
+
+    def _holds(self, job: Job) -> bool:
+        """Whether this attempt of ``job`` still holds its lease here (running or reporting)."""
+        run = self._running.get(job.id.int)
+        return run is not None and run.job is job and not run.left
+
+    def _lost_handed(self, job: Job) -> None:
+        """A handed job's confirmation was refused: someone else has it now, or it was cancelled."""
+        run = self._running.get(job.id.int)
+        if run is None or run.job is not job or run.reporting or run.stop_reason is not None:
+            return
+        self._log.warning(
+            "job %s was handed here but could not be confirmed (it was given back, or "
+            "cancelled); stopping it",
+            job.id,
+            extra=self._extra(run, outcome="stopping"),
+        )
+        self._stop(run, _REASON_CANCELLED)
 
     async def _retract_offers(self) -> None:
         """A stopping worker takes no more handoffs (those already sent are given back)."""

@@ -55,6 +55,7 @@ def claim_params(queues: list[str], limit: int, now: datetime | None) -> Any:
         lease=LEASE,
         now=now,
         offer_channel=None,
+        offer_lease=LEASE,
         offer_ttl=timedelta(0),
         record_events=True,
     )

@@ -187,8 +187,10 @@ def many_jobs(
 
 HANDOFF_MAX_BYTES = 3000
 """The most payload, type, queue and trace context (UTF-8 bytes together) a handed job
-carries: PostgreSQL's notifications hold under 8000 bytes, and the job travels as
-JSON in one (the payload re-rendered by jsonb, which adds spaces)."""
+carries. Only a cheap first filter: PostgreSQL's notifications hold under 8000
+bytes, and the job travels as JSON in one with its payload as jsonb renders it,
+which can be many times longer (``1e-40`` becomes 42 digits), so the statement
+measures the very text it would send and hands off only what fits."""
 
 
 def handoff_allowed(item: PreparedJob, meta: dict[str, str] | None) -> bool:

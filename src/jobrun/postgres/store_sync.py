@@ -87,6 +87,7 @@ from jobrun.job import (
     WorkerOffer,
     key_lock_id,
     new_job_ids,
+    notify_channel_problem,
 )
 from jobrun.observe import Observer
 from jobrun.postgres import _base
@@ -177,8 +178,9 @@ class SyncStore(SyncScheduleMethods):
             raise ConfigurationError(
                 f"retry_jitter must be between 0 and {MAX_RETRY_JITTER}, got {retry_jitter}"
             )
-        if not notify_channel:
-            raise ConfigurationError("notify_channel must not be empty")
+        channel_problem = notify_channel_problem(notify_channel)
+        if channel_problem is not None:
+            raise ConfigurationError(channel_problem)
         if max_payload_bytes < 1:
             raise ConfigurationError("max_payload_bytes must be positive")
         self._pool = pool
@@ -500,7 +502,9 @@ class SyncStore(SyncScheduleMethods):
         ``lease``; in event mode ``all`` the same statement records the claims.
         The same statement rewrites ``owner``'s handoff offers: with ``offer``,
         the slots this claim leaves free are offered for each of ``queues``;
-        without it (or with none left) the owner's offers are withdrawn.
+        without it (or with none left) the owner's offers are withdrawn. A job
+        handed through them is leased for ``offer.confirm_within`` (at most
+        ``lease``) until a heartbeat confirms it.
         """
         if limit <= 0 or not queues:
             return []
@@ -513,6 +517,7 @@ class SyncStore(SyncScheduleMethods):
                     lease=lease,
                     now=None,
                     offer_channel=None if offer is None else offer.channel,
+                    offer_lease=lease if offer is None else min(lease, offer.confirm_within),
                     offer_ttl=_NO_OFFER_TTL if offer is None else offer.ttl,
                     record_events=self.event_mode is EventMode.ALL,
                 )

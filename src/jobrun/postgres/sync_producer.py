@@ -26,6 +26,7 @@ from psycopg_pool import ConnectionPool
 from pydantic import BaseModel
 
 from jobrun.errors import ConfigurationError
+from jobrun.job import notify_channel_problem
 from jobrun.postgres import _base
 from jobrun.postgres.pool import DEFAULT_CONNECT_TIMEOUT, SyncPool, open_sync_pool
 from jobrun.postgres.store_sync import DEFAULT_NOTIFY_CHANNEL, SyncStore
@@ -80,8 +81,9 @@ class SyncProducer(SyncStore):
         pgbouncer: bool = False,
     ) -> None:
         # Refuse bad settings before a pool is opened (and would need closing).
-        if not notify_channel:
-            raise ConfigurationError("notify_channel must not be empty")
+        channel_problem = notify_channel_problem(notify_channel)
+        if channel_problem is not None:
+            raise ConfigurationError(channel_problem)
         if max_payload_bytes < 1:
             raise ConfigurationError("max_payload_bytes must be positive")
         if isinstance(conninfo_or_pool, str):
