@@ -10,7 +10,8 @@ The hierarchy::
     │   └── PoolExhausted         every pooled connection stayed busy past the timeout
     ├── MigrationError            a malformed or failing migration file
     ├── SchemaMissing             the database lacks jobrun's tables: run `jobrun migrate`
-    ├── InvalidJob                bad input at enqueue: payload, queue, type, policy
+    ├── InvalidJob                bad input at enqueue (payload, queue, type, policy),
+    │   │                         or a malformed job id
     │   └── PayloadTooLarge
     ├── InvalidPayload            a payload does not validate against its handler's type
     ├── InvalidSchedule           bad cron expression, interval or time zone
@@ -141,6 +142,8 @@ class SchemaMissing(JobrunError):
 
 class InvalidJob(JobrunError, ValueError):
     """A job was refused (built with bad fields, or refused at enqueue); nothing was written.
+
+    Also what a store method taking a job id raises for one that is not a UUID.
 
     Also a ValueError, as pydantic's own validation errors are, so code that
     caught those keeps working.

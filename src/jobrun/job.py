@@ -130,6 +130,7 @@ __all__ = [
     "new_job_id",
     "new_job_ids",
     "new_job_problem",
+    "parse_job_id",
     "payload_problem",
     "text_problem",
 ]
@@ -363,6 +364,26 @@ def new_job_ids(count: int) -> list[UUID]:
             values.append(value)
         state.last = last
     return [_uuid_of(value) for value in values]
+
+
+def parse_job_id(value: object) -> UUID:
+    """``value`` as a job id: a UUID, or its text (what a URL, a form or ``argv`` holds).
+
+    Every store method that takes a job id reads it through here, so a
+    malformed one is an :class:`InvalidJob` naming it instead of whatever the
+    database driver makes of it.
+    """
+    if isinstance(value, UUID):
+        return value
+    if isinstance(value, str):
+        try:
+            return UUID(value.strip())
+        except ValueError:
+            pass
+    shown = repr(value)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    raise InvalidJob(f"{shown} is not a job id (a UUID)")
 
 
 def key_lock_id(key: str) -> int:

@@ -80,6 +80,7 @@ from jobrun.job import (
     WorkerOffer,
     key_lock_id,
     new_job_ids,
+    parse_job_id,
 )
 from jobrun.observe import Observer
 from jobrun.postgres import _base
@@ -834,7 +835,8 @@ class Store(ScheduleMethods):
     # -- operators ----------------------------------------------------------------
 
     async def get(self, job_id: UUID) -> Job:
-        """One job by id; JobNotFound when there is none."""
+        """One job by id; JobNotFound when there is none, InvalidJob for a malformed id."""
+        job_id = parse_job_id(job_id)
         async with self._connection() as conn:
             row = await job_queries.AsyncQuerier(conn).job_get(id=job_id)
         if row is None:
@@ -845,6 +847,8 @@ class Store(ScheduleMethods):
         self, filter: JobFilter | None = None, *, limit: int = 50, cursor: UUID | None = None
     ) -> JobPage:
         """A page of jobs matching ``filter``, newest first; keyset-paginated by id."""
+        if cursor is not None:
+            cursor = parse_job_id(cursor)
         args = _base.list_args(filter, limit, cursor)
         async with self._connection() as conn:
             rows = await job_queries.AsyncQuerier(conn).job_list(params=args)
@@ -858,6 +862,7 @@ class Store(ScheduleMethods):
         InvalidTransition. ``actor`` (who asked) is recorded in the event's
         detail as ``by <actor>``.
         """
+        job_id = parse_job_id(job_id)
         async with self._with_tx() as tx:
             queries = job_queries.AsyncQuerier(tx)
             current = await queries.job_lock(id=job_id)
@@ -878,6 +883,7 @@ class Store(ScheduleMethods):
 
         ``actor`` (who asked) is recorded in the event's detail as ``by <actor>``.
         """
+        job_id = parse_job_id(job_id)
         async with self._with_tx() as tx:
             queries = job_queries.AsyncQuerier(tx)
             current = await queries.job_lock(id=job_id)
@@ -1024,7 +1030,8 @@ class Store(ScheduleMethods):
         return queue_from_row(row) if row is not None else QueueControls(name=name)
 
     async def events(self, job_id: UUID) -> list[Event]:
-        """The recorded transitions of a job, oldest first."""
+        """The recorded transitions of a job, oldest first; InvalidJob for a malformed id."""
+        job_id = parse_job_id(job_id)
         async with self._connection() as conn:
             rows = await event_queries.AsyncQuerier(conn).event_list_by_job(job_id=job_id)
         return [event_from_row(r) for r in rows]

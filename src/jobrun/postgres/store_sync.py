@@ -87,6 +87,7 @@ from jobrun.job import (
     WorkerOffer,
     key_lock_id,
     new_job_ids,
+    parse_job_id,
 )
 from jobrun.observe import Observer
 from jobrun.postgres import _base
@@ -786,7 +787,8 @@ class SyncStore(SyncScheduleMethods):
         return [job_from_row(r) for r in rows]
 
     def get(self, job_id: UUID) -> Job:
-        """One job by id; JobNotFound when there is none."""
+        """One job by id; JobNotFound when there is none, InvalidJob for a malformed id."""
+        job_id = parse_job_id(job_id)
         with self._connection() as conn:
             row = job_queries.Querier(conn).job_get(id=job_id)
         if row is None:
@@ -797,6 +799,8 @@ class SyncStore(SyncScheduleMethods):
         self, filter: JobFilter | None = None, *, limit: int = 50, cursor: UUID | None = None
     ) -> JobPage:
         """A page of jobs matching ``filter``, newest first; keyset-paginated by id."""
+        if cursor is not None:
+            cursor = parse_job_id(cursor)
         args = _base.list_args(filter, limit, cursor)
         with self._connection() as conn:
             rows = job_queries.Querier(conn).job_list(params=args)
@@ -810,6 +814,7 @@ class SyncStore(SyncScheduleMethods):
         InvalidTransition. ``actor`` (who asked) is recorded in the event's
         detail as ``by <actor>``.
         """
+        job_id = parse_job_id(job_id)
         with self._with_tx() as tx:
             queries = job_queries.Querier(tx)
             current = queries.job_lock(id=job_id)
@@ -830,6 +835,7 @@ class SyncStore(SyncScheduleMethods):
 
         ``actor`` (who asked) is recorded in the event's detail as ``by <actor>``.
         """
+        job_id = parse_job_id(job_id)
         with self._with_tx() as tx:
             queries = job_queries.Querier(tx)
             current = queries.job_lock(id=job_id)
@@ -970,7 +976,8 @@ class SyncStore(SyncScheduleMethods):
         return queue_from_row(row) if row is not None else QueueControls(name=name)
 
     def events(self, job_id: UUID) -> list[Event]:
-        """The recorded transitions of a job, oldest first."""
+        """The recorded transitions of a job, oldest first; InvalidJob for a malformed id."""
+        job_id = parse_job_id(job_id)
         with self._connection() as conn:
             rows = event_queries.Querier(conn).event_list_by_job(job_id=job_id)
         return [event_from_row(r) for r in rows]

@@ -52,6 +52,7 @@ from jobrun.job import (
     Job,
     NewJob,
     new_job_ids,
+    parse_job_id,
 )
 
 # The real store's validation and replay rule, shared rather than copied: a
@@ -156,6 +157,7 @@ class _Recorder:
         return ids
 
     def _get(self, job_id: UUID) -> Job:
+        job_id = parse_job_id(job_id)  # as the store reads it
         try:
             return self._jobs[job_id]
         except KeyError:
