@@ -748,17 +748,36 @@ def queue_name_problem(name: str) -> str | None:
 
 
 def queue_limits_problem(concurrency: int | None, rate: tuple[int, timedelta] | None) -> str | None:
-    """Why ``concurrency`` and ``rate`` are not limits a queue can have, or None."""
+    """Why ``concurrency`` and ``rate`` are not limits a queue can have, or None.
+
+    Both counts must be whole numbers (a bool is not one) in range, the
+    interval a positive timedelta.
+    """
     if concurrency is None and rate is None:
         return "give a concurrency limit, a rate, or both"
-    if concurrency is not None and not 1 <= concurrency <= MAX_QUEUE_LIMIT:
-        return f"concurrency limit must be between 1 and {MAX_QUEUE_LIMIT}, got {concurrency}"
+    if concurrency is not None:
+        if not _is_whole(concurrency):
+            return f"concurrency limit must be a whole number, got {concurrency!r}"
+        if not 1 <= concurrency <= MAX_QUEUE_LIMIT:
+            return f"concurrency limit must be between 1 and {MAX_QUEUE_LIMIT}, got {concurrency}"
     if rate is not None:
+        if not isinstance(rate, tuple | list) or len(rate) != 2:
+            return f"rate must be (count, interval), got {rate!r}"
         count, interval = rate
+        if not _is_whole(count):
+            return f"rate count must be a whole number, got {count!r}"
         if not 1 <= count <= MAX_QUEUE_LIMIT:
             return f"rate count must be between 1 and {MAX_QUEUE_LIMIT}, got {count}"
+        if not isinstance(interval, timedelta):
+            return f"rate interval must be a timedelta, got {interval!r}"
         return duration_problem("rate interval", interval, positive=True)
     return None
+
+
+def _is_whole(value: object) -> bool:
+    # A bool is an int to Python but not a count to anyone; a float would be
+    # rounded silently by the database.
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class QueueControls(BaseModel):

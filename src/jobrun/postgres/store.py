@@ -1012,7 +1012,8 @@ class Store(ScheduleMethods):
         epoch. Applies from the next claim on; leases above a lowered
         concurrency limit are not taken back, the queue just claims nothing
         until it is below it. ConfigurationError when neither is given or a
-        value is out of range. ``actor`` as for :meth:`pause_queue`.
+        value is out of range or not a whole number (a float, a bool), before
+        anything is sent. ``actor`` as for :meth:`pause_queue`.
         """
         args = _base.limits_args(name, concurrency, rate, actor)
         async with self._connection() as conn:
