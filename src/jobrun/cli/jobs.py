@@ -16,11 +16,11 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from jobrun.cli.app import DatabaseUrlOption, app, fail, run_with_store
-from jobrun.cli.durations import format_duration
+from jobrun.cli.durations import format_duration, human_duration
 from jobrun.cli.inputs import read_duration, read_job_id, read_json, read_state, validation_exit
 from jobrun.cli.rendering import events_table, stdout, when
 from jobrun.errors import JobrunError
-from jobrun.job import JobFilter, JobState, NewJob
+from jobrun.job import JobFilter, JobState, NewJob, QueueDepth, QueueStats
 from jobrun.postgres.store import Store
 
 __all__ = ["jobs_app"]
@@ -265,26 +265,37 @@ def events_command(
 
 @app.command("stats")
 def stats_command(database_url: DatabaseUrlOption = None) -> None:
-    """Per queue: jobs waiting, due now and running, and the lag of the oldest due job.
+    """Per queue: jobs waiting, due now and running, the lag of the oldest due job, and totals.
 
     Lag is measured from each job's run_at, so a job delayed to later is not
-    late. The counts come from the claim and lease indexes only, so the
-    command stays cheap however many finished jobs the table keeps (use
-    ``jobs list --state dead`` for those).
+    late. The totals count every job the table still keeps in each finished
+    state (succeeded, dead, cancelled), so a drained queue still shows what
+    became of its jobs until retention prunes them.
     """
-    stats = run_with_store(database_url, lambda store: store.queue_stats())
+
+    async def body(store: Store) -> tuple[list[QueueStats], list[QueueDepth]]:
+        return await store.queue_stats(), await store.depth()
+
+    stats, depth = run_with_store(database_url, body)
+    live = {row.queue: row for row in stats}
+    totals: dict[str, dict[JobState, int]] = {}
+    for row in depth:
+        totals.setdefault(row.queue, {})[row.state] = row.count
     table = Table(title="queues")
     table.add_column("queue")
-    table.add_column("queued", justify="right")
-    table.add_column("due", justify="right")
-    table.add_column("leased", justify="right")
-    table.add_column("lag", justify="right")
-    for row in stats:
+    for column in ("queued", "due", "leased", "succeeded", "dead", "cancelled", "lag"):
+        table.add_column(column, justify="right")
+    for queue in sorted(live.keys() | totals.keys()):
+        now, counts = live.get(queue), totals.get(queue, {})
         table.add_row(
-            row.queue,
-            str(row.queued),
-            str(row.due),
-            str(row.leased),
-            format_duration(row.lag) if row.due else "-",
+            queue,
+            str(now.queued if now else counts.get(JobState.QUEUED, 0)),
+            str(now.due if now else 0),
+            str(now.leased if now else counts.get(JobState.LEASED, 0)),
+            *(str(counts.get(state, 0)) for state in _FINISHED),
+            human_duration(now.lag) if now and now.due else "-",
         )
     stdout.print(table)
+
+
+_FINISHED = (JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED)
