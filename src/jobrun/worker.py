@@ -65,11 +65,12 @@ import time
 import traceback
 from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from jobrun._collector import DEFAULT_YOUNG_THRESHOLD, young_threshold_raised
+from jobrun._endings import ending, one_line, plural, stop_summary
 from jobrun._threads import DaemonThreadPool
 from jobrun.errors import (
     ConfigurationError,
@@ -78,7 +79,7 @@ from jobrun.errors import (
     UnknownJobType,
     UsageError,
 )
-from jobrun.job import CommitCallback, HandoffOffer, Job, JobState, Outcome, OutcomeKind
+from jobrun.job import CommitCallback, HandoffOffer, Job, Outcome, OutcomeKind
 from jobrun.observe import Observer, current_job
 from jobrun.ports import Dispatcher, Executor, HandoffInbox, HandoffReceiver, WorkerStore
 from jobrun.reaper import Reaper
@@ -107,18 +108,6 @@ _LABELS = {
     OutcomeKind.CANCEL: "cancelled",
 }
 
-# What an attempt's outcome is called for the observer: by the state it left
-# the job in, or for a job queued again by the kind of outcome that did it.
-_OBSERVED = {
-    JobState.SUCCEEDED: "succeeded",
-    JobState.DEAD: "dead",
-    JobState.CANCELLED: "cancelled",
-}
-_REQUEUED = {
-    OutcomeKind.FAIL: "failed",
-    OutcomeKind.RELEASE: "handed_back",
-    OutcomeKind.SNOOZE: "snoozed",
-}
 
 DEFAULT_CLAIM_AHEAD = timedelta(milliseconds=50)
 """How much work a busy worker claims ahead of its free slots, in time.
@@ -185,6 +174,9 @@ class CompletionStats:
     callback_reinvocations: int = 0
     """Extra calls of commit callbacks: a group rolled back by another callback's
     failure runs the others again (their writes still commit once)."""
+    endings: dict[str, int] = field(default_factory=dict)
+    """How many attempts ended each way (``succeeded``, ``failed``, ``dead``,
+    ``cancelled``, ``snoozed``, ``handed_back``, ``lease_lost``, ``not_recorded``)."""
 
 
 class Completer:
@@ -282,7 +274,10 @@ class Completer:
             for completion in completions:
                 if completion.invocations > 1:
                     stats.callback_reinvocations += completion.invocations - 1
-            for (_, fut), result in zip(batch, results, strict=False):
+            endings = stats.endings
+            for (outcome, fut), result in zip(batch, results, strict=False):
+                name = ending(outcome.kind, result)
+                endings[name] = endings.get(name, 0) + 1
                 if not fut.done():
                     fut.set_result(result)
 
@@ -311,6 +306,9 @@ class _Running:
     entered: bool = False
     # Seconds the handler ran (from start to the end of the handler), for metrics.
     ran: float = 0.0
+    # Why the attempt failed, on one line, for its log line (the stored error may
+    # be a whole traceback); "" when the outcome's detail says it on one line.
+    reason: str = ""
     # The job's next attempt, claimed by this worker while this run still
     # reported its outcome (a snooze or retry without delay commits the job as
     # queued, and a claim can return it before this run has left the table).
@@ -559,15 +557,17 @@ class Worker:
             self._signals.clear()
             stats = self._completer.stats
             self._log.info(
-                "worker %s stopped: %d jobs completed in %d batches, "
-                "%d commit callbacks run again after a group rollback",
+                "worker %s stopped: %s (%s recorded in %s; %s run again after a group rollback)",
                 self.owner,
-                stats.jobs,
-                stats.batches,
-                stats.callback_reinvocations,
+                stop_summary(stats.endings),
+                plural(stats.jobs, "outcome"),
+                plural(stats.batches, "batch", "batches"),
+                plural(stats.callback_reinvocations, "commit callback"),
                 extra={
                     "owner": self.owner,
-                    "completed": stats.jobs,
+                    "completed": stats.endings.get("succeeded", 0),
+                    "endings": dict(stats.endings),
+                    "outcomes": stats.jobs,
                     "completion_batches": stats.batches,
                     "callback_reinvocations": stats.callback_reinvocations,
                 },
@@ -912,9 +912,9 @@ class Worker:
             run.left = True
         if left:
             self._log.warning(
-                "leaving %d jobs leased whose handler threads are still running: %s; "
+                "leaving %s leased whose handler threads are still running: %s; "
                 "their leases expire within %s and the reaper then retries them",
-                len(left),
+                plural(len(left), "job"),
                 ", ".join(str(r.job.id) for r in left),
                 self._lease,
                 extra={"owner": self.owner, "job_ids": [str(r.job.id) for r in left]},
@@ -931,8 +931,8 @@ class Worker:
             for task in tasks:
                 task.cancel()
             self._log.error(
-                "%d jobs could not be handed back in time; their leases will expire",
-                len(tasks),
+                "%s could not be handed back in time; their leases will expire",
+                plural(len(tasks), "job"),
             )
         for run in left:
             # Stop waiting for the thread; _execute sees ``left`` and reports nothing.
@@ -1027,6 +1027,7 @@ class Worker:
                 error = str(exc)
             except Exception as exc:
                 error = _error_text(exc)
+                run.reason = _one_line(exc)
             self._release(run)
             if run.stop_reason is not None:
                 # Also when the handler swallowed the cancellation or ignored the
@@ -1139,7 +1140,7 @@ class Worker:
                 if outcome.kind is OutcomeKind.COMPLETE
                 else f"{_LABELS[outcome.kind]}:{state}"
             )
-            self._record(run, label, level=level, detail=outcome.detail)
+            self._record(run, label, level=level, detail=outcome.detail, reason=run.reason)
         elif isinstance(result, LeaseLost):
             self._record(run, "lease_lost", level=logging.WARNING, detail=str(result))
         elif isinstance(result, asyncio.CancelledError):
@@ -1147,6 +1148,7 @@ class Worker:
         elif outcome.kind is OutcomeKind.COMPLETE:
             # The effect did not commit (a failing commit callback, a database
             # error): it is a failed attempt like any other, so it retries.
+            run.reason = f"completion failed: {_one_line(result)}"
             await self._failed(run, f"completion failed: {_error_text(result)}")
         else:
             self._log.warning(
@@ -1161,15 +1163,9 @@ class Worker:
     def _observe(self, run: _Running, outcome: Outcome, result: Job | BaseException) -> None:
         """Tell the observer how the attempt ended (nothing for an attempt not recorded)."""
         assert self._observer is not None
-        if isinstance(result, Job):
-            label = _OBSERVED.get(result.state)
-            if label is None:  # queued again
-                label = _REQUEUED.get(outcome.kind, "failed")
-        elif isinstance(result, LeaseLost):
-            label = "lease_lost"
-        else:
-            return
-        self._observer.finished(run.job, label, run.ran)
+        label = ending(outcome.kind, result)
+        if label != "not_recorded":
+            self._observer.finished(run.job, label, run.ran)
 
     # -- logs ---------------------------------------------------------------------------------
 
@@ -1184,19 +1180,29 @@ class Worker:
             "outcome": outcome,
         }
 
-    def _record(self, run: _Running, outcome: str, *, level: int, detail: str = "") -> None:
+    def _record(
+        self, run: _Running, outcome: str, *, level: int, detail: str = "", reason: str = ""
+    ) -> None:
+        """Log how the attempt ended; the line itself says why, in every log format.
+
+        ``detail`` (the whole error, a traceback maybe) goes in the record's
+        ``error`` field; the message carries ``reason``, or else ``detail``
+        on one line.
+        """
         if not self._log.isEnabledFor(level):
             return
         extra = self._extra(run, outcome=outcome)
         if detail:
             extra["error"] = detail
+        why = one_line(reason or detail)
         self._log.log(
             level,
-            "job %s (%s, attempt %d): %s in %.1fms",
+            "job %s (%s, attempt %d): %s in %.1fms%s",
             run.job.id,
             run.job.type,
             run.job.attempts,
             outcome,
             extra["duration_ms"],
+            f": {why}" if why else "",
             extra=extra,
         )
