@@ -158,7 +158,8 @@ class InvalidPayload(JobrunError):
     """A job's payload does not validate against its handler's declared payload type.
 
     Raised by :meth:`jobrun.registry.Registry.new_job` on the producer side; on
-    the worker side the attempt fails with this message and is retried.
+    the worker side the attempt fails with this message and is retried on the
+    bounded policy of :mod:`jobrun.unrunnable`.
     """
 
     def __init__(self, job_type: str, detail: str) -> None:
@@ -241,7 +242,12 @@ class CommitTimeout(JobrunError):
 
 
 class UnknownJobType(JobrunError):
-    """A claimed job has a type no handler is registered for."""
+    """A claimed job has a type no handler is registered for.
+
+    The worker retries such a job on the bounded policy of
+    :mod:`jobrun.unrunnable`; a producer holding the registry refuses the
+    type at enqueue with :class:`InvalidJob` instead.
+    """
 
     def __init__(self, job_type: str) -> None:
         self.job_type = job_type

@@ -958,9 +958,13 @@ class Outcome:
     the hot path, and the Job inside is already valid. ``job`` is the job as
     it was claimed: its attempt number is part of the lease fence. ``detail``
     is the error or reason ("" keeps the job's last error); ``delay`` is a
-    snooze's wait. The store counts in ``invocations`` how often it called
-    ``commit``: more than once means a group commit was rolled back and the
-    callback ran again (see :data:`CommitCallback`).
+    snooze's wait. ``max_attempts`` bounds a failure below the job's own
+    ``max_attempts`` and makes ``delay`` its wait instead of the job's
+    backoff: the worker's policy for a job it cannot run (see
+    :class:`jobrun.unrunnable.UnrunnableRetry`). The store counts in
+    ``invocations`` how often it called ``commit``: more than once means a
+    group commit was rolled back and the callback ran again (see
+    :data:`CommitCallback`).
     """
 
     job: Job
@@ -972,6 +976,8 @@ class Outcome:
     lock_keys: tuple[str, ...] = ()
     """Application keys the commit callback needs held (``ctx.lock``): the store
     takes them, in one global order, before any callback of the group runs."""
+    max_attempts: int | None = None
+    """A failure's own attempt limit (with ``delay`` its wait); None: the job's."""
 
 
 Completion = Outcome
@@ -997,6 +1003,7 @@ class SyncOutcome:
     delay: timedelta = timedelta(0)
     invocations: int = 0
     lock_keys: tuple[str, ...] = ()
+    max_attempts: int | None = None
 
 
 SyncCompletion = SyncOutcome

@@ -12,9 +12,10 @@ One :class:`Worker` is one owner of leases. Its loops, all on one event loop:
   moment a slot frees, so that claims and completions stay large when every
   slot is taken by short jobs, whatever ``concurrency`` is.
 * **jobs**: each handler runs as a task (``async def``) or in a bounded thread
-  pool (``def``). An exception, a timeout, an unknown type or a payload that
-  does not validate becomes ``store.fail`` with the job's own backoff; success
-  goes to the completer with the handler's commit callback.
+  pool (``def``). An exception or a timeout becomes a failure retried on the
+  job's own backoff; an unknown type or a payload that does not validate, a
+  failure on the bounded policy of :mod:`jobrun.unrunnable`; success goes to
+  the completer with the handler's commit callback.
 * **completer**: group commit. Finished jobs queue up; the completer sends
   whatever is ready in one ``store.complete_many``. It never waits on a timer:
   an idle worker completes a lone job at once, a busy one builds big batches
@@ -74,6 +75,7 @@ from jobrun._endings import ending, one_line, plural, stop_summary
 from jobrun._threads import DaemonThreadPool
 from jobrun.errors import (
     ConfigurationError,
+    InvalidPayload,
     JobrunError,
     LeaseLost,
     UnknownJobType,
@@ -85,6 +87,7 @@ from jobrun.ports import Dispatcher, Executor, HandoffInbox, HandoffReceiver, Wo
 from jobrun.reaper import Reaper
 from jobrun.registry import Cancel, Handler, JobContext, Registry, Snooze
 from jobrun.tracing import job_span
+from jobrun.unrunnable import DEFAULT_UNRUNNABLE, UnrunnableRetry
 
 __all__ = ["DEFAULT_CLAIM_AHEAD", "Completer", "CompletionStats", "Worker", "default_owner"]
 
@@ -315,6 +318,10 @@ class _Running:
     successor: Job | None = None
 
 
+class _Unrunnable(Exception):
+    """This worker cannot run the job (no handler, a payload that does not validate)."""
+
+
 def _positive(name: str, value: timedelta | None) -> None:
     if value is not None and value <= timedelta(0):
         raise ConfigurationError(f"{name} must be positive, got {value}")
@@ -356,6 +363,10 @@ class Worker:
     threshold to ``gc_young_threshold`` (see :mod:`jobrun._collector`): with
     the interpreter's default the cyclic collector took a sixth of a busy
     worker's time. ``None`` leaves the collector alone.
+
+    A job this worker cannot run (its type has no handler here, its payload
+    does not validate) fails on ``unrunnable`` (:mod:`jobrun.unrunnable`): a
+    few attempts, spaced for a rolling deploy, then dead.
     """
 
     def __init__(
@@ -379,6 +390,7 @@ class Worker:
         handoff: bool = True,
         gc_young_threshold: int | None = DEFAULT_YOUNG_THRESHOLD,
         claim_ahead: timedelta = DEFAULT_CLAIM_AHEAD,
+        unrunnable: UnrunnableRetry = DEFAULT_UNRUNNABLE,
     ) -> None:
         if isinstance(queues, str):
             queues = (queues,)
@@ -407,6 +419,7 @@ class Worker:
                 f"gc_young_threshold must be positive (or None), got {gc_young_threshold}"
             )
         self._gc_young_threshold = gc_young_threshold
+        self._unrunnable = unrunnable
         self._store = store
         self._registry = registry
         self._queues = list(dict.fromkeys(queues))
@@ -1023,6 +1036,8 @@ class Worker:
                 ended = Outcome(job=job, kind=OutcomeKind.CANCEL, detail=exc.reason)
             except Snooze as exc:
                 ended = Outcome(job=job, kind=OutcomeKind.SNOOZE, delay=exc.delay)
+            except _Unrunnable as exc:
+                ended = self._unrunnable.outcome(job, str(exc))
             except JobrunError as exc:
                 error = str(exc)
             except Exception as exc:
@@ -1073,8 +1088,11 @@ class Worker:
     async def _invoke(self, run: _Running) -> CommitCallback | None:
         handler = run.handler
         if handler is None:
-            raise UnknownJobType(run.job.type)
-        payload = handler.parse_payload(run.job)
+            raise _Unrunnable(str(UnknownJobType(run.job.type)))
+        try:
+            payload = handler.parse_payload(run.job)
+        except InvalidPayload as exc:
+            raise _Unrunnable(str(exc)) from None
         timeout = handler.timeout or self._job_timeout
         if handler.is_async:
             call: Any = handler.func(run.ctx, payload)

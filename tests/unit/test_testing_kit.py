@@ -305,6 +305,17 @@ async def test_recording_producer_takes_a_registry_and_validates_through_its_mod
         RecordingProducer({"welcome": Welcome})  # type: ignore[arg-type]
 
 
+async def test_recording_producer_with_a_registry_refuses_types_it_does_not_register() -> None:
+    # As a Client holding the registry does (issue 27, item 10).
+    producer = RecordingProducer(registry_with_handlers())
+    with pytest.raises(InvalidJob, match=r"'welcom' is not registered.*'welcome'"):
+        await producer.enqueue(NewJob(type="welcom", payload={"user_id": 7}))
+    with pytest.raises(InvalidJob, match="'welcom' is not registered"):
+        await producer.enqueue_many("welcom", [{"user_id": 7}])
+    assert producer.jobs == []
+    assert (await RecordingProducer().enqueue(NewJob(type="welcom"))).type == "welcom"
+
+
 async def test_recording_producer_refuses_an_id_already_stored_as_the_store_does() -> None:
     producer = RecordingProducer()
     stored = await producer.enqueue(NewJob(type="t"))

@@ -15,10 +15,11 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from jobrun.cli.app import DatabaseUrlOption, app, fail, run_with_store
+from jobrun.cli.app import DatabaseUrlOption, app, fail, run_with_client, run_with_store
 from jobrun.cli.durations import format_duration, human_duration
 from jobrun.cli.inputs import read_duration, read_job_id, read_json, read_state, validation_exit
 from jobrun.cli.rendering import events_table, stdout, when
+from jobrun.cli.worker import load_registry
 from jobrun.errors import JobrunError
 from jobrun.job import JobFilter, JobState, NewJob, QueueDepth, QueueStats
 from jobrun.postgres.store import Store
@@ -64,6 +65,16 @@ def enqueue_command(
     max_attempts: Annotated[
         int | None, typer.Option(envvar="JOBRUN_MAX_ATTEMPTS", show_envvar=True)
     ] = None,
+    app_ref: Annotated[
+        str | None,
+        typer.Option(
+            "--app",
+            envvar="JOBRUN_APP",
+            show_envvar=True,
+            help="module[:attribute] whose Registry the job must fit: an unknown type "
+            "or a payload its handler refuses is an error, and nothing is stored.",
+        ),
+    ] = None,
 ) -> None:
     """Enqueue one job and print its id."""
     body_value = read_json("--payload", payload)
@@ -83,7 +94,14 @@ def enqueue_command(
     except JobrunError as exc:
         raise fail(str(exc)) from None
 
-    job = run_with_store(database_url, lambda store: store.enqueue(new))
+    try:
+        registry = load_registry(app_ref) if app_ref else None
+    except JobrunError as exc:
+        raise fail(str(exc)) from None
+    # With --app, through a Client holding the registry, as the application enqueues.
+    job = run_with_client(
+        database_url, lambda client: client.enqueue(new), registry=registry, concurrency=1
+    )
     typer.echo(str(job.id))
     if job.id != new.id:
         typer.echo(

@@ -146,7 +146,10 @@ class Store(ScheduleMethods):
     spreads a failed job's backoff by up to that fraction either way (0 turns
     it off; at most 0.5);
     ``notify_channel`` is the LISTEN/NOTIFY channel; ``payload_models``
-    validates the payload of the named job types at enqueue; ``observer``
+    validates the payload of the named job types at enqueue; ``job_types``,
+    when given (a :class:`~jobrun.client.Client` gives its registry's), are
+    the only types it enqueues: any other is refused with InvalidJob naming
+    them, as no worker of the application could run it; ``observer``
     (:class:`~jobrun.observe.Observer`) is told of every job enqueued. When
     ``opentelemetry-api`` is installed and a span is current, enqueue writes
     its trace context to the job's ``meta`` (:mod:`jobrun.tracing`).
@@ -163,6 +166,7 @@ class Store(ScheduleMethods):
         payload_models: Mapping[str, type[BaseModel]] | None = None,
         max_payload_bytes: int = _base.DEFAULT_MAX_PAYLOAD_BYTES,
         observer: Observer | None = None,
+        job_types: Iterable[str] | None = None,
     ) -> None:
         if commit_timeout <= timedelta(0):
             raise ConfigurationError("commit_timeout must be positive")
@@ -181,6 +185,9 @@ class Store(ScheduleMethods):
         self.retry_jitter = retry_jitter
         self.notify_channel = notify_channel
         self.payload_models: dict[str, type[BaseModel]] = dict(payload_models or {})
+        self.job_types: frozenset[str] | None = (
+            frozenset(job_types) if job_types is not None else None
+        )
         self.max_payload_bytes = max_payload_bytes
         self.observer = observer
         """Told of every job enqueued through this store (metrics); None: nobody."""
@@ -280,7 +287,9 @@ class Store(ScheduleMethods):
         With ``conn`` the job joins the caller's transaction and commits (and
         notifies) with it or not at all.
         """
-        (item,) = _base.prepare_jobs([job], self.payload_models, self.max_payload_bytes)
+        (item,) = _base.prepare_jobs(
+            [job], self.payload_models, self.max_payload_bytes, self.job_types
+        )
         meta = current_trace_meta()
         if conn is None:
             # The common path: one statement on an autocommit pooled connection
@@ -351,7 +360,9 @@ class Store(ScheduleMethods):
         """
         if not jobs:
             return []
-        prepared = _base.prepare_jobs(jobs, self.payload_models, self.max_payload_bytes)
+        prepared = _base.prepare_jobs(
+            jobs, self.payload_models, self.max_payload_bytes, self.job_types
+        )
         results: list[Job | IdempotencyConflict | None] = [None] * len(prepared)
         meta = current_trace_meta()
         fresh: list[Job] = []
@@ -431,7 +442,7 @@ class Store(ScheduleMethods):
             run_at=run_at,
         )
         many = _base.prepare_many(
-            job_type, payloads, fields, self.payload_models, self.max_payload_bytes
+            job_type, payloads, fields, self.payload_models, self.max_payload_bytes, self.job_types
         )
         if not many.texts:
             return []
@@ -700,6 +711,7 @@ class Store(ScheduleMethods):
                 outcomes=[_OUTCOMES[o.kind] for o in outcomes],
                 details=[o.detail for o in outcomes],
                 delays=[o.delay for o in outcomes],
+                attempt_limits=[o.max_attempts or 0 for o in outcomes],
                 owner=owner,
                 jitter=self.retry_jitter,
                 now=None,

@@ -98,6 +98,7 @@ class _Recorder:
         # What a Client holding ``registry`` hands its store; payload_models adds or overrides.
         models = registry.payload_models() if registry is not None else {}
         self.payload_models: dict[str, type[BaseModel]] = {**models, **(payload_models or {})}
+        self.job_types: frozenset[str] | None = frozenset(registry) if registry else None
         self.max_payload_bytes = max_payload_bytes
         self.clock = clock
         self.offered: list[NewJob] = []
@@ -120,7 +121,9 @@ class _Recorder:
         return self.clock().astimezone(UTC)
 
     def _record(self, jobs: Sequence[NewJob]) -> list[Job | IdempotencyConflict]:
-        prepared = _base.prepare_jobs(jobs, self.payload_models, self.max_payload_bytes)
+        prepared = _base.prepare_jobs(
+            jobs, self.payload_models, self.max_payload_bytes, self.job_types
+        )
         now = self._now()
         # Kept apart until the whole call is accepted: the store's transaction
         # writes all of a batch or none of it.
@@ -154,7 +157,7 @@ class _Recorder:
         self, job_type: str, payloads: Iterable[Any], fields: dict[str, Any]
     ) -> list[UUID]:
         many = _base.prepare_many(
-            job_type, payloads, fields, self.payload_models, self.max_payload_bytes
+            job_type, payloads, fields, self.payload_models, self.max_payload_bytes, self.job_types
         )
         now = self._now()
         run_at = _base.run_at_of(many.template, now)
@@ -245,11 +248,12 @@ class RecordingProducer(_Recorder):
     """A test double for the producer side of :class:`~jobrun.postgres.Store`; see the module.
 
     Records every job enqueued through it, in memory, validated and keyed as
-    the real store would. ``registry`` (optional) validates payloads as a
-    :class:`~jobrun.client.Client` holding that registry does: through its
-    handlers' payload models. ``payload_models`` and ``max_payload_bytes``
-    mean what they mean on the Store (models given here add to the
-    registry's); ``clock`` supplies "database now".
+    the real store would. ``registry`` (optional) validates jobs as a
+    :class:`~jobrun.client.Client` holding that registry does: types it does
+    not register are refused, payloads go through its handlers' models.
+    ``payload_models`` and ``max_payload_bytes`` mean what they mean on the
+    Store (models given here add to the registry's); ``clock`` supplies
+    "database now".
     """
 
     async def now(self) -> datetime:
