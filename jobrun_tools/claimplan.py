@@ -358,6 +358,7 @@ async def check_fenced_updates(
                 "outcomes": [JobOutcome.COMPLETE] * len(ids),
                 "details": [""] * len(ids),
                 "delays": [timedelta(0)] * len(ids),
+                "attempt_limits": [0] * len(ids),
                 "owner": owner,
                 "now": None,
                 "jitter": 0.0,

@@ -481,6 +481,10 @@ RETURNING jobs.id;
 -- attempt, unexpired lease) change; the others are left alone and not
 -- returned. job_outcome_state decides the next state and job_backoff_delay a
 -- failed job's wait; a hand-back or snooze gives the attempt back.
+-- attempt_limit i (0 for none) bounds a failure below the job's own
+-- max_attempts and makes delay i its wait instead of the backoff: the policy
+-- for a job the worker cannot run (an unknown type, a payload that does not
+-- validate), which must not take the job's whole retry budget.
 --
 -- Each outcome must be one primary-key probe, whatever the statistics say.
 -- The fence's values (state, owner, clock) are therefore columns of the
@@ -500,27 +504,30 @@ WITH outcome AS MATERIALIZED (
            unnest((SELECT @outcomes::job_outcome[])) AS kind,
            nullif(unnest((SELECT @details::text[])), '') AS detail,
            unnest((SELECT @delays::interval[])) AS delay,
+           nullif(unnest((SELECT @attempt_limits::integer[])), 0) AS attempt_limit,
            'leased'::job_state AS held_state,
            @owner::text AS owner,
            coalesce(sqlc.narg('now')::timestamptz, now()) AS now
 ), recorded AS (
     UPDATE jobs
+    -- least() skips a NULL attempt_limit: the job's own max_attempts then.
     SET state = job_outcome_state(outcome.kind, jobs.cancel_requested, jobs.attempts,
-                                  jobs.max_attempts),
+                                  least(jobs.max_attempts, outcome.attempt_limit)),
         attempts = CASE
             WHEN outcome.kind IN ('release', 'snooze') AND NOT jobs.cancel_requested
                 THEN greatest(jobs.attempts - 1, 0)
             ELSE jobs.attempts END,
         run_at = CASE job_outcome_state(outcome.kind, jobs.cancel_requested, jobs.attempts,
-                                        jobs.max_attempts)
-            WHEN 'queued' THEN outcome.now + CASE outcome.kind
-                WHEN 'fail' THEN job_backoff_delay(jobs.backoff_kind, jobs.backoff_base,
-                                                   jobs.backoff_max, jobs.attempts,
-                                                   @jitter::double precision)
+                                        least(jobs.max_attempts, outcome.attempt_limit))
+            WHEN 'queued' THEN outcome.now + CASE
+                WHEN outcome.kind = 'fail' AND outcome.attempt_limit IS NULL
+                    THEN job_backoff_delay(jobs.backoff_kind, jobs.backoff_base,
+                                           jobs.backoff_max, jobs.attempts,
+                                           @jitter::double precision)
                 ELSE outcome.delay END
             ELSE jobs.run_at END,
         finished_at = CASE job_outcome_state(outcome.kind, jobs.cancel_requested, jobs.attempts,
-                                             jobs.max_attempts)
+                                             least(jobs.max_attempts, outcome.attempt_limit))
             WHEN 'queued' THEN NULL
             ELSE outcome.now END,
         lease_owner = NULL,

@@ -90,6 +90,7 @@ __all__ = [
     "new_job_ids",
     "new_job_problem",
     "notify_channel_problem",
+    "parse_job_id",
     "payload_problem",
     "text_problem",
 ]
@@ -345,6 +346,26 @@ def new_job_ids(count: int) -> list[UUID]:
             values.append(value)
         state.last = last
     return [_uuid_of(value) for value in values]
+
+
+def parse_job_id(value: object) -> UUID:
+    """``value`` as a job id: a UUID, or its text (what a URL, a form or ``argv`` holds).
+
+    Every store method that takes a job id reads it through here, so a
+    malformed one is an :class:`InvalidJob` naming it instead of whatever the
+    database driver makes of it.
+    """
+    if isinstance(value, UUID):
+        return value
+    if isinstance(value, str):
+        try:
+            return UUID(value.strip())
+        except ValueError:
+            pass
+    shown = repr(value)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    raise InvalidJob(f"{shown} is not a job id (a UUID)")
 
 
 def key_lock_id(key: str) -> int:
@@ -709,17 +730,36 @@ def queue_name_problem(name: str) -> str | None:
 
 
 def queue_limits_problem(concurrency: int | None, rate: tuple[int, timedelta] | None) -> str | None:
-    """Why ``concurrency`` and ``rate`` are not limits a queue can have, or None."""
+    """Why ``concurrency`` and ``rate`` are not limits a queue can have, or None.
+
+    Both counts must be whole numbers (a bool is not one) in range, the
+    interval a positive timedelta.
+    """
     if concurrency is None and rate is None:
         return "give a concurrency limit, a rate, or both"
-    if concurrency is not None and not 1 <= concurrency <= MAX_QUEUE_LIMIT:
-        return f"concurrency limit must be between 1 and {MAX_QUEUE_LIMIT}, got {concurrency}"
+    if concurrency is not None:
+        if not _is_whole(concurrency):
+            return f"concurrency limit must be a whole number, got {concurrency!r}"
+        if not 1 <= concurrency <= MAX_QUEUE_LIMIT:
+            return f"concurrency limit must be between 1 and {MAX_QUEUE_LIMIT}, got {concurrency}"
     if rate is not None:
+        if not isinstance(rate, tuple | list) or len(rate) != 2:
+            return f"rate must be (count, interval), got {rate!r}"
         count, interval = rate
+        if not _is_whole(count):
+            return f"rate count must be a whole number, got {count!r}"
         if not 1 <= count <= MAX_QUEUE_LIMIT:
             return f"rate count must be between 1 and {MAX_QUEUE_LIMIT}, got {count}"
+        if not isinstance(interval, timedelta):
+            return f"rate interval must be a timedelta, got {interval!r}"
         return duration_problem("rate interval", interval, positive=True)
     return None
+
+
+def _is_whole(value: object) -> bool:
+    # A bool is an int to Python but not a count to anyone; a float would be
+    # rounded silently by the database.
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class QueueControls(BaseModel):
@@ -900,9 +940,13 @@ class Outcome:
     the hot path, and the Job inside is already valid. ``job`` is the job as
     it was claimed: its attempt number is part of the lease fence. ``detail``
     is the error or reason ("" keeps the job's last error); ``delay`` is a
-    snooze's wait. The store counts in ``invocations`` how often it called
-    ``commit``: more than once means a group commit was rolled back and the
-    callback ran again (see :data:`CommitCallback`).
+    snooze's wait. ``max_attempts`` bounds a failure below the job's own
+    ``max_attempts`` and makes ``delay`` its wait instead of the job's
+    backoff: the worker's policy for a job it cannot run (see
+    :class:`jobrun.unrunnable.UnrunnableRetry`). The store counts in
+    ``invocations`` how often it called ``commit``: more than once means a
+    group commit was rolled back and the callback ran again (see
+    :data:`CommitCallback`).
     """
 
     job: Job
@@ -914,6 +958,8 @@ class Outcome:
     lock_keys: tuple[str, ...] = ()
     """Application keys the commit callback needs held (``ctx.lock``): the store
     takes them, in one global order, before any callback of the group runs."""
+    max_attempts: int | None = None
+    """A failure's own attempt limit (with ``delay`` its wait); None: the job's."""
 
 
 SyncCommitCallback = Callable[[Any], None]
@@ -935,6 +981,7 @@ class SyncOutcome:
     delay: timedelta = timedelta(0)
     invocations: int = 0
     lock_keys: tuple[str, ...] = ()
+    max_attempts: int | None = None
 
 
 HANDOFF_CONFIRM_WITHIN = timedelta(seconds=5)

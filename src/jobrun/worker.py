@@ -14,8 +14,9 @@ One :class:`Worker` is one owner of leases. Its loops, all on one event loop:
 * **jobs**: each handler runs as a task (``async def``) or in a bounded thread
   pool (``def``). Every attempt ends as an :class:`~jobrun.job.Outcome`: a
   completion (with the handler's commit callback, if any), or a failure (an
-  exception, a timeout, an unknown type or a payload that does not validate,
-  retried with the job's own backoff), a snooze, a cancel or a hand-back.
+  exception or a timeout, retried on the job's own backoff; an unknown type or
+  a payload that does not validate, on the bounded policy of
+  :mod:`jobrun.unrunnable`), a snooze, a cancel or a hand-back.
 * **completer**: records outcomes in batches. Finished attempts queue up; the
   completer sends whatever is ready in one ``store.record_outcomes``, which
   records every outcome without a callback in one statement and the ones with
@@ -68,16 +69,18 @@ import time
 import traceback
 from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from jobrun._collector import young_threshold_raised
 from jobrun._confirm import HandoffConfirmer
+from jobrun._endings import ending, one_line, plural, stop_summary
 from jobrun._threads import DaemonThreadPool
 from jobrun.config import DEFAULT_CLAIM_AHEAD, DEFAULT_YOUNG_THRESHOLD
 from jobrun.errors import (
     ConfigurationError,
+    InvalidPayload,
     JobrunError,
     LeaseLost,
     UnknownJobType,
@@ -88,7 +91,6 @@ from jobrun.job import (
     CommitCallback,
     HandoffOffer,
     Job,
-    JobState,
     Outcome,
     OutcomeKind,
 )
@@ -97,6 +99,7 @@ from jobrun.ports import Dispatcher, Executor, HandoffInbox, HandoffReceiver, Wo
 from jobrun.reaper import Reaper
 from jobrun.registry import Cancel, Handler, JobContext, Registry, Snooze
 from jobrun.tracing import job_span
+from jobrun.unrunnable import DEFAULT_UNRUNNABLE, UnrunnableRetry
 
 __all__ = ["DEFAULT_CLAIM_AHEAD", "Completer", "CompletionStats", "Worker", "default_owner"]
 
@@ -120,18 +123,6 @@ _LABELS = {
     OutcomeKind.CANCEL: "cancelled",
 }
 
-# What an attempt's outcome is called for the observer: by the state it left
-# the job in, or for a job queued again by the kind of outcome that did it.
-_OBSERVED = {
-    JobState.SUCCEEDED: "succeeded",
-    JobState.DEAD: "dead",
-    JobState.CANCELLED: "cancelled",
-}
-_REQUEUED = {
-    OutcomeKind.FAIL: "failed",
-    OutcomeKind.RELEASE: "handed_back",
-    OutcomeKind.SNOOZE: "snoozed",
-}
 
 _CLAIM_AHEAD_MAX = 10
 # A buffered job waiting this many times claim_ahead (and at least the
@@ -179,6 +170,9 @@ class CompletionStats:
     callback_reinvocations: int = 0
     """Extra calls of commit callbacks: a group rolled back by another callback's
     failure runs the others again (their writes still commit once)."""
+    endings: dict[str, int] = field(default_factory=dict)
+    """How many attempts ended each way (``succeeded``, ``failed``, ``dead``,
+    ``cancelled``, ``snoozed``, ``handed_back``, ``lease_lost``, ``not_recorded``)."""
 
 
 class Completer:
@@ -276,7 +270,10 @@ class Completer:
             for completion in completions:
                 if completion.invocations > 1:
                     stats.callback_reinvocations += completion.invocations - 1
-            for (_, fut), result in zip(batch, results, strict=False):
+            endings = stats.endings
+            for (outcome, fut), result in zip(batch, results, strict=False):
+                name = ending(outcome.kind, result)
+                endings[name] = endings.get(name, 0) + 1
                 if not fut.done():
                     fut.set_result(result)
 
@@ -305,10 +302,17 @@ class _Running:
     entered: bool = False
     # Seconds the handler ran (from start to the end of the handler), for metrics.
     ran: float = 0.0
+    # Why the attempt failed, on one line, for its log line (the stored error may
+    # be a whole traceback); "" when the outcome's detail says it on one line.
+    reason: str = ""
     # The job's next attempt, claimed by this worker while this run still
     # reported its outcome (a snooze or retry without delay commits the job as
     # queued, and a claim can return it before this run has left the table).
     successor: Job | None = None
+
+
+class _Unrunnable(Exception):
+    """This worker cannot run the job (no handler, a payload that does not validate)."""
 
 
 def _positive(name: str, value: timedelta | None) -> None:
@@ -355,6 +359,10 @@ class Worker:
     threshold to ``gc_young_threshold`` (see :mod:`jobrun._collector`): with
     the interpreter's default the cyclic collector took a sixth of a busy
     worker's time. ``None`` leaves the collector alone.
+
+    A job this worker cannot run (its type has no handler here, its payload
+    does not validate) fails on ``unrunnable`` (:mod:`jobrun.unrunnable`): a
+    few attempts, spaced for a rolling deploy, then dead.
     """
 
     def __init__(
@@ -378,6 +386,7 @@ class Worker:
         handoff: bool = True,
         gc_young_threshold: int | None = DEFAULT_YOUNG_THRESHOLD,
         claim_ahead: timedelta = DEFAULT_CLAIM_AHEAD,
+        unrunnable: UnrunnableRetry = DEFAULT_UNRUNNABLE,
     ) -> None:
         if isinstance(queues, str):
             queues = (queues,)
@@ -406,6 +415,7 @@ class Worker:
                 f"gc_young_threshold must be positive (or None), got {gc_young_threshold}"
             )
         self._gc_young_threshold = gc_young_threshold
+        self._unrunnable = unrunnable
         self._store = store
         self._registry = registry
         self._queues = list(dict.fromkeys(queues))
@@ -566,15 +576,17 @@ class Worker:
             self._signals.clear()
             stats = self._completer.stats
             self._log.info(
-                "worker %s stopped: %d jobs completed in %d batches, "
-                "%d commit callbacks run again after a group rollback",
+                "worker %s stopped: %s (%s recorded in %s; %s run again after a group rollback)",
                 self.owner,
-                stats.jobs,
-                stats.batches,
-                stats.callback_reinvocations,
+                stop_summary(stats.endings),
+                plural(stats.jobs, "outcome"),
+                plural(stats.batches, "batch", "batches"),
+                plural(stats.callback_reinvocations, "commit callback"),
                 extra={
                     "owner": self.owner,
-                    "completed": stats.jobs,
+                    "completed": stats.endings.get("succeeded", 0),
+                    "endings": dict(stats.endings),
+                    "outcomes": stats.jobs,
                     "completion_batches": stats.batches,
                     "callback_reinvocations": stats.callback_reinvocations,
                 },
@@ -940,9 +952,9 @@ class Worker:
             run.left = True
         if left:
             self._log.warning(
-                "leaving %d jobs leased whose handler threads are still running: %s; "
+                "leaving %s leased whose handler threads are still running: %s; "
                 "their leases expire within %s and the reaper then retries them",
-                len(left),
+                plural(len(left), "job"),
                 ", ".join(str(r.job.id) for r in left),
                 self._lease,
                 extra={"owner": self.owner, "job_ids": [str(r.job.id) for r in left]},
@@ -959,8 +971,8 @@ class Worker:
             for task in tasks:
                 task.cancel()
             self._log.error(
-                "%d jobs could not be handed back in time; their leases will expire",
-                len(tasks),
+                "%s could not be handed back in time; their leases will expire",
+                plural(len(tasks), "job"),
             )
         for run in left:
             # Stop waiting for the thread; _execute sees ``left`` and reports nothing.
@@ -1051,10 +1063,13 @@ class Worker:
                 ended = Outcome(job=job, kind=OutcomeKind.CANCEL, detail=exc.reason)
             except Snooze as exc:
                 ended = Outcome(job=job, kind=OutcomeKind.SNOOZE, delay=exc.delay)
+            except _Unrunnable as exc:
+                ended = self._unrunnable.outcome(job, str(exc))
             except JobrunError as exc:
                 error = str(exc)
             except Exception as exc:
                 error = _error_text(exc)
+                run.reason = _one_line(exc)
             self._release(run)
             if run.stop_reason is not None:
                 # Also when the handler swallowed the cancellation or ignored the
@@ -1100,8 +1115,11 @@ class Worker:
     async def _invoke(self, run: _Running) -> CommitCallback | None:
         handler = run.handler
         if handler is None:
-            raise UnknownJobType(run.job.type)
-        payload = handler.parse_payload(run.job)
+            raise _Unrunnable(str(UnknownJobType(run.job.type)))
+        try:
+            payload = handler.parse_payload(run.job)
+        except InvalidPayload as exc:
+            raise _Unrunnable(str(exc)) from None
         timeout = handler.timeout or self._job_timeout
         if handler.is_async:
             call: Any = handler.func(run.ctx, payload)
@@ -1167,7 +1185,7 @@ class Worker:
                 if outcome.kind is OutcomeKind.COMPLETE
                 else f"{_LABELS[outcome.kind]}:{state}"
             )
-            self._record(run, label, level=level, detail=outcome.detail)
+            self._record(run, label, level=level, detail=outcome.detail, reason=run.reason)
         elif isinstance(result, LeaseLost):
             self._record(run, "lease_lost", level=logging.WARNING, detail=str(result))
         elif isinstance(result, asyncio.CancelledError):
@@ -1175,6 +1193,7 @@ class Worker:
         elif outcome.kind is OutcomeKind.COMPLETE:
             # The effect did not commit (a failing commit callback, a database
             # error): it is a failed attempt like any other, so it retries.
+            run.reason = f"completion failed: {_one_line(result)}"
             await self._failed(run, f"completion failed: {_error_text(result)}")
         else:
             self._log.warning(
@@ -1189,15 +1208,9 @@ class Worker:
     def _observe(self, run: _Running, outcome: Outcome, result: Job | BaseException) -> None:
         """Tell the observer how the attempt ended (nothing for an attempt not recorded)."""
         assert self._observer is not None
-        if isinstance(result, Job):
-            label = _OBSERVED.get(result.state)
-            if label is None:  # queued again
-                label = _REQUEUED.get(outcome.kind, "failed")
-        elif isinstance(result, LeaseLost):
-            label = "lease_lost"
-        else:
-            return
-        self._observer.finished(run.job, label, run.ran)
+        label = ending(outcome.kind, result)
+        if label != "not_recorded":
+            self._observer.finished(run.job, label, run.ran)
 
     # -- logs ---------------------------------------------------------------------------------
 
@@ -1212,19 +1225,29 @@ class Worker:
             "outcome": outcome,
         }
 
-    def _record(self, run: _Running, outcome: str, *, level: int, detail: str = "") -> None:
+    def _record(
+        self, run: _Running, outcome: str, *, level: int, detail: str = "", reason: str = ""
+    ) -> None:
+        """Log how the attempt ended; the line itself says why, in every log format.
+
+        ``detail`` (the whole error, a traceback maybe) goes in the record's
+        ``error`` field; the message carries ``reason``, or else ``detail``
+        on one line.
+        """
         if not self._log.isEnabledFor(level):
             return
         extra = self._extra(run, outcome=outcome)
         if detail:
             extra["error"] = detail
+        why = one_line(reason or detail)
         self._log.log(
             level,
-            "job %s (%s, attempt %d): %s in %.1fms",
+            "job %s (%s, attempt %d): %s in %.1fms%s",
             run.job.id,
             run.job.type,
             run.job.attempts,
             outcome,
             extra["duration_ms"],
+            f": {why}" if why else "",
             extra=extra,
         )

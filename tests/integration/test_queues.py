@@ -22,7 +22,7 @@ import pytest
 
 from jobrun.errors import ConfigurationError
 from jobrun.job import JobState, NewJob, Outcome, QueueControls
-from jobrun.postgres import Pool
+from jobrun.postgres import Pool, SyncProducer
 from jobrun.postgres.store import Store
 from jobrun.sqlc import jobs as job_queries
 
@@ -110,6 +110,29 @@ async def test_bad_limits_are_refused_before_the_database(
 ) -> None:
     with pytest.raises(ConfigurationError, match=message):
         await store.set_queue_limits(name, concurrency=concurrency, rate=rate)
+    assert await query(pool, "SELECT count(*) FROM queues") == [(0,)]
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "rate", "message"),
+    [
+        (2.5, None, "concurrency limit must be a whole number, got 2.5"),
+        (True, None, "concurrency limit must be a whole number, got True"),
+        ("3", None, "concurrency limit must be a whole number, got '3'"),
+        (None, (5.5, timedelta(seconds=1)), "rate count must be a whole number, got 5.5"),
+        (None, (False, timedelta(seconds=1)), "rate count must be a whole number, got False"),
+        (None, (5, 1), "rate interval must be a timedelta, got 1"),
+        (None, (5,), "rate must be \\(count, interval\\)"),
+    ],
+)
+async def test_limits_that_are_not_whole_numbers_are_refused_by_both_stores(
+    store: Store, pool: Pool, db_url: str, concurrency: Any, rate: Any, message: str
+) -> None:
+    # Not rounded (2.5 stored as 2, 5.5 as 6), not a driver error (True): refused, unwritten.
+    with pytest.raises(ConfigurationError, match=message):
+        await store.set_queue_limits("q", concurrency=concurrency, rate=rate)
+    with SyncProducer(db_url) as sync_store, pytest.raises(ConfigurationError, match=message):
+        sync_store.set_queue_limits("q", concurrency=concurrency, rate=rate)
     assert await query(pool, "SELECT count(*) FROM queues") == [(0,)]
 
 

@@ -88,6 +88,7 @@ from jobrun.job import (
     key_lock_id,
     new_job_ids,
     notify_channel_problem,
+    parse_job_id,
 )
 from jobrun.observe import Observer
 from jobrun.postgres import _base
@@ -154,7 +155,10 @@ class SyncStore(SyncScheduleMethods):
     spreads a failed job's backoff by up to that fraction either way (0 turns
     it off; at most 0.5);
     ``notify_channel`` is the LISTEN/NOTIFY channel; ``payload_models``
-    validates the payload of the named job types at enqueue; ``observer``
+    validates the payload of the named job types at enqueue; ``job_types``,
+    when given (a :class:`~jobrun.client.Client` gives its registry's), are
+    the only types it enqueues: any other is refused with InvalidJob naming
+    them, as no worker of the application could run it; ``observer``
     (:class:`~jobrun.observe.Observer`) is told of every job enqueued. When
     ``opentelemetry-api`` is installed and a span is current, enqueue writes
     its trace context to the job's ``meta`` (:mod:`jobrun.tracing`).
@@ -171,6 +175,7 @@ class SyncStore(SyncScheduleMethods):
         payload_models: Mapping[str, type[BaseModel]] | None = None,
         max_payload_bytes: int = _base.DEFAULT_MAX_PAYLOAD_BYTES,
         observer: Observer | None = None,
+        job_types: Iterable[str] | None = None,
     ) -> None:
         if commit_timeout <= timedelta(0):
             raise ConfigurationError("commit_timeout must be positive")
@@ -190,6 +195,9 @@ class SyncStore(SyncScheduleMethods):
         self.retry_jitter = retry_jitter
         self.notify_channel = notify_channel
         self.payload_models: dict[str, type[BaseModel]] = dict(payload_models or {})
+        self.job_types: frozenset[str] | None = (
+            frozenset(job_types) if job_types is not None else None
+        )
         self.max_payload_bytes = max_payload_bytes
         self.observer = observer
         "Told of every job enqueued through this store (metrics); None: nobody."
@@ -278,7 +286,9 @@ class SyncStore(SyncScheduleMethods):
         With ``conn`` the job joins the caller's transaction and commits (and
         notifies) with it or not at all.
         """
-        (item,) = _base.prepare_jobs([job], self.payload_models, self.max_payload_bytes)
+        (item,) = _base.prepare_jobs(
+            [job], self.payload_models, self.max_payload_bytes, self.job_types
+        )
         meta = current_trace_meta()
         if conn is None:
             params = _base.insert_args(
@@ -343,7 +353,9 @@ class SyncStore(SyncScheduleMethods):
         """
         if not jobs:
             return []
-        prepared = _base.prepare_jobs(jobs, self.payload_models, self.max_payload_bytes)
+        prepared = _base.prepare_jobs(
+            jobs, self.payload_models, self.max_payload_bytes, self.job_types
+        )
         results: list[Job | IdempotencyConflict | None] = [None] * len(prepared)
         meta = current_trace_meta()
         fresh: list[Job] = []
@@ -427,7 +439,7 @@ class SyncStore(SyncScheduleMethods):
             run_at=run_at,
         )
         many = _base.prepare_many(
-            job_type, payloads, fields, self.payload_models, self.max_payload_bytes
+            job_type, payloads, fields, self.payload_models, self.max_payload_bytes, self.job_types
         )
         if not many.texts:
             return []
@@ -691,6 +703,7 @@ class SyncStore(SyncScheduleMethods):
                 outcomes=[_OUTCOMES[o.kind] for o in outcomes],
                 details=[o.detail for o in outcomes],
                 delays=[o.delay for o in outcomes],
+                attempt_limits=[o.max_attempts or 0 for o in outcomes],
                 owner=owner,
                 jitter=self.retry_jitter,
                 now=None,
@@ -792,7 +805,8 @@ class SyncStore(SyncScheduleMethods):
         return [job_from_row(r) for r in rows]
 
     def get(self, job_id: UUID) -> Job:
-        """One job by id; JobNotFound when there is none."""
+        """One job by id; JobNotFound when there is none, InvalidJob for a malformed id."""
+        job_id = parse_job_id(job_id)
         with self._connection() as conn:
             row = job_queries.Querier(conn).job_get(id=job_id)
         if row is None:
@@ -803,6 +817,8 @@ class SyncStore(SyncScheduleMethods):
         self, filter: JobFilter | None = None, *, limit: int = 50, cursor: UUID | None = None
     ) -> JobPage:
         """A page of jobs matching ``filter``, newest first; keyset-paginated by id."""
+        if cursor is not None:
+            cursor = parse_job_id(cursor)
         args = _base.list_args(filter, limit, cursor)
         with self._connection() as conn:
             rows = job_queries.Querier(conn).job_list(params=args)
@@ -816,6 +832,7 @@ class SyncStore(SyncScheduleMethods):
         InvalidTransition. ``actor`` (who asked) is recorded in the event's
         detail as ``by <actor>``.
         """
+        job_id = parse_job_id(job_id)
         with self._with_tx() as tx:
             row = job_queries.Querier(tx).job_cancel(id=job_id, now=None, actor=actor)
         return job_from_transition(job_id, "cancel", row)
@@ -825,6 +842,7 @@ class SyncStore(SyncScheduleMethods):
 
         ``actor`` (who asked) is recorded in the event's detail as ``by <actor>``.
         """
+        job_id = parse_job_id(job_id)
         with self._with_tx() as tx:
             queries = job_queries.Querier(tx)
             row = queries.job_retry(id=job_id, now=None, actor=actor)
@@ -943,7 +961,8 @@ class SyncStore(SyncScheduleMethods):
         epoch. Applies from the next claim on; leases above a lowered
         concurrency limit are not taken back, the queue just claims nothing
         until it is below it. ConfigurationError when neither is given or a
-        value is out of range. ``actor`` as for :meth:`pause_queue`.
+        value is out of range or not a whole number (a float, a bool), before
+        anything is sent. ``actor`` as for :meth:`pause_queue`.
         """
         args = _base.limits_args(name, concurrency, rate, actor)
         with self._connection() as conn:
@@ -961,7 +980,8 @@ class SyncStore(SyncScheduleMethods):
         return queue_from_row(row) if row is not None else QueueControls(name=name)
 
     def events(self, job_id: UUID) -> list[Event]:
-        """The recorded transitions of a job, oldest first."""
+        """The recorded transitions of a job, oldest first; InvalidJob for a malformed id."""
+        job_id = parse_job_id(job_id)
         with self._connection() as conn:
             rows = event_queries.Querier(conn).event_list_by_job(job_id=job_id)
         return [event_from_row(r) for r in rows]
