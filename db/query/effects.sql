@@ -4,13 +4,18 @@
 -- (migration 00002) and nowhere else.
 
 -- name: EffectInsertMany :many
--- Record the effects of jobs; returns the job ids whose row is new. A job
--- missing from the result already had its effect committed, so its callback
--- must not run again.
+-- Record the effects of jobs their completion has just left succeeded (in
+-- the same transaction); returns the job ids whose row is new: exactly the
+-- jobs whose commit callback must run. A job missing from the result either
+-- had its effect committed already, or was left cancelled because a cancel
+-- was requested before its completion (job_outcome_state, migration 00003):
+-- the cancel wins, so its effect is skipped and the job's state and its
+-- effect never disagree.
 INSERT INTO processed_effects (scope, key, job_id)
 SELECT job_effect_scope(type), job_effect_key(queue, idempotency_key, id), id
 FROM jobs
 WHERE id = ANY(@job_ids::uuid[])
+  AND state = 'succeeded'
 ORDER BY id
 ON CONFLICT (scope, key) DO NOTHING
 RETURNING job_id;

@@ -24,8 +24,9 @@ can never be lost or orphaned. Multi-statement transitions:
 * enqueue_batch: db now, COPY jobs, keyed jobs by one ``INSERT .. ON CONFLICT``,
   COPY events, one notification per queue.
 * complete with a commit callback: statement timeout, the owner-guarded finish
-  (+ events), which also locks the rows the owner still holds, ledger rows,
-  the callbacks (the group's :class:`~jobrun.job.Effect` s as one
+  (+ events), which also locks the rows the owner still holds, ledger rows
+  of the jobs it left succeeded (a requested cancel wins and skips the effect),
+  their callbacks (the group's :class:`~jobrun.job.Effect` s as one
   ``executemany`` per SQL text). A lost lease or any error rolls the
   callbacks' writes back with everything else.
   The whole transaction is bounded in wall time by ``commit_timeout``
@@ -584,8 +585,9 @@ class SyncStore(SyncScheduleMethods):
 
         ``commit`` runs inside the completion transaction, after the ledger row
         is inserted, and is skipped when the row already existed (the effect
-        committed on an earlier attempt). Raises LeaseLost, changing nothing,
-        when ``owner`` no longer holds the lease.
+        committed on an earlier attempt) or when the job ends cancelled (the
+        requested cancel wins, so no ledger row is written either). Raises
+        LeaseLost, changing nothing, when ``owner`` no longer holds the lease.
         """
         return self._record_one(owner, SyncOutcome(job=job, commit=commit))
 
