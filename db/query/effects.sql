@@ -33,16 +33,27 @@ SELECT EXISTS (
 ) AS done;
 
 -- name: EffectPrune :execrows
--- Delete up to batch_size ledger rows older than the given age whose job is
--- gone. A row whose job still exists is never pruned, so the ledger always
--- lives at least as long as the jobs it guards. processed_effects_created_brin
--- (migration 00006) finds the old rows without scanning the ledger.
+-- Delete up to batch_size ledger rows older than the given age that no job
+-- may still need: neither the job that wrote the row nor any other job of the
+-- same effect key (type, queue, idempotency key), in any state, exists. A key
+-- replayed after its job was purged is a new job; its row stays until that
+-- job is gone too and the row is past its age, so the replay's effect is
+-- skipped when it runs. The ledger always lives at least as long as the jobs
+-- it guards. processed_effects_created_brin (migration 00006) finds the old
+-- rows without scanning the ledger; the jobs of a row's key are one probe of
+-- jobs_idem_uniq each (job_effect_key_queue, migration 00011).
 DELETE FROM processed_effects
 WHERE (scope, key) IN (
     SELECT effect.scope, effect.key
     FROM processed_effects AS effect
     WHERE effect.created_at < coalesce(sqlc.narg('now')::timestamptz, now()) - @older_than::interval
       AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = effect.job_id)
+      AND NOT EXISTS (
+          SELECT 1 FROM jobs
+          WHERE jobs.queue = job_effect_key_queue(effect.key)
+            AND jobs.idempotency_key = job_effect_key_idempotency_key(effect.key)
+            AND job_effect_scope(jobs.type) = effect.scope
+      )
     LIMIT @batch_size
     FOR UPDATE SKIP LOCKED
 );

@@ -868,12 +868,13 @@ class SyncStore(SyncScheduleMethods):
     def prune_effects(
         self, older_than: timedelta, batch_size: int = 5000, *, now: datetime | None = None
     ) -> int:
-        """Delete ledger rows older than ``older_than`` whose job is gone; return how many.
+        """Delete ledger rows older than ``older_than`` no job needs; return how many.
 
         The ledger is what stops a replayed idempotency key from running its
         effect twice, so it is pruned on its own, longer clock than the jobs:
         a key replayed after its ledger row is pruned runs its effect again.
-        Rows of jobs that still exist are never pruned.
+        A row is never pruned while its job, or any job of its effect key
+        (type, queue, idempotency key: a replay queued after a purge), exists.
         """
         _base.check_older_than(older_than)
         if batch_size < 1:
@@ -1040,7 +1041,7 @@ class SyncStore(SyncScheduleMethods):
     def prune_effects_batch(
         self, older_than: timedelta, limit: int = 5000, *, now: datetime | None = None
     ) -> int:
-        """Delete up to ``limit`` ledger rows older than ``older_than`` whose job is gone.
+        """Delete up to ``limit`` ledger rows older than ``older_than`` no job needs.
 
         One short statement (see :meth:`prune_effects` for why the ledger
         outlives its jobs). Returns how many it deleted: fewer than ``limit``

@@ -44,6 +44,12 @@ WHERE (scope, key) IN (
     FROM processed_effects AS effect
     WHERE effect.created_at < coalesce(%(now)s::timestamptz, now()) - %(older_than)s::interval
       AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = effect.job_id)
+      AND NOT EXISTS (
+          SELECT 1 FROM jobs
+          WHERE jobs.queue = job_effect_key_queue(effect.key)
+            AND jobs.idempotency_key = job_effect_key_idempotency_key(effect.key)
+            AND job_effect_scope(jobs.type) = effect.scope
+      )
     LIMIT %(batch_size)s
     FOR UPDATE SKIP LOCKED
 )
@@ -165,10 +171,15 @@ class AsyncQuerier:
         older_than: timedelta,
         batch_size: int,
     ) -> int:
-        """Delete up to batch_size ledger rows older than the given age whose job is
-        gone. A row whose job still exists is never pruned, so the ledger always
-        lives at least as long as the jobs it guards. processed_effects_created_brin
-        (migration 00006) finds the old rows without scanning the ledger.
+        """Delete up to batch_size ledger rows older than the given age that no job
+        may still need: neither the job that wrote the row nor any other job of the
+        same effect key (type, queue, idempotency key), in any state, exists. A key
+        replayed after its job was purged is a new job; its row stays until that
+        job is gone too and the row is past its age, so the replay's effect is
+        skipped when it runs. The ledger always lives at least as long as the jobs
+        it guards. processed_effects_created_brin (migration 00006) finds the old
+        rows without scanning the ledger; the jobs of a row's key are one probe of
+        jobs_idem_uniq each (job_effect_key_queue, migration 00011).
 
         Run ``EffectPrune``; return the number of rows it affected.
         """
@@ -271,10 +282,15 @@ class Querier:
         return _value
 
     def effect_prune(self, *, now: datetime | None, older_than: timedelta, batch_size: int) -> int:
-        """Delete up to batch_size ledger rows older than the given age whose job is
-        gone. A row whose job still exists is never pruned, so the ledger always
-        lives at least as long as the jobs it guards. processed_effects_created_brin
-        (migration 00006) finds the old rows without scanning the ledger.
+        """Delete up to batch_size ledger rows older than the given age that no job
+        may still need: neither the job that wrote the row nor any other job of the
+        same effect key (type, queue, idempotency key), in any state, exists. A key
+        replayed after its job was purged is a new job; its row stays until that
+        job is gone too and the row is past its age, so the replay's effect is
+        skipped when it runs. The ledger always lives at least as long as the jobs
+        it guards. processed_effects_created_brin (migration 00006) finds the old
+        rows without scanning the ledger; the jobs of a row's key are one probe of
+        jobs_idem_uniq each (job_effect_key_queue, migration 00011).
 
         Run ``EffectPrune``; return the number of rows it affected.
         """
