@@ -920,7 +920,11 @@ class OutcomeKind(StrEnum):
     """
 
     COMPLETE = "complete"
-    """The handler returned: succeeded, its commit callback (if any) committed."""
+    """The handler returned: succeeded, its commit callback (if any) committed.
+
+    A cancel requested before the completion still wins: the job ends
+    cancelled and its commit callback is not run.
+    """
     FAIL = "fail"
     """The attempt failed: queued again after the job's backoff, or dead."""
     RELEASE = "release"

@@ -220,6 +220,57 @@ async def test_rate_limit_counts_claims_in_fixed_windows(store: Store, pool: Poo
     ]
 
 
+async def claimed_at(pool: Pool, queue: str, at: datetime, limit: int = 100) -> int:
+    async with pool.connection() as conn:
+        rows = await job_queries.AsyncQuerier(conn).job_claim(
+            params=claim_params([queue], limit, at)
+        )
+    return len(rows)
+
+
+async def test_a_longer_rate_interval_starts_a_fresh_window_at_once(
+    store: Store, pool: Pool
+) -> None:
+    await enqueue(store, "rated", 30)
+    await store.set_queue_limits("rated", rate=(2, timedelta(seconds=1)))
+    at = datetime(2030, 1, 1, 0, 34, 56, 200_000, tzinfo=UTC)
+    assert await claimed_at(pool, "rated", at) == 2
+    assert await claimed_at(pool, "rated", at + timedelta(seconds=0.1)) == 0
+    await store.set_queue_limits("rated", rate=(5, timedelta(hours=1)))
+    # The counter named a one-second window, later than the hour's start:
+    # the new rate counts from now, not from the next hour.
+    assert await claimed_at(pool, "rated", at + timedelta(seconds=0.2)) == 5
+    assert await claimed_at(pool, "rated", at + timedelta(minutes=20)) == 0
+    assert await claimed_at(pool, "rated", datetime(2030, 1, 1, 1, tzinfo=UTC)) == 5
+
+
+async def test_a_new_count_over_the_same_interval_keeps_the_window_s_claims(
+    store: Store, pool: Pool
+) -> None:
+    await enqueue(store, "rated", 30)
+    await store.set_queue_limits("rated", rate=(2, timedelta(seconds=10)))
+    at = datetime(2030, 1, 1, 0, 0, 10, tzinfo=UTC)
+    assert await claimed_at(pool, "rated", at) == 2
+    await store.set_queue_limits("rated", rate=(5, timedelta(seconds=10)))
+    assert await claimed_at(pool, "rated", at + timedelta(seconds=1)) == 3
+
+
+async def test_a_counter_left_in_a_former_interval_s_window_is_a_fresh_window(
+    store: Store, pool: Pool
+) -> None:
+    await enqueue(store, "rated", 30)
+    await store.set_queue_limits("rated", rate=(2, timedelta(seconds=1)))
+    at = datetime(2030, 1, 1, 0, 34, 56, 200_000, tzinfo=UTC)
+    assert await claimed_at(pool, "rated", at) == 2
+    # A row as a rate change left it before the change reset the counter:
+    # a window of the old one-second interval under the new hour.
+    await query(pool, "UPDATE queues SET rate_limit = 5, rate_interval = '1 hour' RETURNING 1")
+    assert await claimed_at(pool, "rated", at + timedelta(seconds=0.2)) == 5
+    assert await query(pool, "SELECT window_start, window_claims FROM queues") == [
+        (datetime(2030, 1, 1, tzinfo=UTC), 5)
+    ]
+
+
 async def test_the_leased_count_reads_the_leased_index(store: Store, pool: Pool) -> None:
     for queue in ("a", "b", "c", "d"):
         await enqueue(store, queue, 2000)

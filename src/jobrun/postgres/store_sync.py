@@ -24,8 +24,9 @@ can never be lost or orphaned. Multi-statement transitions:
 * enqueue_batch: db now, COPY jobs, keyed jobs by one ``INSERT .. ON CONFLICT``,
   COPY events, one notification per queue.
 * complete with a commit callback: statement timeout, the owner-guarded finish
-  (+ events), which also locks the rows the owner still holds, ledger rows,
-  the callbacks (the group's :class:`~jobrun.job.Effect` s as one
+  (+ events), which also locks the rows the owner still holds, ledger rows
+  of the jobs it left succeeded (a requested cancel wins and skips the effect),
+  their callbacks (the group's :class:`~jobrun.job.Effect` s as one
   ``executemany`` per SQL text). A lost lease or any error rolls the
   callbacks' writes back with everything else.
   The whole transaction is bounded in wall time by ``commit_timeout``
@@ -602,8 +603,9 @@ class SyncStore(SyncScheduleMethods):
 
         ``commit`` runs inside the completion transaction, after the ledger row
         is inserted, and is skipped when the row already existed (the effect
-        committed on an earlier attempt). Raises LeaseLost, changing nothing,
-        when ``owner`` no longer holds the lease.
+        committed on an earlier attempt) or when the job ends cancelled (the
+        requested cancel wins, so no ledger row is written either). Raises
+        LeaseLost, changing nothing, when ``owner`` no longer holds the lease.
         """
         return self._record_one(owner, SyncOutcome(job=job, commit=commit))
 
@@ -875,12 +877,13 @@ class SyncStore(SyncScheduleMethods):
     def prune_effects(
         self, older_than: timedelta, batch_size: int = 5000, *, now: datetime | None = None
     ) -> int:
-        """Delete ledger rows older than ``older_than`` whose job is gone; return how many.
+        """Delete ledger rows older than ``older_than`` no job needs; return how many.
 
         The ledger is what stops a replayed idempotency key from running its
         effect twice, so it is pruned on its own, longer clock than the jobs:
         a key replayed after its ledger row is pruned runs its effect again.
-        Rows of jobs that still exist are never pruned.
+        A row is never pruned while its job, or any job of its effect key
+        (type, queue, idempotency key: a replay queued after a purge), exists.
         """
         _base.check_older_than(older_than)
         if batch_size < 1:
@@ -1049,7 +1052,7 @@ class SyncStore(SyncScheduleMethods):
     def prune_effects_batch(
         self, older_than: timedelta, limit: int = 5000, *, now: datetime | None = None
     ) -> int:
-        """Delete up to ``limit`` ledger rows older than ``older_than`` whose job is gone.
+        """Delete up to ``limit`` ledger rows older than ``older_than`` no job needs.
 
         One short statement (see :meth:`prune_effects` for why the ledger
         outlives its jobs). Returns how many it deleted: fewer than ``limit``

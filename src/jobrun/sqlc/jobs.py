@@ -202,22 +202,30 @@ WITH RECURSIVE controls AS MATERIALIZED (
                                          - queue_leased_count(wanted.queue)) END,
                    CASE
                        WHEN controls.rate_limit IS NULL THEN %(max_jobs)s::integer
-                       WHEN controls.window_start IS NULL
-                            OR controls.window_start < date_bin(
-                                controls.rate_interval,
-                                coalesce(%(now)s::timestamptz, now()),
-                                timestamptz '1970-01-01 00:00:00+00')
-                           THEN controls.rate_limit
                        WHEN controls.window_start = date_bin(
                                 controls.rate_interval,
                                 coalesce(%(now)s::timestamptz, now()),
                                 timestamptz '1970-01-01 00:00:00+00')
                            THEN greatest(0, controls.rate_limit - controls.window_claims)
-                       -- The row is already in a later window than this
-                       -- claim's clock (a claimer that began earlier and
-                       -- waited for the lock): claim nothing rather than
-                       -- count against a window the row no longer tracks.
-                       ELSE 0
+                       -- The row is already in a later window of this
+                       -- rate_interval than this claim's clock (a claimer
+                       -- that began earlier and waited for the lock): claim
+                       -- nothing rather than count against a window the row
+                       -- no longer tracks. Only a claim can write such a
+                       -- window: a later one of the current interval lies
+                       -- after the current time.
+                       WHEN controls.window_start > date_bin(
+                                controls.rate_interval,
+                                coalesce(%(now)s::timestamptz, now()),
+                                timestamptz '1970-01-01 00:00:00+00')
+                            AND controls.window_start = date_bin(
+                                controls.rate_interval, controls.window_start,
+                                timestamptz '1970-01-01 00:00:00+00')
+                           THEN 0
+                       -- No window yet, an earlier one, or one of an earlier
+                       -- rate_interval (not on this interval's boundaries): a
+                       -- fresh window, never a stall until its end.
+                       ELSE controls.rate_limit
                    END)
            END AS room
     FROM unnest((SELECT %(queues)b::text[])) AS wanted (queue)
