@@ -24,7 +24,7 @@ from tests.integration.test_effects import INSERT, claimed_jobs, effects_db, not
 from tests.integration.test_store import Stores, stores
 from tests.integration.test_worker import wait_state
 
-from jobrun.job import Completion, Effect, Job, JobState, NewJob
+from jobrun.job import Effect, Job, JobState, NewJob, Outcome
 from jobrun.observe import Observer
 from jobrun.postgres import Pool
 from jobrun.postgres.store import Store
@@ -178,7 +178,7 @@ async def test_a_cancelled_job_in_a_completion_group_neither_commits_nor_blocks_
     for job_id in cancelled:
         await store.cancel(job_id)
     outcomes = [
-        Completion(job=j, commit=Effect(INSERT, (j.id, "effect")) if i % 2 else callback(j))
+        Outcome(job=j, commit=Effect(INSERT, (j.id, "effect")) if i % 2 else callback(j))
         for i, j in enumerate(jobs)
     ]
     results = await store.record_outcomes("w1", outcomes)
