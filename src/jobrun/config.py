@@ -20,11 +20,11 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from jobrun._collector import DEFAULT_YOUNG_THRESHOLD
 from jobrun.durations import parse_duration
 from jobrun.errors import ConfigurationError
-from jobrun.job import DEFAULT_NOTIFY_CHANNEL, EventMode, describe_invalid
+from jobrun.job import DEFAULT_NOTIFY_CHANNEL, EventMode, describe_invalid, queue_name_problem
 from jobrun.maintenance import Retention, retention_problem
 from jobrun.worker import DEFAULT_CLAIM_AHEAD
 
-__all__ = ["Config"]
+__all__ = ["Config", "queue_list"]
 
 _MAX_CONCURRENCY = 10_000
 
@@ -35,10 +35,17 @@ def _duration(value: Any) -> Any:
     return value
 
 
+def queue_list(text: str) -> list[str]:
+    """The queue names in ``text``, separated by commas, whitespace or both (``mail, default``).
+
+    No queue name holds either separator (:func:`~jobrun.job.queue_name_problem`),
+    so every list reads one way.
+    """
+    return text.replace(",", " ").split()
+
+
 def _queues(value: Any) -> Any:
-    if isinstance(value, str):
-        return [q for q in value.replace(",", " ").split() if q]
-    return value
+    return queue_list(value) if isinstance(value, str) else value
 
 
 def _off(value: Any) -> Any:
@@ -192,8 +199,12 @@ class Config(BaseSettings):
                 "pgbouncer needs database_url (the bouncer's address): the embedded "
                 "server has no bouncer in front of it"
             )
-        if not self.queues or any(not q or "\x00" in q for q in self.queues):
-            raise ValueError("queues must be non-empty names")
+        if not self.queues:
+            raise ValueError("queues must name at least one queue")
+        for name in self.queues:
+            problem = queue_name_problem(name)
+            if problem is not None:
+                raise ValueError(f"queues: {problem}")
         if self.heartbeat_every is not None and self.heartbeat_every > self.lease / 3:
             raise ValueError(
                 f"heartbeat_every ({self.heartbeat_every}) must be at most a third of "

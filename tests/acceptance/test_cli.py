@@ -99,10 +99,15 @@ def test_options_read_the_environment(db_url: str) -> None:
     job_id = ok(
         "enqueue",
         "env.job",
-        env={"JOBRUN_DATABASE_URL": db_url, "JOBRUN_QUEUE": "from-env", "JOBRUN_PRIORITY": "3"},
+        env={
+            "JOBRUN_DATABASE_URL": db_url,
+            "JOBRUN_ENQUEUE_QUEUE": "from-env",
+            "JOBRUN_PRIORITY": "3",
+        },
     ).strip()
-    listed = ok("jobs", "list", env={"JOBRUN_DATABASE_URL": db_url, "JOBRUN_QUEUE": "from-env"})
-    assert job_id in listed
+    for queue, shown in (("from-env", True), ("other", False)):
+        env = {"JOBRUN_DATABASE_URL": db_url, "JOBRUN_LIST_QUEUE": queue}
+        assert (job_id in ok("jobs", "list", env=env)) is shown
 
 
 @pytest.mark.parametrize(

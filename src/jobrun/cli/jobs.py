@@ -40,8 +40,16 @@ def enqueue_command(
         str,
         typer.Option(envvar="JOBRUN_PAYLOAD", show_envvar=True, help="The payload, as JSON."),
     ] = "{}",
+    # Not JOBRUN_QUEUE: that is the worker's list of queues (mail,default), not one to write to.
     queue: Annotated[
-        str, typer.Option("--queue", "-q", envvar="JOBRUN_QUEUE", show_envvar=True)
+        str,
+        typer.Option(
+            "--queue",
+            "-q",
+            envvar="JOBRUN_ENQUEUE_QUEUE",
+            show_envvar=True,
+            help="The queue to put the job in.",
+        ),
     ] = "default",
     priority: Annotated[
         int,
@@ -99,7 +107,14 @@ def enqueue_command(
 def jobs_list_command(
     database_url: DatabaseUrlOption = None,
     queue: Annotated[
-        str | None, typer.Option("--queue", "-q", envvar="JOBRUN_QUEUE", show_envvar=True)
+        str | None,
+        typer.Option(
+            "--queue",
+            "-q",
+            envvar="JOBRUN_LIST_QUEUE",
+            show_envvar=True,
+            help="Only jobs of this queue.",
+        ),
     ] = None,
     state: Annotated[
         str | None,

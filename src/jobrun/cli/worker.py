@@ -45,7 +45,7 @@ from jobrun.cli.inputs import read_duration
 from jobrun.cli.log_setup import setup_logging
 from jobrun.cli.supervisor import Supervisor
 from jobrun.client import Client, load_metrics
-from jobrun.config import Config
+from jobrun.config import Config, queue_list
 from jobrun.errors import JobrunError
 from jobrun.job import EventMode
 from jobrun.registry import Registry
@@ -119,7 +119,11 @@ def worker_command(
     queue: Annotated[
         list[str] | None,
         typer.Option(
-            "--queue", "-q", envvar="JOBRUN_QUEUE", show_envvar=True, help="Queue to work; repeat."
+            "--queue",
+            "-q",
+            envvar="JOBRUN_QUEUE",
+            show_envvar=True,
+            help="Queue to work; repeat, or list them: mail,default.",
         ),
     ] = None,
     concurrency: Annotated[
@@ -225,6 +229,8 @@ def worker_command(
             load_metrics()
         except JobrunError as exc:
             raise fail(f"--metrics-port: {exc}") from None
+    # JOBRUN_QUEUE=mail,default is one value to the option parser: read it as the list it is.
+    queues = [name for value in queue for name in queue_list(value)] if queue else ["default"]
     setup_logging(log_level, log_format)
     try:
         registry = load_registry(app_ref)
@@ -234,7 +240,7 @@ def worker_command(
             direct_url=direct_url,
             listen=listen,
             handoff=handoff,
-            queues=queue or ["default"],
+            queues=queues,
             concurrency=concurrency,
             lease=lease_td,
             poll=poll_td,
@@ -269,7 +275,7 @@ def worker_command(
             if metrics_port is not None:
                 # One port each: child i serves metrics_port + i (0: any free port).
                 argv += ["--metrics-port", str(metrics_port + index if metrics_port else 0)]
-            for name in queue or ["default"]:
+            for name in queues:
                 argv += ["--queue", name]
             return argv
 
