@@ -41,6 +41,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol, cast
+from urllib.parse import quote, urlencode
 from uuid import UUID
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -64,7 +65,7 @@ from jobrun.errors import (
     JobrunError,
     ScheduleNotFound,
 )
-from jobrun.job import Job, JobFilter, JobState
+from jobrun.job import Job, JobFilter, JobState, queue_name_problem
 from jobrun.ports import Admin, ScheduleStore
 from jobrun.postgres import Notifier
 
@@ -233,6 +234,9 @@ class _Dashboard:
         self.env.filters["short_payload"] = _short_payload
         self.env.filters["pretty"] = _pretty
         self.env.filters["duration"] = _fmt_duration
+        # Not Jinja's urlencode, which leaves "/" as it is: see _segment.
+        self.env.filters["segment"] = _segment
+        self.env.globals["queue_name_problem"] = queue_name_problem
 
     async def store(self) -> WebStore:
         """The store, opening the client (once) when the app was given a closed one."""
@@ -364,6 +368,17 @@ def _fmt_duration(value: timedelta | float | None) -> str:
     return f"{seconds / 3600:.1f}h"
 
 
+def _segment(value: Any) -> str:
+    """``value`` percent-encoded whole, ``/`` included, for one URL path segment or query value.
+
+    A name is data, never path syntax: ``../queues/victim`` must stay one
+    segment (``..%2Fqueues%2Fvictim``) so that no browser resolves it into
+    another queue's URL. The routes take the decoded name with a ``path``
+    converter, so a name holding ``/`` arrives whole.
+    """
+    return quote(str(value), safe="")
+
+
 def _short_payload(value: Any) -> str:
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     return text if len(text) <= LIST_PAYLOAD_CHARS else text[: LIST_PAYLOAD_CHARS - 1] + "…"
@@ -472,7 +487,9 @@ def create_app(
                 return dash.render(request, "error.html", exc.status, message=exc.message)
             except (JobNotFound, ScheduleNotFound) as exc:
                 return dash.render(request, "error.html", 404, message=str(exc))
-            except (InvalidTransition, JobrunError, ValueError) as exc:
+            except ValueError as exc:  # bad input (jobrun's own input errors are ValueErrors)
+                return dash.render(request, "error.html", 400, message=str(exc))
+            except (InvalidTransition, JobrunError) as exc:
                 return dash.render(request, "error.html", 409, message=str(exc))
             return RedirectResponse(_base(request) + target, status_code=303)
 
@@ -492,7 +509,9 @@ def create_app(
                 return JSONResponse({"error": exc.message}, status_code=exc.status)
             except (JobNotFound, ScheduleNotFound) as exc:
                 return JSONResponse({"error": str(exc)}, status_code=404)
-            except (InvalidTransition, JobrunError, ValueError) as exc:
+            except ValueError as exc:
+                return JSONResponse({"error": str(exc)}, status_code=400)
+            except (InvalidTransition, JobrunError) as exc:
                 return JSONResponse({"error": str(exc)}, status_code=409)
 
         return endpoint
@@ -597,10 +616,12 @@ def create_app(
         whole = form.get("scope") == "filter"
         flt = _filter_from(form) if whole else None
         await bulk(store, request, str(form.get("action", "")), form_ids(form), flt)
-        query = "&".join(
-            f"{k}={form.get(k)}"
-            for k in ("queue", "state", "type", "after", "before")
-            if form.get(k)
+        query = urlencode(
+            [
+                (k, str(form.get(k)))
+                for k in ("queue", "state", "type", "after", "before")
+                if form.get(k)
+            ]
         )
         return "/jobs" + (f"?{query}" if query else "")
 
@@ -797,6 +818,10 @@ def create_app(
         finally:
             await dash.close()
 
+    # {name:path}: a queue or schedule name may hold "/" (billing/eu); the
+    # pages send it percent-encoded and the server hands the route the
+    # decoded path, so only a converter that matches "/" gets the whole name.
+    # The action is always the last segment, so the match is unambiguous.
     routes = [
         Route("/", overview),
         Route("/fragments/overview", overview_fragment),
@@ -807,13 +832,13 @@ def create_app(
         Route("/jobs/{job_id}/cancel", page_action(job_cancel_page), methods=["POST"]),
         Route("/jobs/{job_id}/retry", page_action(job_retry_page), methods=["POST"]),
         Route("/schedules", schedules),
-        Route("/schedules/{name}/pause", page_action(schedule_pause_page), methods=["POST"]),
-        Route("/schedules/{name}/resume", page_action(schedule_resume_page), methods=["POST"]),
+        Route("/schedules/{name:path}/pause", page_action(schedule_pause_page), methods=["POST"]),
+        Route("/schedules/{name:path}/resume", page_action(schedule_resume_page), methods=["POST"]),
         Route("/queues", queues),
-        Route("/queues/{name}/pause", page_action(queue_pause_page), methods=["POST"]),
-        Route("/queues/{name}/resume", page_action(queue_resume_page), methods=["POST"]),
-        Route("/queues/{name}/limits", page_action(queue_limits_page), methods=["POST"]),
-        Route("/queues/{name}/clear-limits", page_action(queue_clear_page), methods=["POST"]),
+        Route("/queues/{name:path}/pause", page_action(queue_pause_page), methods=["POST"]),
+        Route("/queues/{name:path}/resume", page_action(queue_resume_page), methods=["POST"]),
+        Route("/queues/{name:path}/limits", page_action(queue_limits_page), methods=["POST"]),
+        Route("/queues/{name:path}/clear-limits", page_action(queue_clear_page), methods=["POST"]),
         Route("/api/csrf", api_csrf),
         Route("/api/overview", api_overview),
         Route("/api/jobs", api_jobs),
@@ -822,13 +847,17 @@ def create_app(
         Route("/api/jobs/{job_id}/cancel", api_action(api_job_cancel), methods=["POST"]),
         Route("/api/jobs/{job_id}/retry", api_action(api_job_retry), methods=["POST"]),
         Route("/api/schedules", api_schedules),
-        Route("/api/schedules/{name}/pause", api_action(api_schedule_pause), methods=["POST"]),
-        Route("/api/schedules/{name}/resume", api_action(api_schedule_resume), methods=["POST"]),
+        Route("/api/schedules/{name:path}/pause", api_action(api_schedule_pause), methods=["POST"]),
+        Route(
+            "/api/schedules/{name:path}/resume", api_action(api_schedule_resume), methods=["POST"]
+        ),
         Route("/api/queues", api_queues),
-        Route("/api/queues/{name}/pause", api_action(api_queue_pause), methods=["POST"]),
-        Route("/api/queues/{name}/resume", api_action(api_queue_resume), methods=["POST"]),
-        Route("/api/queues/{name}/limits", api_action(api_queue_limits), methods=["POST"]),
-        Route("/api/queues/{name}/clear-limits", api_action(api_queue_clear), methods=["POST"]),
+        Route("/api/queues/{name:path}/pause", api_action(api_queue_pause), methods=["POST"]),
+        Route("/api/queues/{name:path}/resume", api_action(api_queue_resume), methods=["POST"]),
+        Route("/api/queues/{name:path}/limits", api_action(api_queue_limits), methods=["POST"]),
+        Route(
+            "/api/queues/{name:path}/clear-limits", api_action(api_queue_clear), methods=["POST"]
+        ),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)

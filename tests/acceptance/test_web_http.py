@@ -1,0 +1,182 @@
+"""``jobrun web`` over a real socket, driven as a browser would drive its pages, and by hand.
+
+The dashboard runs as the real command (a subprocess on a free port); the
+client resolves every form action against the page's URL the way a browser
+does (dot segments removed), then posts it with the page's CSRF token. That
+is how a queue named ``../queues/victim`` used to pause ``victim``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import re
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from tests.acceptance.web_site import PASSWORD, USER, serve, stop
+
+from jobrun import Client
+from jobrun.job import NewJob, NewSchedule, QueueInfo, Schedule
+
+EVIL = "../queues/victim"
+EVIL_SCHEDULE = "../schedules/victim"
+
+
+def with_client(db_url: str, body: Callable[[Client], Any]) -> Any:
+    async def run() -> Any:
+        async with Client(database_url=db_url) as client:
+            return await body(client)
+
+    return asyncio.run(run())
+
+
+@pytest.fixture
+def site(db_url: str) -> Iterator[str]:
+    proc, url = serve(db_url)
+    try:
+        yield url
+    finally:
+        stop(proc)
+
+
+@pytest.fixture
+def web(site: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=site, auth=(USER, PASSWORD), timeout=10) as opened:
+        yield opened
+
+
+def forms(page: httpx.Response, row: str, value: str) -> list[str]:
+    """The action attributes of the forms in the table row whose ``row`` attribute is ``value``."""
+    found = re.search(rf'<tr {row}="{re.escape(html.escape(value))}">(.*?)</tr>', page.text, re.S)
+    assert found is not None, (value, page.text)
+    return [html.unescape(a) for a in re.findall(r'<form[^>]* action="([^"]*)"', found[1])]
+
+
+def submit(web: httpx.Client, page: httpx.Response, action: str, **fields: str) -> httpx.Response:
+    """Post a form as a browser does: the action resolved against the page URL, with its token."""
+    token = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert token is not None
+    target = page.url.join(action)  # RFC 3986 resolution: "/a/../b" becomes "/b"
+    return web.post(str(target), data={"csrf": token[1], **fields})
+
+
+def queues(db_url: str) -> dict[str, QueueInfo]:
+    listed = with_client(db_url, lambda c: c.store.list_queues())
+    return {q.name: q for q in listed}
+
+
+def schedules(db_url: str) -> dict[str, Schedule]:
+    listed = with_client(db_url, lambda c: c.store.list_schedules())
+    return {s.name: s for s in listed}
+
+
+def test_a_queue_named_like_a_path_is_the_only_one_its_buttons_change(
+    db_url: str, web: httpx.Client
+) -> None:
+    async def setup(client: Client) -> None:
+        for queue in ("victim", EVIL, "billing/eu", "billing", "eu"):
+            await client.store.enqueue(NewJob(type="t", queue=queue))
+
+    with_client(db_url, setup)
+    page = web.get("/queues")
+    assert page.status_code == 200
+    pause, limits = forms(page, "data-queue", EVIL)
+    # Every character of the name that is not unreserved is encoded: "/" too.
+    assert pause == "/queues/..%2Fqueues%2Fvictim/pause"
+    assert limits == "/queues/..%2Fqueues%2Fvictim/limits"
+    assert forms(page, "data-queue", "billing/eu")[0] == "/queues/billing%2Feu/pause"
+
+    assert submit(web, page, pause).status_code == 303
+    assert submit(web, page, limits, concurrency="3").status_code == 303
+    after = queues(db_url)
+    assert after[EVIL].paused and after[EVIL].concurrency_limit == 3
+    assert not after["victim"].paused and after["victim"].concurrency_limit is None
+
+    page = web.get("/queues")
+    resume, _, clear = forms(page, "data-queue", EVIL)
+    assert clear == "/queues/..%2Fqueues%2Fvictim/clear-limits"
+    with_client(db_url, lambda c: c.store.set_queue_limits("victim", concurrency=7))
+    assert submit(web, page, clear).status_code == 303
+    assert submit(web, page, resume).status_code == 303
+    after = queues(db_url)
+    assert not after[EVIL].paused and after[EVIL].concurrency_limit is None
+    assert after["victim"].concurrency_limit == 7
+
+    page = web.get("/queues")
+    pause, limits = forms(page, "data-queue", "billing/eu")
+    assert submit(web, page, pause).status_code == 303
+    assert submit(web, page, limits, rate="5", rate_seconds="60").status_code == 303
+    after = queues(db_url)
+    assert after["billing/eu"].paused and after["billing/eu"].rate_limit == 5
+    for other in ("billing", "eu", "victim"):
+        assert not after[other].paused and after[other].rate_limit is None
+
+
+def test_the_api_takes_a_percent_encoded_queue_name_with_a_slash(
+    db_url: str, web: httpx.Client
+) -> None:
+    with_client(db_url, lambda c: c.store.enqueue(NewJob(type="t", queue="billing")))
+    h = {"X-CSRF-Token": web.get("/api/csrf").json()["token"]}
+    paused = web.post("/api/queues/billing%2Feu/pause", headers=h)
+    assert paused.status_code == 200, paused.text
+    assert paused.json()["name"] == "billing/eu" and paused.json()["paused"] is True
+    limited = web.post("/api/queues/billing%2Feu/limits", json={"concurrency": 2}, headers=h)
+    assert limited.json()["concurrency_limit"] == 2
+    assert web.post("/api/queues/billing%2Feu/clear-limits", headers=h).status_code == 200
+    assert web.post("/api/queues/..%2Fqueues%2Fvictim/pause", headers=h).status_code == 200
+    after = queues(db_url)
+    assert after["billing/eu"].paused and after["billing/eu"].concurrency_limit is None
+    assert after[EVIL].paused
+    assert not after["billing"].paused and "victim" not in after
+    # A name the rule refuses is refused by the API too, and nothing is stored.
+    refused = web.post("/api/queues/a%2Cb/pause", headers=h)
+    assert refused.status_code == 400 and "','" in refused.json()["error"]
+    assert "a,b" not in queues(db_url)
+
+
+def test_a_schedule_named_like_a_path_is_the_only_one_its_button_changes(
+    db_url: str, web: httpx.Client
+) -> None:
+    async def setup(client: Client) -> None:
+        for name in ("victim", EVIL_SCHEDULE, "reports/eu"):
+            await client.store.create_schedule(
+                NewSchedule(name=name, type="t", every=timedelta(hours=1))
+            )
+
+    with_client(db_url, setup)
+    page = web.get("/schedules")
+    [pause] = forms(page, "data-name", EVIL_SCHEDULE)
+    assert pause == "/schedules/..%2Fschedules%2Fvictim/pause"
+    assert submit(web, page, pause).status_code == 303
+    [pause] = forms(page, "data-name", "reports/eu")
+    assert submit(web, page, pause).status_code == 303
+    after = schedules(db_url)
+    assert after[EVIL_SCHEDULE].paused and after["reports/eu"].paused
+    assert not after["victim"].paused
+    h = {"X-CSRF-Token": web.get("/api/csrf").json()["token"]}
+    resumed = web.post("/api/schedules/reports%2Feu/resume", headers=h)
+    assert resumed.status_code == 200 and resumed.json()["paused"] is False
+
+
+def test_a_queue_stored_before_the_name_rule_still_shows_and_lists(
+    db_url: str, web: httpx.Client
+) -> None:
+    job = with_client(db_url, lambda c: c.store.enqueue(NewJob(type="t", queue="mail")))
+    with psycopg.connect(db_url) as conn:  # test fixture SQL: data from before the rule
+        conn.execute("UPDATE jobs SET queue = 'mail,default' WHERE id = %s", (job.id,))
+        conn.execute("INSERT INTO queues (name, paused) VALUES ('mail,default', true)")
+    page = web.get("/queues")
+    assert page.status_code == 200
+    assert forms(page, "data-queue", "mail,default") == []  # no controls to misuse
+    assert "must not contain &#39;,&#39;" in page.text
+    overview = web.get("/")
+    assert overview.status_code == 200 and "/jobs?queue=mail%2Cdefault" in overview.text
+    listed = web.get("/jobs", params={"queue": "mail,default"})
+    assert listed.status_code == 200 and str(job.id) in listed.text
+    h = {"X-CSRF-Token": web.get("/api/csrf").json()["token"]}
+    assert web.post(f"/api/jobs/{job.id}/cancel", headers=h).json()["state"] == "cancelled"
