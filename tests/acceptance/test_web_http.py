@@ -57,11 +57,11 @@ def forms(page: httpx.Response, row: str, value: str) -> list[str]:
     return [html.unescape(a) for a in re.findall(r'<form[^>]* action="([^"]*)"', found[1])]
 
 
-def submit(web: httpx.Client, page: httpx.Response, action: str, **fields: str) -> httpx.Response:
-    """Post a form as a browser does: the action resolved against the page URL, with its token."""
+def submit(web: httpx.Client, page: httpx.Response, to: str, **fields: str) -> httpx.Response:
+    """Post a form as a browser does: its action ``to`` resolved against the page URL, its token."""
     token = re.search(r'name="csrf" value="([^"]+)"', page.text)
     assert token is not None
-    target = page.url.join(action)  # RFC 3986 resolution: "/a/../b" becomes "/b"
+    target = page.url.join(to)  # RFC 3986 resolution: "/a/../b" becomes "/b"
     return web.post(str(target), data={"csrf": token[1], **fields})
 
 
@@ -180,3 +180,170 @@ def test_a_queue_stored_before_the_name_rule_still_shows_and_lists(
     assert listed.status_code == 200 and str(job.id) in listed.text
     h = {"X-CSRF-Token": web.get("/api/csrf").json()["token"]}
     assert web.post(f"/api/jobs/{job.id}/cancel", headers=h).json()["state"] == "cancelled"
+
+
+# -- issue 27, item 7: malformed bodies and form fields -----------------------------------
+
+
+def snapshot(db_url: str) -> list[Any]:
+    """Everything an action could change: job states, events, queue and schedule controls."""
+    with psycopg.connect(db_url) as conn:  # test fixture SQL
+        return [
+            conn.execute(
+                "SELECT id, state, cancel_requested, attempts FROM jobs ORDER BY id"
+            ).fetchall(),
+            conn.execute("SELECT count(*) FROM job_events").fetchall(),
+            conn.execute(
+                "SELECT name, paused, concurrency_limit, rate_limit, rate_interval, changed_by"
+                " FROM queues ORDER BY name"
+            ).fetchall(),
+            conn.execute("SELECT name, paused, changed_by FROM schedules ORDER BY name").fetchall(),
+        ]
+
+
+@pytest.fixture
+def targets(db_url: str) -> dict[str, str]:
+    """One job, queue and schedule for every action, each in a state the action would change."""
+
+    async def setup(client: Client) -> dict[str, str]:
+        store = client.store
+        queued = await store.enqueue(NewJob(type="t", queue="mail"))
+        await store.enqueue(NewJob(type="t", queue="work", max_attempts=1))
+        [claimed] = await store.claim(["work"], "w", 1, timedelta(minutes=1))
+        dead = await store.fail(claimed, "w", "boom")
+        await store.set_queue_limits("mail", concurrency=2)
+        await store.pause_queue("mail")
+        await store.create_schedule(NewSchedule(name="nightly", type="t", every=timedelta(hours=1)))
+        return {"queued": str(queued.id), "dead": str(dead.id)}
+
+    ids: dict[str, str] = with_client(db_url, setup)
+    return ids
+
+
+def api_actions(targets: dict[str, str]) -> list[str]:
+    return [
+        "/api/jobs/bulk",
+        f"/api/jobs/{targets['queued']}/cancel",
+        f"/api/jobs/{targets['dead']}/retry",
+        "/api/schedules/nightly/pause",
+        "/api/schedules/nightly/resume",
+        "/api/queues/mail/pause",
+        "/api/queues/mail/resume",
+        "/api/queues/mail/limits",
+        "/api/queues/mail/clear-limits",
+    ]
+
+
+MALFORMED_BODIES = {
+    "array": "[]",
+    "string": '"x"',
+    "number": "5",
+    "null": "null",
+    "ids-number": '{"ids": 5}',
+    "not-json": "{",
+    "deep-array": "[" * 100_000 + "]" * 100_000,
+    "deep-object": '{"a":' * 50_000 + "1" + "}" * 50_000,
+    "deep-in-a-field": '{"action": "retry", "ids": ' + "[" * 500 + "]" * 500 + "}",
+    "huge-number": '{"concurrency": 1' + "0" * 5000 + "}",
+}
+
+
+def test_every_api_action_refuses_a_malformed_body_with_one_line_and_changes_nothing(
+    db_url: str, web: httpx.Client, targets: dict[str, str]
+) -> None:
+    before = snapshot(db_url)
+    h = {"X-CSRF-Token": web.get("/api/csrf").json()["token"], "Content-Type": "application/json"}
+    for path in api_actions(targets):
+        for name, body in MALFORMED_BODIES.items():
+            response = web.post(path, content=body, headers=h)
+            assert response.status_code == 400, (path, name, response.text[:300])
+            error = response.json()["error"]
+            assert error and "\n" not in error and "Traceback" not in error, (path, name, error)
+        too_big = web.post(path, content=b"[" + b" " * (2 << 20) + b"]", headers=h)
+        assert too_big.status_code == 413, (path, too_big.text[:300])
+        as_form = web.post(path, data={"x": "1"}, headers={"X-CSRF-Token": h["X-CSRF-Token"]})
+        assert as_form.status_code == 415, (path, as_form.text[:300])
+    assert snapshot(db_url) == before
+
+
+BAD_BULK_BODIES = [
+    ({"action": "retry", "ids": 5}, "ids must be an array"),
+    ({"action": "retry", "ids": [5]}, "ids must hold job ids"),
+    ({"action": "retry", "ids": ["nope"]}, "'nope' in ids is not a job id"),
+    ({"action": "retry", "filter": "dead"}, "filter must be an object"),
+    ({"action": "retry", "filter": {"state": ["dead"]}}, "state must be a string"),
+    ({"action": "retry", "filter": {"state": "gone"}}, "unknown state 'gone'"),
+    ({"action": "retry", "filter": {"after": "soon"}}, "after must be a date"),
+    ({"action": "retry", "filter": {"mood": "dead"}}, "unexpected field 'mood'"),
+    ({"action": "retry"}, "give ids"),
+    ({"action": "retry", "ids": [], "filter": {}}, "give ids"),
+    ({"action": 5, "ids": []}, "unknown bulk action a number"),
+    ({"action": "delete", "ids": []}, "unknown bulk action 'delete'"),
+    ({"action": "retry", "ids": [], "extra": 1}, "unexpected field 'extra'"),
+]
+
+BAD_LIMITS = [
+    ({"rate": "5", "rate_seconds": "0"}, "rate_seconds must be between 1"),
+    ({"rate": "5", "rate_seconds": "-1"}, "rate_seconds must be between 1"),
+    ({"rate": "5", "rate_seconds": "1.5"}, "rate_seconds must be a whole number"),
+    ({"rate": "5", "rate_seconds": "9" * 40}, "rate_seconds must be between 1"),
+    ({"rate_seconds": "60"}, "rate_seconds needs a rate"),
+    ({"rate": "0"}, "rate must be between 1"),
+    ({"rate": "1e3"}, "rate must be a whole number"),
+    ({"concurrency": "0"}, "concurrency must be between 1"),
+    ({"concurrency": "-3"}, "concurrency must be between 1"),
+    ({"concurrency": "2.5"}, "concurrency must be a whole number"),
+    ({"concurrency": "abc"}, "concurrency must be a whole number"),
+    ({"concurrency": "99999999999"}, "concurrency must be between 1 and 2147483647"),
+    ({"concurrency": ""}, "give a concurrency limit, a rate, or both"),
+]
+
+BAD_LIMITS_JSON = [
+    ({k: int(v) if v.lstrip("-").isdigit() else v for k, v in fields.items()}, needle)
+    for fields, needle in BAD_LIMITS
+] + [
+    ({"concurrency": 2.5}, "concurrency must be a whole number, not a number"),
+    ({"concurrency": True}, "concurrency must be a whole number, not a boolean"),
+    ({"concurrency": [3]}, "concurrency must be a whole number, not an array"),
+    ({"rate": 5, "rate_seconds": 0}, "rate_seconds must be between 1"),
+    ({"concurrency": 3, "paused": True}, "unexpected field 'paused'"),
+]
+
+
+def test_api_bodies_of_the_wrong_shape_are_refused_naming_the_field(
+    db_url: str, web: httpx.Client, targets: dict[str, str]
+) -> None:
+    before = snapshot(db_url)
+    h = {"X-CSRF-Token": web.get("/api/csrf").json()["token"]}
+    for path, cases in (
+        ("/api/jobs/bulk", BAD_BULK_BODIES),
+        ("/api/queues/mail/limits", BAD_LIMITS_JSON),
+    ):
+        for body, needle in cases:
+            response = web.post(path, json=body, headers=h)
+            assert response.status_code == 400, (path, body, response.text)
+            assert needle in response.json()["error"], (path, body, response.text)
+    assert snapshot(db_url) == before
+
+
+def test_page_forms_refuse_numbers_and_ids_they_cannot_use_as_given(
+    db_url: str, web: httpx.Client, targets: dict[str, str]
+) -> None:
+    before = snapshot(db_url)
+    page = web.get("/queues")
+    [_, limits, _] = forms(page, "data-queue", "mail")
+    for fields, needle in BAD_LIMITS:
+        response = submit(web, page, limits, **fields)
+        assert response.status_code == 400, (fields, response.text)
+        assert needle in html.unescape(response.text), (fields, response.text)
+    page = web.get("/jobs")
+    for fields, needle in (
+        ({"action": "retry", "scope": "selected", "ids": "not-a-uuid"}, "is not a job id"),
+        ({"action": "retry", "scope": "everything"}, "unknown scope 'everything'"),
+        ({"action": "purge", "scope": "selected"}, "unknown bulk action 'purge'"),
+        ({"action": "retry", "scope": "filter", "state": "gone"}, "unknown state 'gone'"),
+    ):
+        response = submit(web, page, "/jobs/bulk", **fields)
+        assert response.status_code == 400, (fields, response.text)
+        assert needle in html.unescape(response.text), (fields, response.text)
+    assert snapshot(db_url) == before
