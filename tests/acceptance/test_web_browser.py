@@ -233,6 +233,27 @@ def test_bulk_retry_of_dead_jobs(db_url: str, site: str, chrome: webdriver.Chrom
     with_client(db_url, check)
 
 
+def test_a_listed_job_id_is_whole_and_its_button_copies_it(
+    db_url: str, site: str, chrome: webdriver.Chrome
+) -> None:
+    dead = with_client(db_url, lambda c: dead_jobs(c, 2))
+    chrome.execute_cdp_cmd(
+        "Browser.grantPermissions",
+        {"origin": site, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]},
+    )
+    chrome.get(site + "/jobs")
+    for job in dead:
+        assert text_of(chrome, f'tr[data-id="{job.id}"] td.job-id code') == str(job.id)
+    button = f'tr[data-id="{dead[1].id}"] button.copy'
+    click(chrome, button)
+    WebDriverWait(chrome, 10).until(lambda d: text_of(d, button) == "copied")
+    copied = chrome.execute_async_script(
+        """const done = arguments[arguments.length - 1];
+        navigator.clipboard.readText().then(done, (e) => done("refused: " + e));"""
+    )
+    assert copied == str(dead[1].id)
+
+
 def test_cancel_from_the_job_page_reaches_the_running_job(
     db_url: str, site: str, worker: Callable[[], None], chrome: webdriver.Chrome
 ) -> None:

@@ -347,3 +347,23 @@ def test_page_forms_refuse_numbers_and_ids_they_cannot_use_as_given(
         assert response.status_code == 400, (fields, response.text)
         assert needle in html.unescape(response.text), (fields, response.text)
     assert snapshot(db_url) == before
+
+
+# -- issue 27, item 8: job ids in lists ----------------------------------------------------
+
+
+def test_the_jobs_list_shows_every_id_whole_with_a_copy_control(
+    db_url: str, web: httpx.Client
+) -> None:
+    jobs = with_client(
+        db_url, lambda c: c.store.enqueue_batch([NewJob(type="t") for _ in range(3)])
+    )
+    ids = [str(job.id) for job in jobs]
+    # Ids made within a minute share their first 8 characters (the timestamp).
+    assert len({i[:8] for i in ids}) == 1
+    page = web.get("/jobs").text
+    for job_id in ids:
+        row = re.search(rf'<tr data-id="{job_id}">(.*?)</tr>', page, re.S)
+        assert row is not None, page
+        assert f"<code>{job_id}</code>" in row[1]
+        assert f'data-copy="{job_id}"' in row[1]

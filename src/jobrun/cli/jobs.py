@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from typing import Annotated, Any
+from uuid import UUID
 
 import typer
 from pydantic import ValidationError
@@ -145,7 +146,9 @@ def jobs_list_command(
         database_url, lambda store: store.list_jobs(flt, limit=limit, cursor=after)
     )
     table = Table(title=f"jobs ({len(page.jobs)})")
-    table.add_column("id", no_wrap=True)
+    # The whole id, however narrow the terminal: a UUIDv7's leading characters
+    # are its timestamp, so any cut of it names many jobs at once.
+    table.add_column("id", no_wrap=True, min_width=len(str(UUID(int=0))))
     table.add_column("type")
     table.add_column("queue")
     table.add_column("state")
