@@ -20,7 +20,13 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from jobrun.durations import parse_duration
 from jobrun.errors import ConfigurationError
-from jobrun.job import DEFAULT_NOTIFY_CHANNEL, EventMode, describe_invalid, notify_channel_problem
+from jobrun.job import (
+    DEFAULT_NOTIFY_CHANNEL,
+    EventMode,
+    describe_invalid,
+    notify_channel_problem,
+    queue_name_problem,
+)
 from jobrun.retention import Retention, retention_problem
 from jobrun.unrunnable import (
     DEFAULT_UNRUNNABLE_ATTEMPTS,
@@ -28,7 +34,7 @@ from jobrun.unrunnable import (
     UnrunnableRetry,
 )
 
-__all__ = ["DEFAULT_CLAIM_AHEAD", "DEFAULT_YOUNG_THRESHOLD", "Config"]
+__all__ = ["DEFAULT_CLAIM_AHEAD", "DEFAULT_YOUNG_THRESHOLD", "Config", "queue_list"]
 
 DEFAULT_CLAIM_AHEAD = timedelta(milliseconds=50)
 """How much work a busy worker claims ahead of its free slots, in time.
@@ -63,10 +69,17 @@ def _duration(value: Any) -> Any:
     return value
 
 
+def queue_list(text: str) -> list[str]:
+    """The queue names in ``text``, separated by commas, whitespace or both (``mail, default``).
+
+    No queue name holds either separator (:func:`~jobrun.job.queue_name_problem`),
+    so every list reads one way.
+    """
+    return text.replace(",", " ").split()
+
+
 def _queues(value: Any) -> Any:
-    if isinstance(value, str):
-        return [q for q in value.replace(",", " ").split() if q]
-    return value
+    return queue_list(value) if isinstance(value, str) else value
 
 
 def _off(value: Any) -> Any:
@@ -252,8 +265,12 @@ class Config(BaseSettings):
                 "pgbouncer needs database_url (the bouncer's address): the embedded "
                 "server has no bouncer in front of it"
             )
-        if not self.queues or any(not q or "\x00" in q for q in self.queues):
-            raise ValueError("queues must be non-empty names")
+        if not self.queues:
+            raise ValueError("queues must name at least one queue")
+        for name in self.queues:
+            problem = queue_name_problem(name)
+            if problem is not None:
+                raise ValueError(f"queues: {problem}")
         problem = notify_channel_problem(self.notify_channel)
         if problem is not None:
             raise ValueError(problem)

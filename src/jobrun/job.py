@@ -21,11 +21,13 @@ from database now, and tests may pin it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import threading
 import time
+import unicodedata
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -230,6 +232,14 @@ def payload_problem(payload: Any) -> str | None:
 def _checked_text(value: str | None, info: ValidationInfo) -> str | None:
     if value is not None:
         problem = text_problem(info.field_name or "text", value)
+        if problem is not None:
+            raise ValueError(problem)
+    return value
+
+
+def _checked_queue(value: str | None) -> str | None:
+    if value is not None:
+        problem = queue_name_problem(value)
         if problem is not None:
             raise ValueError(problem)
     return value
@@ -537,8 +547,7 @@ def new_job_problem(job: NewJob) -> str | None:
     if (
         job.type.isascii()
         and "\x00" not in job.type
-        and job.queue.isascii()
-        and "\x00" not in job.queue
+        and queue_name_problem(job.queue) is None
         and (key is None or (key.isascii() and "\x00" not in key))
         and MIN_PRIORITY <= job.priority <= MAX_PRIORITY
         and 1 <= job.max_attempts <= MAX_ATTEMPTS_LIMIT
@@ -548,15 +557,13 @@ def new_job_problem(job: NewJob) -> str | None:
         )
     ):
         return None
-    for field, text in (
-        ("type", job.type),
-        ("queue", job.queue),
-        ("idempotency_key", job.idempotency_key),
-    ):
-        if text is not None:
-            problem = text_problem(field, text)
-            if problem is not None:
-                return problem
+    problem = (
+        text_problem("type", job.type)
+        or queue_name_problem(job.queue)
+        or (text_problem("idempotency_key", key) if key is not None else None)
+    )
+    if problem is not None:
+        return problem
     if not MIN_PRIORITY <= job.priority <= MAX_PRIORITY:
         return f"priority must be between {MIN_PRIORITY} and {MAX_PRIORITY}, not {job.priority}"
     if not 1 <= job.max_attempts <= MAX_ATTEMPTS_LIMIT:
@@ -720,13 +727,58 @@ MAX_QUEUE_LIMIT = 2**31 - 1
 """The largest concurrency limit or rate count a queue can have (a PostgreSQL integer)."""
 
 
+MAX_QUEUE_NAME = 128
+"""The longest queue name, in characters."""
+
+
 def queue_name_problem(name: str) -> str | None:
-    """Why ``name`` cannot name a queue (empty, longer than 128, not storable), or None."""
+    """Why ``name`` cannot name a queue, or None: the one rule every entry point applies.
+
+    A queue name is 1 to 128 characters with no whitespace, no ``,`` and no
+    control or format character, and is not ``.`` or ``..``:
+
+    * commas and whitespace separate the names of a list
+      (``JOBRUN_QUEUE=mail,default``, ``--queue "mail default"``), so a name
+      holding one could not be told apart from a list of names;
+    * control and format characters (a newline, a zero-width space, a
+      direction override) make different names look alike on a page or in a
+      log line;
+    * ``.`` and ``..`` are the path segments every URL resolver removes, so no
+      dashboard URL could name such a queue.
+
+    Anything else is allowed, ``/`` included: the dashboard percent-encodes
+    names in its URLs. Names stored before this rule stay readable (listings
+    and filters take any stored name); only new jobs, schedules, controls and
+    worker settings must follow it.
+    """
     if not name:
         return "queue name must not be empty"
-    if len(name) > 128:
-        return "queue name must be at most 128 characters"
-    return text_problem("queue name", name)
+    if len(name) > MAX_QUEUE_NAME:
+        return f"queue name must be at most {MAX_QUEUE_NAME} characters"
+    return _queue_name_problem(name)
+
+
+@functools.lru_cache(maxsize=1024)
+def _queue_name_problem(name: str) -> str | None:
+    # Cached: a service enqueues into a handful of queues, many times over.
+    problem = text_problem("queue name", name)
+    if problem is not None:
+        return problem
+    if name in (".", ".."):
+        return f"queue name must not be {name!r}: a URL cannot hold it as a path segment"
+    for char in name:
+        if char == ",":
+            return (
+                f"queue name {name!r} must not contain ',': it separates the names of a "
+                "list (JOBRUN_QUEUE=mail,default)"
+            )
+        if char.isspace():
+            return (
+                f"queue name {name!r} must not contain whitespace: it separates the names of a list"
+            )
+        if unicodedata.category(char) in ("Cc", "Cf"):
+            return f"queue name {name!r} must not contain a control or format character"
+    return None
 
 
 def queue_limits_problem(concurrency: int | None, rate: tuple[int, timedelta] | None) -> str | None:
@@ -806,8 +858,9 @@ class NewSchedule(_Input):
     timezone: str = "UTC"
 
     _payload = field_validator("payload", mode="wrap")(_bounded_nesting)
+    _queue = field_validator("queue")(_checked_queue)
 
-    @field_validator("name", "type", "queue", "cron", "timezone")
+    @field_validator("name", "type", "cron", "timezone")
     @classmethod
     def _text(cls, value: str | None, info: ValidationInfo) -> str | None:
         return _checked_text(value, info)
@@ -836,8 +889,9 @@ class SchedulePatch(_Input):
     timezone: str | None = None
 
     _payload = field_validator("payload", mode="wrap")(_bounded_nesting)
+    _queue = field_validator("queue")(_checked_queue)
 
-    @field_validator("type", "queue", "cron", "timezone")
+    @field_validator("type", "cron", "timezone")
     @classmethod
     def _text(cls, value: str | None, info: ValidationInfo) -> str | None:
         return _checked_text(value, info)

@@ -95,14 +95,28 @@ def test_enqueue_replay_returns_the_stored_job(db_url: str) -> None:
     assert "idempotency key" in one_line_error(conflict)
 
 
+def test_jobs_list_shows_whole_ids_in_a_narrow_terminal(db_url: str) -> None:
+    # Ids made within a minute share their first characters (a UUIDv7 starts with
+    # its timestamp): a cut id would name all of them at once.
+    ids = [ok("enqueue", "report.build", "--database-url", db_url).strip() for _ in range(3)]
+    listed = ok("jobs", "list", "--database-url", db_url, env={"COLUMNS": "80"})
+    for job_id in ids:
+        assert job_id in listed, listed
+
+
 def test_options_read_the_environment(db_url: str) -> None:
     job_id = ok(
         "enqueue",
         "env.job",
-        env={"JOBRUN_DATABASE_URL": db_url, "JOBRUN_QUEUE": "from-env", "JOBRUN_PRIORITY": "3"},
+        env={
+            "JOBRUN_DATABASE_URL": db_url,
+            "JOBRUN_ENQUEUE_QUEUE": "from-env",
+            "JOBRUN_PRIORITY": "3",
+        },
     ).strip()
-    listed = ok("jobs", "list", env={"JOBRUN_DATABASE_URL": db_url, "JOBRUN_QUEUE": "from-env"})
-    assert job_id in listed
+    for queue, shown in (("from-env", True), ("other", False)):
+        env = {"JOBRUN_DATABASE_URL": db_url, "JOBRUN_LIST_QUEUE": queue}
+        assert (job_id in ok("jobs", "list", env=env)) is shown
 
 
 @pytest.mark.parametrize(

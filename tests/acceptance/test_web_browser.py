@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from selenium.common.exceptions import StaleElementReferenceException, WebDriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
+from tests.acceptance.web_site import PASSWORD, USER, serve, stop
 
 from jobrun import Client
 from jobrun.job import JobState, NewJob, NewSchedule
@@ -46,15 +46,7 @@ SHOTS = (
 )
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
-USER, PASSWORD = "ops", "browser-test-pass"
 AUTH_HEADER = "Basic " + __import__("base64").b64encode(f"{USER}:{PASSWORD}".encode()).decode()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def with_client(db_url: str, body: Callable[[Client], Any]) -> Any:
@@ -63,35 +55,6 @@ def with_client(db_url: str, body: Callable[[Client], Any]) -> Any:
             return await body(client)
 
     return asyncio.run(run())
-
-
-def serve(db_url: str, *extra: str) -> tuple[subprocess.Popen[str], str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jobrun", "web", "--database-url", db_url,
-         "--port", str(port), "--user", USER, "--password", PASSWORD, *extra],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(url + "/", timeout=1)
-            return proc, url
-        except httpx.TransportError:
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.2)
-    stop(proc)
-    raise AssertionError("jobrun web did not start")
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
-    proc.terminate()
-    try:
-        proc.communicate(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
 
 
 @pytest.fixture
@@ -268,6 +231,27 @@ def test_bulk_retry_of_dead_jobs(db_url: str, site: str, chrome: webdriver.Chrom
             assert (await client.store.events(job.id))[-1].detail == "by ops via web"
 
     with_client(db_url, check)
+
+
+def test_a_listed_job_id_is_whole_and_its_button_copies_it(
+    db_url: str, site: str, chrome: webdriver.Chrome
+) -> None:
+    dead = with_client(db_url, lambda c: dead_jobs(c, 2))
+    chrome.execute_cdp_cmd(
+        "Browser.grantPermissions",
+        {"origin": site, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]},
+    )
+    chrome.get(site + "/jobs")
+    for job in dead:
+        assert text_of(chrome, f'tr[data-id="{job.id}"] td.job-id code') == str(job.id)
+    button = f'tr[data-id="{dead[1].id}"] button.copy'
+    click(chrome, button)
+    WebDriverWait(chrome, 10).until(lambda d: text_of(d, button) == "copied")
+    copied = chrome.execute_async_script(
+        """const done = arguments[arguments.length - 1];
+        navigator.clipboard.readText().then(done, (e) => done("refused: " + e));"""
+    )
+    assert copied == str(dead[1].id)
 
 
 def test_cancel_from_the_job_page_reaches_the_running_job(

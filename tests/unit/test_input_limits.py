@@ -24,7 +24,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from jobrun.errors import InvalidJob, InvalidSchedule
+from jobrun.config import Config
+from jobrun.errors import ConfigurationError, InvalidJob, InvalidSchedule
 from jobrun.job import (
     MAX_ATTEMPTS_LIMIT,
     MAX_DELAY,
@@ -44,6 +45,7 @@ from jobrun.job import (
     new_job_ids,
     new_job_problem,
     payload_problem,
+    queue_name_problem,
 )
 from jobrun.postgres.convert import encode_payload
 
@@ -255,6 +257,59 @@ def test_priority_is_bounded_in_every_model() -> None:
         SchedulePatch(priority=99_999)
     with pytest.raises(InvalidSchedule, match=str(MIN_PRIORITY)):
         SchedulePatch(priority=-99_999)
+
+
+# -- issue 27, items 6 and 12: queue names ----------------------------------------------
+
+BAD_QUEUE_NAMES = [
+    ("mail,default", "must not contain ','"),
+    ("mail default", "whitespace"),
+    (" mail", "whitespace"),
+    ("mail\t", "whitespace"),
+    ("mail\u00a0", "whitespace"),
+    ("mail\x7f", "control or format"),
+    ("mail\u200b", "control or format"),
+    ("mail\u202e", "control or format"),
+    (".", "must not be '.'"),
+    ("..", "must not be '..'"),
+    ("", "must not be empty"),
+    ("x" * 129, "at most 128"),
+]
+
+
+@pytest.mark.parametrize(("name", "needle"), BAD_QUEUE_NAMES)
+def test_one_queue_name_rule_for_jobs_schedules_and_config(name: str, needle: str) -> None:
+    problem = queue_name_problem(name)
+    assert problem is not None and needle in problem
+    if name:  # pydantic's own length check answers for the empty name
+        with pytest.raises(InvalidJob, match=needle):
+            NewJob(type="t", queue=name)
+        with pytest.raises(InvalidSchedule, match=needle):
+            NewSchedule(name="s", type="t", cron="* * * * *", queue=name)
+        with pytest.raises(InvalidSchedule, match=needle):
+            SchedulePatch(queue=name)
+        with pytest.raises(ConfigurationError, match=needle):
+            Config(queues=["ok", name])
+        job = NewJob(type="t").model_copy(update={"queue": name})
+        assert needle in (new_job_problem(job) or "")
+
+
+@pytest.mark.parametrize("name", ["billing/eu", "../queues/victim", "a.b", "...", "élan", "50%"])
+def test_a_queue_name_may_hold_slashes_dots_and_other_text(name: str) -> None:
+    assert queue_name_problem(name) is None
+    assert NewJob(type="t", queue=name).queue == name
+    assert Config(queues=[name]).queues == [name]
+
+
+def test_a_listing_still_filters_by_a_name_stored_before_the_rule() -> None:
+    assert JobFilter(queue="mail,default").queue == "mail,default"
+
+
+def test_config_reads_a_queue_list_by_commas_and_whitespace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("JOBRUN_QUEUE", "mail,default  reports")
+    assert Config().queues == ["mail", "default", "reports"]
 
 
 # -- the store's re-check of models built without validation ----------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from typing import Annotated, Any
+from uuid import UUID
 
 import typer
 from pydantic import ValidationError
@@ -41,8 +42,16 @@ def enqueue_command(
         str,
         typer.Option(envvar="JOBRUN_PAYLOAD", show_envvar=True, help="The payload, as JSON."),
     ] = "{}",
+    # Not JOBRUN_QUEUE: that is the worker's list of queues (mail,default), not one to write to.
     queue: Annotated[
-        str, typer.Option("--queue", "-q", envvar="JOBRUN_QUEUE", show_envvar=True)
+        str,
+        typer.Option(
+            "--queue",
+            "-q",
+            envvar="JOBRUN_ENQUEUE_QUEUE",
+            show_envvar=True,
+            help="The queue to put the job in.",
+        ),
     ] = "default",
     priority: Annotated[
         int,
@@ -117,7 +126,14 @@ def enqueue_command(
 def jobs_list_command(
     database_url: DatabaseUrlOption = None,
     queue: Annotated[
-        str | None, typer.Option("--queue", "-q", envvar="JOBRUN_QUEUE", show_envvar=True)
+        str | None,
+        typer.Option(
+            "--queue",
+            "-q",
+            envvar="JOBRUN_LIST_QUEUE",
+            show_envvar=True,
+            help="Only jobs of this queue.",
+        ),
     ] = None,
     state: Annotated[
         str | None,
@@ -148,7 +164,9 @@ def jobs_list_command(
         database_url, lambda store: store.list_jobs(flt, limit=limit, cursor=after)
     )
     table = Table(title=f"jobs ({len(page.jobs)})")
-    table.add_column("id", no_wrap=True)
+    # The whole id, however narrow the terminal: a UUIDv7's leading characters
+    # are its timestamp, so any cut of it names many jobs at once.
+    table.add_column("id", no_wrap=True, min_width=len(str(UUID(int=0))))
     table.add_column("type")
     table.add_column("queue")
     table.add_column("state")

@@ -45,7 +45,14 @@ def schedules_add_command(
         str, typer.Option(envvar="JOBRUN_PAYLOAD", show_envvar=True, help="Payload, as JSON.")
     ] = "{}",
     queue: Annotated[
-        str, typer.Option("--queue", "-q", envvar="JOBRUN_QUEUE", show_envvar=True)
+        str,
+        typer.Option(
+            "--queue",
+            "-q",
+            envvar="JOBRUN_SCHEDULE_QUEUE",
+            show_envvar=True,
+            help="The queue its jobs go to.",
+        ),
     ] = "default",
     timezone: Annotated[
         str, typer.Option(envvar="JOBRUN_TIMEZONE", show_envvar=True, help="IANA zone for cron.")

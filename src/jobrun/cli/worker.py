@@ -47,7 +47,7 @@ from jobrun.cli.config_options import config_options, given_settings
 from jobrun.cli.log_setup import setup_logging
 from jobrun.cli.supervisor import Supervisor
 from jobrun.client import Client, load_metrics
-from jobrun.config import Config
+from jobrun.config import Config, queue_list
 from jobrun.errors import ConfigurationError, JobrunError
 from jobrun.registry import Registry
 
@@ -128,6 +128,8 @@ def worker_command(**values: Any) -> None:
     if processes < 1:
         raise fail(f"--processes must be at least 1, got {processes}")
     given = given_settings(values, WORKER_SETTINGS)
+    if "queues" in given:  # --queue mail,default names two queues, as JOBRUN_QUEUE does
+        given["queues"] = [name for value in given["queues"] for name in queue_list(value)]
     for name in _SHARED_SETTINGS:
         if values[name] is not None:
             given[name] = values[name]

@@ -41,6 +41,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol, cast
+from urllib.parse import quote, urlencode
 from uuid import UUID
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -64,9 +65,18 @@ from jobrun.errors import (
     JobrunError,
     ScheduleNotFound,
 )
-from jobrun.job import Job, JobFilter, JobState
+from jobrun.job import Job, JobFilter, JobState, queue_name_problem
 from jobrun.ports import Admin, ScheduleStore
 from jobrun.postgres import Notifier
+from jobrun.web.bodies import (
+    BadRequest,
+    bulk_from_body,
+    bulk_from_form,
+    job_filter,
+    json_body,
+    limits,
+    no_fields,
+)
 
 __all__ = ["WebStore", "create_app"]
 
@@ -233,6 +243,9 @@ class _Dashboard:
         self.env.filters["short_payload"] = _short_payload
         self.env.filters["pretty"] = _pretty
         self.env.filters["duration"] = _fmt_duration
+        # Not Jinja's urlencode, which leaves "/" as it is: see _segment.
+        self.env.filters["segment"] = _segment
+        self.env.globals["queue_name_problem"] = queue_name_problem
 
     async def store(self) -> WebStore:
         """The store, opening the client (once) when the app was given a closed one."""
@@ -364,6 +377,17 @@ def _fmt_duration(value: timedelta | float | None) -> str:
     return f"{seconds / 3600:.1f}h"
 
 
+def _segment(value: Any) -> str:
+    """``value`` percent-encoded whole, ``/`` included, for one URL path segment or query value.
+
+    A name is data, never path syntax: ``../queues/victim`` must stay one
+    segment (``..%2Fqueues%2Fvictim``) so that no browser resolves it into
+    another queue's URL. The routes take the decoded name with a ``path``
+    converter, so a name holding ``/`` arrives whole.
+    """
+    return quote(str(value), safe="")
+
+
 def _short_payload(value: Any) -> str:
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     return text if len(text) <= LIST_PAYLOAD_CHARS else text[: LIST_PAYLOAD_CHARS - 1] + "…"
@@ -379,29 +403,6 @@ def _actor(request: Request) -> str:
 
 def _audit(request: Request, action: str) -> None:
     _log.info("%s by %s", action, _actor(request))
-
-
-def _filter_from(params: MutableMapping[str, Any] | Any) -> JobFilter:
-    def text(key: str) -> str | None:
-        value = str(params.get(key) or "").strip()
-        return value or None
-
-    state = text("state")
-    return JobFilter(
-        queue=text("queue"),
-        state=JobState(state) if state else None,
-        type=text("type"),
-        created_after=_parse_time(text("after")),
-        created_before=_parse_time(text("before")),
-    )
-
-
-def _parse_time(value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    parsed = datetime.fromisoformat(value)
-    # datetime-local inputs carry no zone: the dashboard shows and reads UTC.
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _jsonable(model: Any) -> Any:
@@ -464,15 +465,19 @@ def create_app(
         handler: Callable[[Request, Any, WebStore], Awaitable[str]],
     ) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
-            form = await request.form()
             try:
+                form = await request.form()
                 await guard_action(request, form)
                 target = await handler(request, form, await dash.store())
             except _Refused as exc:
                 return dash.render(request, "error.html", exc.status, message=exc.message)
+            except BadRequest as exc:
+                return dash.render(request, "error.html", exc.status, message=str(exc))
             except (JobNotFound, ScheduleNotFound) as exc:
                 return dash.render(request, "error.html", 404, message=str(exc))
-            except (InvalidTransition, JobrunError, ValueError) as exc:
+            except ValueError as exc:  # bad input (jobrun's own input errors are ValueErrors)
+                return dash.render(request, "error.html", 400, message=str(exc))
+            except (InvalidTransition, JobrunError) as exc:
                 return dash.render(request, "error.html", 409, message=str(exc))
             return RedirectResponse(_base(request) + target, status_code=303)
 
@@ -484,15 +489,17 @@ def create_app(
         async def endpoint(request: Request) -> Response:
             try:
                 await guard_action(request)
-                body: Any = {}
-                if request.headers.get("content-type", "").startswith("application/json"):
-                    body = await request.json()
+                body = await json_body(request)
                 return JSONResponse(await handler(request, body, await dash.store()))
             except _Refused as exc:
                 return JSONResponse({"error": exc.message}, status_code=exc.status)
+            except BadRequest as exc:
+                return JSONResponse({"error": str(exc)}, status_code=exc.status)
             except (JobNotFound, ScheduleNotFound) as exc:
                 return JSONResponse({"error": str(exc)}, status_code=404)
-            except (InvalidTransition, JobrunError, ValueError) as exc:
+            except ValueError as exc:
+                return JSONResponse({"error": str(exc)}, status_code=400)
+            except (InvalidTransition, JobrunError) as exc:
                 return JSONResponse({"error": str(exc)}, status_code=409)
 
         return endpoint
@@ -502,8 +509,6 @@ def create_app(
     async def bulk(
         store: WebStore, request: Request, action: str, ids: list[UUID], flt: JobFilter | None
     ) -> dict[str, Any]:
-        if action not in ("retry", "cancel"):
-            raise ValueError(f"unknown bulk action {action!r}: use retry or cancel")
         if flt is not None:
             ids = []
             cursor = None
@@ -530,9 +535,6 @@ def create_app(
         _audit(request, f"bulk {action} of a {scope}: {len(done)} done, {len(skipped)} skipped")
         return {"action": action, "done": done, "skipped": skipped}
 
-    def form_ids(form: Any) -> list[UUID]:
-        return [UUID(str(value)) for value in form.getlist("ids")]
-
     # -- pages ----------------------------------------------------------------------------
 
     async def overview(request: Request) -> Response:
@@ -549,7 +551,7 @@ def create_app(
         store = await dash.store()
         params = request.query_params
         try:
-            flt = _filter_from(params)
+            flt = job_filter(params)
             cursor = UUID(params["cursor"]) if params.get("cursor") else None
         except ValueError as exc:
             return dash.render(request, "error.html", 400, message=str(exc))
@@ -594,13 +596,14 @@ def create_app(
         return f"/jobs/{job_id}"
 
     async def jobs_bulk_page(request: Request, form: Any, store: WebStore) -> str:
-        whole = form.get("scope") == "filter"
-        flt = _filter_from(form) if whole else None
-        await bulk(store, request, str(form.get("action", "")), form_ids(form), flt)
-        query = "&".join(
-            f"{k}={form.get(k)}"
-            for k in ("queue", "state", "type", "after", "before")
-            if form.get(k)
+        action, ids, flt = bulk_from_form(form)
+        await bulk(store, request, action, ids, flt)
+        query = urlencode(
+            [
+                (k, str(form.get(k)))
+                for k in ("queue", "state", "type", "after", "before")
+                if form.get(k)
+            ]
         )
         return "/jobs" + (f"?{query}" if query else "")
 
@@ -621,7 +624,8 @@ def create_app(
         return "/queues"
 
     async def queue_limits_page(request: Request, form: Any, store: WebStore) -> str:
-        await set_limits(request, store, dict(form))
+        fields = {k: v for k, v in form.items() if k != CSRF_FIELD}
+        await set_limits(request, store, *limits(fields))
         return "/queues"
 
     async def queue_clear_page(request: Request, form: Any, store: WebStore) -> str:
@@ -661,20 +665,13 @@ def create_app(
         _audit(request, f"queue {name!r} clear limits")
         return queue
 
-    async def set_limits(request: Request, store: WebStore, values: dict[str, Any]) -> Any:
+    async def set_limits(
+        request: Request,
+        store: WebStore,
+        concurrency: int | None,
+        rate: tuple[int, timedelta] | None,
+    ) -> Any:
         name = request.path_params["name"]
-
-        def number(key: str) -> int | None:
-            raw = str(values.get(key) or "").strip()
-            return int(raw) if raw else None
-
-        concurrency = number("concurrency")
-        rate_count, rate_seconds = number("rate"), number("rate_seconds")
-        rate = None
-        if rate_count is not None:
-            rate = (rate_count, timedelta(seconds=rate_seconds or 1))
-        if concurrency is None and rate is None:
-            raise ValueError("give a concurrency limit, a rate, or both")
         queue = await store.set_queue_limits(
             name, concurrency=concurrency, rate=rate, actor=_actor(request)
         )
@@ -733,7 +730,7 @@ def create_app(
         store = await dash.store()
         params = request.query_params
         try:
-            flt = _filter_from(params)
+            flt = job_filter(params)
             cursor = UUID(params["cursor"]) if params.get("cursor") else None
             limit = min(max(int(params.get("limit", "50")), 1), 500)
         except ValueError as exc:
@@ -750,28 +747,31 @@ def create_app(
         return JSONResponse({"job": _jsonable(job), "events": [_jsonable(e) for e in events]})
 
     async def api_job_cancel(request: Request, body: Any, store: WebStore) -> Any:
+        no_fields(body)
         job: Job = await store.cancel(UUID(request.path_params["job_id"]), actor=_actor(request))
         _audit(request, f"job {job.id} cancel")
         return _jsonable(job)
 
     async def api_job_retry(request: Request, body: Any, store: WebStore) -> Any:
+        no_fields(body)
         job: Job = await store.retry(UUID(request.path_params["job_id"]), actor=_actor(request))
         _audit(request, f"job {job.id} retry")
         return _jsonable(job)
 
     async def api_jobs_bulk(request: Request, body: Any, store: WebStore) -> Any:
-        flt = _filter_from(body["filter"]) if isinstance(body.get("filter"), dict) else None
-        ids = [UUID(str(i)) for i in body.get("ids", [])]
-        return await bulk(store, request, str(body.get("action", "")), ids, flt)
+        action, ids, flt = bulk_from_body(body)
+        return await bulk(store, request, action, ids, flt)
 
     async def api_schedules(request: Request) -> Response:
         store = await dash.store()
         return JSONResponse([_jsonable(s) for s in await store.list_schedules()])
 
     async def api_schedule_pause(request: Request, body: Any, store: WebStore) -> Any:
+        no_fields(body)
         return _jsonable(await pause_schedule(request, store))
 
     async def api_schedule_resume(request: Request, body: Any, store: WebStore) -> Any:
+        no_fields(body)
         return _jsonable(await resume_schedule(request, store))
 
     async def api_queues(request: Request) -> Response:
@@ -779,15 +779,18 @@ def create_app(
         return JSONResponse([_jsonable(q) for q in await store.list_queues()])
 
     async def api_queue_pause(request: Request, body: Any, store: WebStore) -> Any:
+        no_fields(body)
         return _jsonable(await pause_queue(request, store))
 
     async def api_queue_resume(request: Request, body: Any, store: WebStore) -> Any:
+        no_fields(body)
         return _jsonable(await resume_queue(request, store))
 
     async def api_queue_limits(request: Request, body: Any, store: WebStore) -> Any:
-        return _jsonable(await set_limits(request, store, body))
+        return _jsonable(await set_limits(request, store, *limits(body)))
 
     async def api_queue_clear(request: Request, body: Any, store: WebStore) -> Any:
+        no_fields(body)
         return _jsonable(await clear_limits(request, store))
 
     @contextlib.asynccontextmanager
@@ -797,6 +800,10 @@ def create_app(
         finally:
             await dash.close()
 
+    # {name:path}: a queue or schedule name may hold "/" (billing/eu); the
+    # pages send it percent-encoded and the server hands the route the
+    # decoded path, so only a converter that matches "/" gets the whole name.
+    # The action is always the last segment, so the match is unambiguous.
     routes = [
         Route("/", overview),
         Route("/fragments/overview", overview_fragment),
@@ -807,13 +814,13 @@ def create_app(
         Route("/jobs/{job_id}/cancel", page_action(job_cancel_page), methods=["POST"]),
         Route("/jobs/{job_id}/retry", page_action(job_retry_page), methods=["POST"]),
         Route("/schedules", schedules),
-        Route("/schedules/{name}/pause", page_action(schedule_pause_page), methods=["POST"]),
-        Route("/schedules/{name}/resume", page_action(schedule_resume_page), methods=["POST"]),
+        Route("/schedules/{name:path}/pause", page_action(schedule_pause_page), methods=["POST"]),
+        Route("/schedules/{name:path}/resume", page_action(schedule_resume_page), methods=["POST"]),
         Route("/queues", queues),
-        Route("/queues/{name}/pause", page_action(queue_pause_page), methods=["POST"]),
-        Route("/queues/{name}/resume", page_action(queue_resume_page), methods=["POST"]),
-        Route("/queues/{name}/limits", page_action(queue_limits_page), methods=["POST"]),
-        Route("/queues/{name}/clear-limits", page_action(queue_clear_page), methods=["POST"]),
+        Route("/queues/{name:path}/pause", page_action(queue_pause_page), methods=["POST"]),
+        Route("/queues/{name:path}/resume", page_action(queue_resume_page), methods=["POST"]),
+        Route("/queues/{name:path}/limits", page_action(queue_limits_page), methods=["POST"]),
+        Route("/queues/{name:path}/clear-limits", page_action(queue_clear_page), methods=["POST"]),
         Route("/api/csrf", api_csrf),
         Route("/api/overview", api_overview),
         Route("/api/jobs", api_jobs),
@@ -822,13 +829,17 @@ def create_app(
         Route("/api/jobs/{job_id}/cancel", api_action(api_job_cancel), methods=["POST"]),
         Route("/api/jobs/{job_id}/retry", api_action(api_job_retry), methods=["POST"]),
         Route("/api/schedules", api_schedules),
-        Route("/api/schedules/{name}/pause", api_action(api_schedule_pause), methods=["POST"]),
-        Route("/api/schedules/{name}/resume", api_action(api_schedule_resume), methods=["POST"]),
+        Route("/api/schedules/{name:path}/pause", api_action(api_schedule_pause), methods=["POST"]),
+        Route(
+            "/api/schedules/{name:path}/resume", api_action(api_schedule_resume), methods=["POST"]
+        ),
         Route("/api/queues", api_queues),
-        Route("/api/queues/{name}/pause", api_action(api_queue_pause), methods=["POST"]),
-        Route("/api/queues/{name}/resume", api_action(api_queue_resume), methods=["POST"]),
-        Route("/api/queues/{name}/limits", api_action(api_queue_limits), methods=["POST"]),
-        Route("/api/queues/{name}/clear-limits", api_action(api_queue_clear), methods=["POST"]),
+        Route("/api/queues/{name:path}/pause", api_action(api_queue_pause), methods=["POST"]),
+        Route("/api/queues/{name:path}/resume", api_action(api_queue_resume), methods=["POST"]),
+        Route("/api/queues/{name:path}/limits", api_action(api_queue_limits), methods=["POST"]),
+        Route(
+            "/api/queues/{name:path}/clear-limits", api_action(api_queue_clear), methods=["POST"]
+        ),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)

@@ -1,0 +1,236 @@
+"""What the dashboard reads from a request, checked in one place before any action runs.
+
+The JSON API's bodies and the pages' form fields go through the same readers
+(a job filter, job ids, a bulk action, queue limits), so both refuse the same
+input with the same one-line reason. Every reader raises :class:`BadRequest`
+and changes nothing: a body that is not a JSON object, a field of the wrong
+type, a field the action does not take, a number that is not a whole number
+in range. A body is read whole but never past :data:`MAX_BODY_BYTES`, and a
+nesting too deep for the parser is a refusal, not a ``RecursionError``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from pydantic import ValidationError
+from starlette.requests import Request
+
+from jobrun.job import MAX_DELAY, MAX_QUEUE_LIMIT, JobFilter, JobState, describe_invalid
+
+__all__ = [
+    "BULK_ACTIONS",
+    "MAX_BODY_BYTES",
+    "MAX_BULK_IDS",
+    "BadRequest",
+    "bulk_from_body",
+    "bulk_from_form",
+    "job_filter",
+    "json_body",
+    "limits",
+    "no_fields",
+]
+
+MAX_BODY_BYTES = 1 << 20
+"""The largest API body read: 10,000 job ids take about 400 kB."""
+MAX_BULK_IDS = 10_000
+"""The most job ids one bulk request may name (a whole filter is bounded alike)."""
+BULK_ACTIONS = ("retry", "cancel")
+FILTER_FIELDS = ("queue", "state", "type", "after", "before")
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+_MAX_SECONDS = int(MAX_DELAY.total_seconds())
+
+
+class BadRequest(ValueError):
+    """Input refused before any action: answered with ``status`` and the one-line message."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The JSON object a POST carries; ``{}`` for an empty body.
+
+    Refused: a body over :data:`MAX_BODY_BYTES` (413), a non-empty body that
+    is not ``application/json`` (415), text that is not JSON, and JSON that
+    is not an object (``[]``, ``"x"``, ``5``, ``null``).
+    """
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise BadRequest(f"the body is over {MAX_BODY_BYTES} bytes", 413)
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        return {}
+    if not request.headers.get("content-type", "").startswith("application/json"):
+        raise BadRequest("send the body as JSON (Content-Type: application/json)", 415)
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise BadRequest("the body is not a request: it is nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, bad UTF-8, a number too long to read
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise BadRequest(f"the body is not valid JSON: {reason}") from None
+    if not isinstance(value, dict):
+        raise BadRequest(f"the body must be a JSON object, not {_kind(value)}")
+    return value
+
+
+def _only(body: Mapping[str, Any], allowed: Iterable[str]) -> None:
+    allowed = tuple(allowed)
+    for key in body:
+        if key not in allowed:
+            takes = f"it takes {', '.join(allowed)}" if allowed else "it takes no fields"
+            raise BadRequest(f"unexpected field {key!r}: {takes}")
+
+
+def no_fields(body: Mapping[str, Any]) -> None:
+    """Refuse any field: the action (cancel, retry, pause, resume, clear) takes none."""
+    _only(body, ())
+
+
+def _text(field: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise BadRequest(f"{field} must be a string, not {_kind(value)}")
+    return value.strip() or None
+
+
+def _time(field: str, value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        shown = repr(value[:40])
+        raise BadRequest(
+            f"{field} must be a date and time like 2026-01-31T12:00, not {shown}"
+        ) from None
+    # datetime-local inputs carry no zone: the dashboard shows and reads UTC.
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def job_filter(params: Mapping[str, Any]) -> JobFilter:
+    """The job filter in query parameters, a form or a JSON object (other keys are ignored)."""
+    state = _text("state", params.get("state"))
+    if state is not None and state not in {s.value for s in JobState}:
+        choices = ", ".join(s.value for s in JobState)
+        raise BadRequest(f"unknown state {state!r}: choose one of {choices}")
+    try:
+        return JobFilter(
+            queue=_text("queue", params.get("queue")),
+            state=JobState(state) if state else None,
+            type=_text("type", params.get("type")),
+            created_after=_time("after", _text("after", params.get("after"))),
+            created_before=_time("before", _text("before", params.get("before"))),
+        )
+    except ValidationError as exc:
+        raise BadRequest(describe_invalid("filter", exc)) from None
+
+
+def _job_ids(values: Any) -> list[UUID]:
+    if not isinstance(values, list):
+        raise BadRequest(f"ids must be an array of job ids, not {_kind(values)}")
+    if len(values) > MAX_BULK_IDS:
+        raise BadRequest(f"ids names {len(values)} jobs: at most {MAX_BULK_IDS} at once")
+    ids = []
+    for value in values:
+        if not isinstance(value, str):
+            raise BadRequest(f"ids must hold job ids (strings), not {_kind(value)}")
+        try:
+            ids.append(UUID(value))
+        except ValueError:
+            raise BadRequest(f"{value[:60]!r} in ids is not a job id (a UUID)") from None
+    return ids
+
+
+def _action(value: Any) -> str:
+    if value not in BULK_ACTIONS:
+        shown = repr(value) if isinstance(value, str) else _kind(value)
+        raise BadRequest(f"unknown bulk action {shown}: use retry or cancel")
+    return str(value)
+
+
+def bulk_from_body(body: Mapping[str, Any]) -> tuple[str, list[UUID], JobFilter | None]:
+    """The API's bulk request: ``action``, and ``ids`` or a ``filter`` object (not both)."""
+    _only(body, ("action", "ids", "filter"))
+    action = _action(body.get("action"))
+    if ("ids" in body) == ("filter" in body):
+        raise BadRequest("give ids (an array of job ids) or a filter (an object), one of them")
+    if "filter" in body:
+        flt = body["filter"]
+        if not isinstance(flt, dict):
+            raise BadRequest(f"filter must be an object, not {_kind(flt)}")
+        _only(flt, FILTER_FIELDS)
+        return action, [], job_filter(flt)
+    return action, _job_ids(body["ids"]), None
+
+
+def bulk_from_form(form: Any) -> tuple[str, list[UUID], JobFilter | None]:
+    """The jobs page's bulk form: the action, and the selected ids or the whole filter."""
+    action = _action(form.get("action"))
+    scope = form.get("scope") or "selected"
+    if scope == "filter":
+        return action, [], job_filter(form)
+    if scope != "selected":
+        raise BadRequest(f"unknown scope {scope!r}: use selected or filter")
+    return action, _job_ids(form.getlist("ids")), None
+
+
+def _whole(field: str, value: Any, most: int) -> int | None:
+    """``value`` as a whole number from 1 to ``most``: an int, or its digits in a form field."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and _WHOLE.fullmatch(value.strip()):
+        number = int(value.strip()[:40])  # 40 digits are out of range already
+    else:
+        shown = repr(value[:40]) if isinstance(value, str) else _kind(value)
+        raise BadRequest(f"{field} must be a whole number, not {shown}")
+    if not 1 <= number <= most:
+        shown = str(number) if len(str(abs(number))) <= 20 else "a number of over 20 digits"
+        raise BadRequest(f"{field} must be between 1 and {most}, not {shown}")
+    return number
+
+
+def limits(values: Mapping[str, Any]) -> tuple[int | None, tuple[int, timedelta] | None]:
+    """The concurrency and rate limits of a limits form or body (``rate`` per ``rate_seconds``).
+
+    A blank field is not given; ``rate_seconds`` defaults to 1 when ``rate``
+    is given and is refused without it.
+    """
+    _only(values, ("concurrency", "rate", "rate_seconds"))
+    concurrency = _whole("concurrency", values.get("concurrency"), MAX_QUEUE_LIMIT)
+    count = _whole("rate", values.get("rate"), MAX_QUEUE_LIMIT)
+    seconds = _whole("rate_seconds", values.get("rate_seconds"), _MAX_SECONDS)
+    if count is None and seconds is not None:
+        raise BadRequest("rate_seconds needs a rate (claims per that many seconds)")
+    if concurrency is None and count is None:
+        raise BadRequest("give a concurrency limit, a rate, or both")
+    rate = (count, timedelta(seconds=seconds or 1)) if count is not None else None
+    return concurrency, rate

@@ -1,0 +1,369 @@
+"""``jobrun web`` over a real socket, driven as a browser would drive its pages, and by hand.
+
+The dashboard runs as the real command (a subprocess on a free port); the
+client resolves every form action against the page's URL the way a browser
+does (dot segments removed), then posts it with the page's CSRF token. That
+is how a queue named ``../queues/victim`` used to pause ``victim``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import re
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from tests.acceptance.web_site import PASSWORD, USER, serve, stop
+
+from jobrun import Client
+from jobrun.job import NewJob, NewSchedule, QueueInfo, Schedule
+
+EVIL = "../queues/victim"
+EVIL_SCHEDULE = "../schedules/victim"
+
+
+def with_client(db_url: str, body: Callable[[Client], Any]) -> Any:
+    async def run() -> Any:
+        async with Client(database_url=db_url) as client:
+            return await body(client)
+
+    return asyncio.run(run())
+
+
+@pytest.fixture
+def site(db_url: str) -> Iterator[str]:
+    proc, url = serve(db_url)
+    try:
+        yield url
+    finally:
+        stop(proc)
+
+
+@pytest.fixture
+def web(site: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=site, auth=(USER, PASSWORD), timeout=10) as opened:
+        yield opened
+
+
+def forms(page: httpx.Response, row: str, value: str) -> list[str]:
+    """The action attributes of the forms in the table row whose ``row`` attribute is ``value``."""
+    found = re.search(rf'<tr {row}="{re.escape(html.escape(value))}">(.*?)</tr>', page.text, re.S)
+    assert found is not None, (value, page.text)
+    return [html.unescape(a) for a in re.findall(r'<form[^>]* action="([^"]*)"', found[1])]
+
+
+def submit(web: httpx.Client, page: httpx.Response, to: str, **fields: str) -> httpx.Response:
+    """Post a form as a browser does: its action ``to`` resolved against the page URL, its token."""
+    token = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert token is not None
+    target = page.url.join(to)  # RFC 3986 resolution: "/a/../b" becomes "/b"
+    return web.post(str(target), data={"csrf": token[1], **fields})
+
+
+def queues(db_url: str) -> dict[str, QueueInfo]:
+    listed = with_client(db_url, lambda c: c.store.list_queues())
+    return {q.name: q for q in listed}
+
+
+def schedules(db_url: str) -> dict[str, Schedule]:
+    listed = with_client(db_url, lambda c: c.store.list_schedules())
+    return {s.name: s for s in listed}
+
+
+def test_a_queue_named_like_a_path_is_the_only_one_its_buttons_change(
+    db_url: str, web: httpx.Client
+) -> None:
+    async def setup(client: Client) -> None:
+        for queue in ("victim", EVIL, "billing/eu", "billing", "eu"):
+            await client.store.enqueue(NewJob(type="t", queue=queue))
+
+    with_client(db_url, setup)
+    page = web.get("/queues")
+    assert page.status_code == 200
+    pause, limits = forms(page, "data-queue", EVIL)
+    # Every character of the name that is not unreserved is encoded: "/" too.
+    assert pause == "/queues/..%2Fqueues%2Fvictim/pause"
+    assert limits == "/queues/..%2Fqueues%2Fvictim/limits"
+    assert forms(page, "data-queue", "billing/eu")[0] == "/queues/billing%2Feu/pause"
+
+    assert submit(web, page, pause).status_code == 303
+    assert submit(web, page, limits, concurrency="3").status_code == 303
+    after = queues(db_url)
+    assert after[EVIL].paused and after[EVIL].concurrency_limit == 3
+    assert not after["victim"].paused and after["victim"].concurrency_limit is None
+
+    page = web.get("/queues")
+    resume, _, clear = forms(page, "data-queue", EVIL)
+    assert clear == "/queues/..%2Fqueues%2Fvictim/clear-limits"
+    with_client(db_url, lambda c: c.store.set_queue_limits("victim", concurrency=7))
+    assert submit(web, page, clear).status_code == 303
+    assert submit(web, page, resume).status_code == 303
+    after = queues(db_url)
+    assert not after[EVIL].paused and after[EVIL].concurrency_limit is None
+    assert after["victim"].concurrency_limit == 7
+
+    page = web.get("/queues")
+    pause, limits = forms(page, "data-queue", "billing/eu")
+    assert submit(web, page, pause).status_code == 303
+    assert submit(web, page, limits, rate="5", rate_seconds="60").status_code == 303
+    after = queues(db_url)
+    assert after["billing/eu"].paused and after["billing/eu"].rate_limit == 5
+    for other in ("billing", "eu", "victim"):
+        assert not after[other].paused and after[other].rate_limit is None
+
+
+def test_the_api_takes_a_percent_encoded_queue_name_with_a_slash(
+    db_url: str, web: httpx.Client
+) -> None:
+    with_client(db_url, lambda c: c.store.enqueue(NewJob(type="t", queue="billing")))
+    h = {"X-CSRF-Token": web.get("/api/csrf").json()["token"]}
+    paused = web.post("/api/queues/billing%2Feu/pause", headers=h)
+    assert paused.status_code == 200, paused.text
+    assert paused.json()["name"] == "billing/eu" and paused.json()["paused"] is True
+    limited = web.post("/api/queues/billing%2Feu/limits", json={"concurrency": 2}, headers=h)
+    assert limited.json()["concurrency_limit"] == 2
+    assert web.post("/api/queues/billing%2Feu/clear-limits", headers=h).status_code == 200
+    assert web.post("/api/queues/..%2Fqueues%2Fvictim/pause", headers=h).status_code == 200
+    after = queues(db_url)
+    assert after["billing/eu"].paused and after["billing/eu"].concurrency_limit is None
+    assert after[EVIL].paused
+    assert not after["billing"].paused and "victim" not in after
+    # A name the rule refuses is refused by the API too, and nothing is stored.
+    refused = web.post("/api/queues/a%2Cb/pause", headers=h)
+    assert refused.status_code == 400 and "','" in refused.json()["error"]
+    assert "a,b" not in queues(db_url)
+
+
+def test_a_schedule_named_like_a_path_is_the_only_one_its_button_changes(
+    db_url: str, web: httpx.Client
+) -> None:
+    async def setup(client: Client) -> None:
+        for name in ("victim", EVIL_SCHEDULE, "reports/eu"):
+            await client.store.create_schedule(
+                NewSchedule(name=name, type="t", every=timedelta(hours=1))
+            )
+
+    with_client(db_url, setup)
+    page = web.get("/schedules")
+    [pause] = forms(page, "data-name", EVIL_SCHEDULE)
+    assert pause == "/schedules/..%2Fschedules%2Fvictim/pause"
+    assert submit(web, page, pause).status_code == 303
+    [pause] = forms(page, "data-name", "reports/eu")
+    assert submit(web, page, pause).status_code == 303
+    after = schedules(db_url)
+    assert after[EVIL_SCHEDULE].paused and after["reports/eu"].paused
+    assert not after["victim"].paused
+    h = {"X-CSRF-Token": web.get("/api/csrf").json()["token"]}
+    resumed = web.post("/api/schedules/reports%2Feu/resume", headers=h)
+    assert resumed.status_code == 200 and resumed.json()["paused"] is False
+
+
+def test_a_queue_stored_before_the_name_rule_still_shows_and_lists(
+    db_url: str, web: httpx.Client
+) -> None:
+    job = with_client(db_url, lambda c: c.store.enqueue(NewJob(type="t", queue="mail")))
+    with psycopg.connect(db_url) as conn:  # test fixture SQL: data from before the rule
+        conn.execute("UPDATE jobs SET queue = 'mail,default' WHERE id = %s", (job.id,))
+        conn.execute("INSERT INTO queues (name, paused) VALUES ('mail,default', true)")
+    page = web.get("/queues")
+    assert page.status_code == 200
+    assert forms(page, "data-queue", "mail,default") == []  # no controls to misuse
+    assert "must not contain &#39;,&#39;" in page.text
+    overview = web.get("/")
+    assert overview.status_code == 200 and "/jobs?queue=mail%2Cdefault" in overview.text
+    listed = web.get("/jobs", params={"queue": "mail,default"})
+    assert listed.status_code == 200 and str(job.id) in listed.text
+    h = {"X-CSRF-Token": web.get("/api/csrf").json()["token"]}
+    assert web.post(f"/api/jobs/{job.id}/cancel", headers=h).json()["state"] == "cancelled"
+
+
+# -- issue 27, item 7: malformed bodies and form fields -----------------------------------
+
+
+def snapshot(db_url: str) -> list[Any]:
+    """Everything an action could change: job states, events, queue and schedule controls."""
+    with psycopg.connect(db_url) as conn:  # test fixture SQL
+        return [
+            conn.execute(
+                "SELECT id, state, cancel_requested, attempts FROM jobs ORDER BY id"
+            ).fetchall(),
+            conn.execute("SELECT count(*) FROM job_events").fetchall(),
+            conn.execute(
+                "SELECT name, paused, concurrency_limit, rate_limit, rate_interval, changed_by"
+                " FROM queues ORDER BY name"
+            ).fetchall(),
+            conn.execute("SELECT name, paused, changed_by FROM schedules ORDER BY name").fetchall(),
+        ]
+
+
+@pytest.fixture
+def targets(db_url: str) -> dict[str, str]:
+    """One job, queue and schedule for every action, each in a state the action would change."""
+
+    async def setup(client: Client) -> dict[str, str]:
+        store = client.store
+        queued = await store.enqueue(NewJob(type="t", queue="mail"))
+        await store.enqueue(NewJob(type="t", queue="work", max_attempts=1))
+        [claimed] = await store.claim(["work"], "w", 1, timedelta(minutes=1))
+        dead = await store.fail(claimed, "w", "boom")
+        await store.set_queue_limits("mail", concurrency=2)
+        await store.pause_queue("mail")
+        await store.create_schedule(NewSchedule(name="nightly", type="t", every=timedelta(hours=1)))
+        return {"queued": str(queued.id), "dead": str(dead.id)}
+
+    ids: dict[str, str] = with_client(db_url, setup)
+    return ids
+
+
+def api_actions(targets: dict[str, str]) -> list[str]:
+    return [
+        "/api/jobs/bulk",
+        f"/api/jobs/{targets['queued']}/cancel",
+        f"/api/jobs/{targets['dead']}/retry",
+        "/api/schedules/nightly/pause",
+        "/api/schedules/nightly/resume",
+        "/api/queues/mail/pause",
+        "/api/queues/mail/resume",
+        "/api/queues/mail/limits",
+        "/api/queues/mail/clear-limits",
+    ]
+
+
+MALFORMED_BODIES = {
+    "array": "[]",
+    "string": '"x"',
+    "number": "5",
+    "null": "null",
+    "ids-number": '{"ids": 5}',
+    "not-json": "{",
+    "deep-array": "[" * 100_000 + "]" * 100_000,
+    "deep-object": '{"a":' * 50_000 + "1" + "}" * 50_000,
+    "deep-in-a-field": '{"action": "retry", "ids": ' + "[" * 500 + "]" * 500 + "}",
+    "huge-number": '{"concurrency": 1' + "0" * 5000 + "}",
+}
+
+
+def test_every_api_action_refuses_a_malformed_body_with_one_line_and_changes_nothing(
+    db_url: str, web: httpx.Client, targets: dict[str, str]
+) -> None:
+    before = snapshot(db_url)
+    h = {"X-CSRF-Token": web.get("/api/csrf").json()["token"], "Content-Type": "application/json"}
+    for path in api_actions(targets):
+        for name, body in MALFORMED_BODIES.items():
+            response = web.post(path, content=body, headers=h)
+            assert response.status_code == 400, (path, name, response.text[:300])
+            error = response.json()["error"]
+            assert error and "\n" not in error and "Traceback" not in error, (path, name, error)
+        too_big = web.post(path, content=b"[" + b" " * (2 << 20) + b"]", headers=h)
+        assert too_big.status_code == 413, (path, too_big.text[:300])
+        as_form = web.post(path, data={"x": "1"}, headers={"X-CSRF-Token": h["X-CSRF-Token"]})
+        assert as_form.status_code == 415, (path, as_form.text[:300])
+    assert snapshot(db_url) == before
+
+
+BAD_BULK_BODIES = [
+    ({"action": "retry", "ids": 5}, "ids must be an array"),
+    ({"action": "retry", "ids": [5]}, "ids must hold job ids"),
+    ({"action": "retry", "ids": ["nope"]}, "'nope' in ids is not a job id"),
+    ({"action": "retry", "filter": "dead"}, "filter must be an object"),
+    ({"action": "retry", "filter": {"state": ["dead"]}}, "state must be a string"),
+    ({"action": "retry", "filter": {"state": "gone"}}, "unknown state 'gone'"),
+    ({"action": "retry", "filter": {"after": "soon"}}, "after must be a date"),
+    ({"action": "retry", "filter": {"mood": "dead"}}, "unexpected field 'mood'"),
+    ({"action": "retry"}, "give ids"),
+    ({"action": "retry", "ids": [], "filter": {}}, "give ids"),
+    ({"action": 5, "ids": []}, "unknown bulk action a number"),
+    ({"action": "delete", "ids": []}, "unknown bulk action 'delete'"),
+    ({"action": "retry", "ids": [], "extra": 1}, "unexpected field 'extra'"),
+]
+
+BAD_LIMITS = [
+    ({"rate": "5", "rate_seconds": "0"}, "rate_seconds must be between 1"),
+    ({"rate": "5", "rate_seconds": "-1"}, "rate_seconds must be between 1"),
+    ({"rate": "5", "rate_seconds": "1.5"}, "rate_seconds must be a whole number"),
+    ({"rate": "5", "rate_seconds": "9" * 40}, "rate_seconds must be between 1"),
+    ({"rate_seconds": "60"}, "rate_seconds needs a rate"),
+    ({"rate": "0"}, "rate must be between 1"),
+    ({"rate": "1e3"}, "rate must be a whole number"),
+    ({"concurrency": "0"}, "concurrency must be between 1"),
+    ({"concurrency": "-3"}, "concurrency must be between 1"),
+    ({"concurrency": "2.5"}, "concurrency must be a whole number"),
+    ({"concurrency": "abc"}, "concurrency must be a whole number"),
+    ({"concurrency": "99999999999"}, "concurrency must be between 1 and 2147483647"),
+    ({"concurrency": ""}, "give a concurrency limit, a rate, or both"),
+]
+
+BAD_LIMITS_JSON = [
+    ({k: int(v) if v.lstrip("-").isdigit() else v for k, v in fields.items()}, needle)
+    for fields, needle in BAD_LIMITS
+] + [
+    ({"concurrency": 2.5}, "concurrency must be a whole number, not a number"),
+    ({"concurrency": True}, "concurrency must be a whole number, not a boolean"),
+    ({"concurrency": [3]}, "concurrency must be a whole number, not an array"),
+    ({"rate": 5, "rate_seconds": 0}, "rate_seconds must be between 1"),
+    ({"concurrency": 3, "paused": True}, "unexpected field 'paused'"),
+]
+
+
+def test_api_bodies_of_the_wrong_shape_are_refused_naming_the_field(
+    db_url: str, web: httpx.Client, targets: dict[str, str]
+) -> None:
+    before = snapshot(db_url)
+    h = {"X-CSRF-Token": web.get("/api/csrf").json()["token"]}
+    for path, cases in (
+        ("/api/jobs/bulk", BAD_BULK_BODIES),
+        ("/api/queues/mail/limits", BAD_LIMITS_JSON),
+    ):
+        for body, needle in cases:
+            response = web.post(path, json=body, headers=h)
+            assert response.status_code == 400, (path, body, response.text)
+            assert needle in response.json()["error"], (path, body, response.text)
+    assert snapshot(db_url) == before
+
+
+def test_page_forms_refuse_numbers_and_ids_they_cannot_use_as_given(
+    db_url: str, web: httpx.Client, targets: dict[str, str]
+) -> None:
+    before = snapshot(db_url)
+    page = web.get("/queues")
+    [_, limits, _] = forms(page, "data-queue", "mail")
+    for fields, needle in BAD_LIMITS:
+        response = submit(web, page, limits, **fields)
+        assert response.status_code == 400, (fields, response.text)
+        assert needle in html.unescape(response.text), (fields, response.text)
+    page = web.get("/jobs")
+    for fields, needle in (
+        ({"action": "retry", "scope": "selected", "ids": "not-a-uuid"}, "is not a job id"),
+        ({"action": "retry", "scope": "everything"}, "unknown scope 'everything'"),
+        ({"action": "purge", "scope": "selected"}, "unknown bulk action 'purge'"),
+        ({"action": "retry", "scope": "filter", "state": "gone"}, "unknown state 'gone'"),
+    ):
+        response = submit(web, page, "/jobs/bulk", **fields)
+        assert response.status_code == 400, (fields, response.text)
+        assert needle in html.unescape(response.text), (fields, response.text)
+    assert snapshot(db_url) == before
+
+
+# -- issue 27, item 8: job ids in lists ----------------------------------------------------
+
+
+def test_the_jobs_list_shows_every_id_whole_with_a_copy_control(
+    db_url: str, web: httpx.Client
+) -> None:
+    jobs = with_client(
+        db_url, lambda c: c.store.enqueue_batch([NewJob(type="t") for _ in range(3)])
+    )
+    ids = [str(job.id) for job in jobs]
+    # Ids made within a minute share their first 8 characters (the timestamp).
+    assert len({i[:8] for i in ids}) == 1
+    page = web.get("/jobs").text
+    for job_id in ids:
+        row = re.search(rf'<tr data-id="{job_id}">(.*?)</tr>', page, re.S)
+        assert row is not None, page
+        assert f"<code>{job_id}</code>" in row[1]
+        assert f'data-copy="{job_id}"' in row[1]

@@ -1,0 +1,51 @@
+"""``jobrun web`` as a subprocess on a free port, for tests that talk to it over a real socket."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+USER, PASSWORD = "ops", "browser-test-pass"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def serve(db_url: str, *extra: str) -> tuple[subprocess.Popen[str], str]:
+    """Start ``jobrun web`` (Basic auth USER/PASSWORD) and return it with its base URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobrun", "web", "--database-url", db_url,
+         "--port", str(port), "--user", USER, "--password", PASSWORD, *extra],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url + "/", timeout=1)
+            return proc, url
+        except httpx.TransportError:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+    stop(proc)
+    raise AssertionError("jobrun web did not start")
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
