@@ -483,13 +483,13 @@ async def test_a_job_stopped_before_its_task_began_is_still_reported_and_freed()
     await asyncio.sleep(0.05)
     job = make_job(owner=w.owner)
     w._start(job)
-    w._stop(w._running[job.id.int], "cancelled")  # before the task's first step
+    w._state.running[job.id.int].stop("cancelled")  # before the task's first step
     for _ in range(250):
-        if job.id.int not in w._running:
+        if job.id.int not in w._state.running:
             break
         await asyncio.sleep(0.02)
-    assert job.id.int not in w._running
-    assert w._executing == 0
+    assert job.id.int not in w._state.running
+    assert w._state.executing == 0
     assert ran == []
     assert [(j.id, "stopped" in detail) for j, detail in store.failed] == [(job.id, True)]
     stop.set()

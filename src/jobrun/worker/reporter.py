@@ -1,0 +1,129 @@
+"""The reporter: hands each attempt's outcome to the completer, then logs and counts it.
+
+One line per attempt that did not succeed (a retry, a snooze, a cancel, a
+death, a lost lease) and a DEBUG line per success; the observer
+(:class:`jobrun.observe.Observer`, metrics) hears of every attempt recorded.
+A completion whose effect did not commit (a failing commit callback, a
+database error) is reported again as a failed attempt, so it retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from jobrun.errors import LeaseLost
+from jobrun.job import Job, JobState, Outcome, OutcomeKind
+from jobrun.observe import Observer
+from jobrun.worker.attempt import Attempt, error_text, log_fields, one_line
+
+__all__ = ["Reporter"]
+
+_LABELS = {
+    OutcomeKind.FAIL: "failed",
+    OutcomeKind.RELEASE: "handed_back",
+    OutcomeKind.SNOOZE: "snoozed",
+    OutcomeKind.CANCEL: "cancelled",
+}
+
+# What an attempt's outcome is called for the observer: by the state it left
+# the job in, or for a job queued again by the kind of outcome that did it.
+_OBSERVED = {
+    JobState.SUCCEEDED: "succeeded",
+    JobState.DEAD: "dead",
+    JobState.CANCELLED: "cancelled",
+}
+_REQUEUED = {
+    OutcomeKind.FAIL: "failed",
+    OutcomeKind.RELEASE: "handed_back",
+    OutcomeKind.SNOOZE: "snoozed",
+}
+
+
+class Reporter:
+    """Reports outcomes through ``submit`` (the completer's) for the worker ``owner``."""
+
+    def __init__(
+        self,
+        submit: Callable[[Outcome], Awaitable[Job | BaseException]],
+        *,
+        owner: str,
+        log: logging.Logger,
+        observer: Observer | None = None,
+    ) -> None:
+        self._submit = submit
+        self._owner = owner
+        self._log = log
+        self._observer = observer
+
+    async def report(self, run: Attempt, outcome: Outcome) -> None:
+        """Hand ``outcome`` to the completer and log how the attempt ended."""
+        result = await self._submit(outcome)
+        if self._observer is not None:
+            self._observe(run, outcome, result)
+        if isinstance(result, Job):
+            state = result.state.value
+            # A success is the common case: one INFO line per job cost a
+            # busy worker about a quarter of its throughput, so it is DEBUG;
+            # every other ending (retry, snooze, cancel, dead) stays visible.
+            if state == "dead":
+                level = logging.WARNING
+            elif state == "succeeded":
+                level = logging.DEBUG
+            else:
+                level = logging.INFO
+            label = (
+                state
+                if outcome.kind is OutcomeKind.COMPLETE
+                else f"{_LABELS[outcome.kind]}:{state}"
+            )
+            self._record(run, label, level=level, detail=outcome.detail)
+        elif isinstance(result, LeaseLost):
+            self._record(run, "lease_lost", level=logging.WARNING, detail=str(result))
+        elif isinstance(result, asyncio.CancelledError):
+            self._record(run, "abandoned", level=logging.ERROR, detail="worker stopped")
+        elif outcome.kind is OutcomeKind.COMPLETE:
+            # The effect did not commit (a failing commit callback, a database
+            # error): it is a failed attempt like any other, so it retries.
+            detail = f"completion failed: {error_text(result)}"
+            await self.report(run, Outcome(job=run.job, kind=OutcomeKind.FAIL, detail=detail))
+        else:
+            self._log.warning(
+                "could not record the %s of job %s, its lease will expire: %s",
+                outcome.kind.value,
+                run.job.id,
+                one_line(result),
+                exc_info=result if self._log.isEnabledFor(logging.DEBUG) else None,
+                extra=log_fields(run, self._owner, outcome="report_failed"),
+            )
+
+    def _observe(self, run: Attempt, outcome: Outcome, result: Job | BaseException) -> None:
+        """Tell the observer how the attempt ended (nothing for an attempt not recorded)."""
+        assert self._observer is not None
+        if isinstance(result, Job):
+            label = _OBSERVED.get(result.state)
+            if label is None:  # queued again
+                label = _REQUEUED.get(outcome.kind, "failed")
+        elif isinstance(result, LeaseLost):
+            label = "lease_lost"
+        else:
+            return
+        self._observer.finished(run.job, label, run.ran)
+
+    def _record(self, run: Attempt, outcome: str, *, level: int, detail: str = "") -> None:
+        if not self._log.isEnabledFor(level):
+            return
+        extra = log_fields(run, self._owner, outcome=outcome)
+        if detail:
+            extra["error"] = detail
+        self._log.log(
+            level,
+            "job %s (%s, attempt %d): %s in %.1fms",
+            run.job.id,
+            run.job.type,
+            run.job.attempts,
+            outcome,
+            extra["duration_ms"],
+            extra=extra,
+        )
