@@ -482,7 +482,7 @@ async def test_a_job_stopped_before_its_task_began_is_still_reported_and_freed()
     task = asyncio.create_task(w.run(stop))
     await asyncio.sleep(0.05)
     job = make_job(owner=w.owner)
-    w._start(job)
+    w._runner.start(job)
     w._state.running[job.id.int].stop("cancelled")  # before the task's first step
     for _ in range(250):
         if job.id.int not in w._state.running:

@@ -18,8 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
-from datetime import timedelta
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from jobrun.job import HandoffOffer, Job
@@ -27,6 +26,7 @@ from jobrun.observe import Observer
 from jobrun.ports import Dispatcher, Executor
 from jobrun.worker.attempt import one_line
 from jobrun.worker.claiming import ClaimPlan, plan_claim
+from jobrun.worker.settings import WorkerSettings
 from jobrun.worker.signals import WorkerSignals
 from jobrun.worker.state import WorkerState
 
@@ -50,7 +50,7 @@ class Offers(Protocol):
 
 
 class Claimer:
-    """Claims jobs of ``queues`` for ``owner`` into ``state`` until the worker stops.
+    """Claims jobs of ``settings.queues`` for ``owner`` into ``state`` until the worker stops.
 
     ``start_ahead`` starts buffered jobs while slots are free; ``give_back``
     hands a job back; ``request_stop`` ends a drain.
@@ -60,11 +60,9 @@ class Claimer:
         self,
         store: Executor,
         state: WorkerState,
+        settings: WorkerSettings,
         *,
-        queues: Sequence[str],
         owner: str,
-        lease: timedelta,
-        poll_every: timedelta,
         offers: Offers,
         start_ahead: Callable[[], None],
         give_back: Callable[[Job, str], None],
@@ -75,11 +73,11 @@ class Claimer:
     ) -> None:
         self._store = store
         self._state = state
-        self._queues = queues
+        self._queues = settings.queues
         self._owner = owner
-        self._lease = lease
-        self._poll = poll_every
-        self._poll_every = poll_every.total_seconds()
+        self._lease = settings.lease
+        self._poll = settings.poll_every
+        self._poll_every = settings.poll_every.total_seconds()
         self._dispatcher: Dispatcher | None = None
         self._offers = offers
         self._start_ahead = start_ahead

@@ -11,6 +11,7 @@ batch commits.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -69,6 +70,24 @@ class Completer:
         self._recorded = recorded if recorded is not None else Signal("recorded")
         self.stats = CompletionStats()
         """Totals of the batches sent so far."""
+
+    def log_stopped(self, log: logging.Logger) -> None:
+        """Log the worker's closing line: what it recorded, in how many batches."""
+        stats = self.stats
+        log.info(
+            "worker %s stopped: %d jobs completed in %d batches, "
+            "%d commit callbacks run again after a group rollback",
+            self._owner,
+            stats.jobs,
+            stats.batches,
+            stats.callback_reinvocations,
+            extra={
+                "owner": self._owner,
+                "completed": stats.jobs,
+                "completion_batches": stats.batches,
+                "callback_reinvocations": stats.callback_reinvocations,
+            },
+        )
 
     def submit(self, outcome: Outcome) -> asyncio.Future[Job | BaseException]:
         """Queue ``outcome``; the future resolves once its batch was recorded."""

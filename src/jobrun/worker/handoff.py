@@ -24,6 +24,7 @@ from jobrun.job import HandoffOffer, Job
 from jobrun.observe import Observer
 from jobrun.ports import Dispatcher, Executor, HandoffInbox, HandoffReceiver
 from jobrun.worker.attempt import one_line
+from jobrun.worker.settings import WorkerSettings
 from jobrun.worker.state import WorkerState
 
 __all__ = ["Handoff"]
@@ -39,8 +40,8 @@ class Handoff:
     def __init__(
         self,
         state: WorkerState,
+        settings: WorkerSettings,
         *,
-        poll_every: timedelta,
         start: Callable[[Job], None],
         give_back: Callable[[Job, str], None],
         observer: Observer | None,
@@ -53,7 +54,7 @@ class Handoff:
         self._log = log
         # Longer than an idle worker takes between two claims, each of which
         # renews the offers; an offer of a worker that died lasts this long.
-        self._offer_ttl = 2 * poll_every + timedelta(seconds=1)
+        self._offer_ttl = 2 * settings.poll_every + timedelta(seconds=1)
         self._inbox: HandoffInbox | None = None
         self._claiming = False
         # Jobs handed in while a claim was in flight: started once it returns.

@@ -13,36 +13,38 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from datetime import timedelta
 from uuid import UUID
 
 from jobrun.job import Job, Outcome, OutcomeKind
 from jobrun.ports import Executor
 from jobrun.worker.attempt import STOP_CANCELLED, Attempt, log_fields, one_line
+from jobrun.worker.settings import WorkerSettings
 from jobrun.worker.state import WorkerState
 
 __all__ = ["Heartbeat"]
 
 
 class Heartbeat:
-    """Extends the leases ``state`` lists for ``owner``; ``submit`` reports dropped jobs."""
+    """Extends the leases ``state`` lists for ``owner`` every ``settings.heartbeat_every``.
+
+    ``submit`` reports the buffered jobs it drops.
+    """
 
     def __init__(
         self,
         store: Executor,
         state: WorkerState,
+        settings: WorkerSettings,
         *,
         owner: str,
-        lease: timedelta,
-        every: timedelta,
         submit: Callable[[Outcome], object],
         log: logging.Logger,
     ) -> None:
         self._store = store
         self._state = state
         self._owner = owner
-        self._lease = lease
-        self._every = every.total_seconds()
+        self._lease = settings.lease
+        self._every = settings.heartbeat_every.total_seconds()
         self._submit = submit
         self._log = log
 

@@ -49,8 +49,8 @@ class Reporter:
         submit: Callable[[Outcome], Awaitable[Job | BaseException]],
         *,
         owner: str,
+        observer: Observer | None,
         log: logging.Logger,
-        observer: Observer | None = None,
     ) -> None:
         self._submit = submit
         self._owner = owner

@@ -21,10 +21,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from datetime import timedelta
 
 from jobrun.job import Job
 from jobrun.worker.attempt import STOP_SHUTDOWN, Attempt
+from jobrun.worker.settings import WorkerSettings
 from jobrun.worker.state import WorkerState
 
 __all__ = ["HAND_BACK_TIMEOUT", "Shutdown"]
@@ -38,21 +38,23 @@ _TOKEN_NOTICE = 0.5
 
 
 class Shutdown:
-    """Drains ``state``'s jobs when its worker stops; ``give_back`` hands buffered ones back."""
+    """Drains ``state``'s jobs within ``settings.shutdown_grace`` when its worker stops.
+
+    ``give_back`` hands the buffered ones back.
+    """
 
     def __init__(
         self,
         state: WorkerState,
+        settings: WorkerSettings,
         *,
-        grace: timedelta,
-        lease: timedelta,
         owner: str,
         give_back: Callable[[Job, str], None],
         log: logging.Logger,
     ) -> None:
         self._state = state
-        self._grace = grace.total_seconds()
-        self._lease = lease
+        self._grace = settings.shutdown_grace.total_seconds()
+        self._lease = settings.lease
         self._owner = owner
         self._give_back = give_back
         self._log = log

@@ -45,7 +45,6 @@ import os
 import secrets
 import signal
 import socket
-import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -58,13 +57,13 @@ from jobrun.observe import Observer
 from jobrun.ports import Dispatcher, WorkerStore
 from jobrun.reaper import Reaper
 from jobrun.registry import Registry
-from jobrun.worker.attempt import STOP_SHUTDOWN, Attempt
 from jobrun.worker.claimer import Claimer
 from jobrun.worker.completer import Completer, CompletionStats
 from jobrun.worker.executor import JobExecutor
 from jobrun.worker.handoff import Handoff
 from jobrun.worker.heartbeat import Heartbeat
 from jobrun.worker.reporter import Reporter
+from jobrun.worker.runner import Runner
 from jobrun.worker.settings import WorkerSettings
 from jobrun.worker.shutdown import HAND_BACK_TIMEOUT, Shutdown
 from jobrun.worker.signals import WorkerSignals
@@ -205,47 +204,32 @@ class Worker:
         )
         submit = self._completer.submit
         self._executor = JobExecutor(registry, job_timeout=s.job_timeout, threads=s.concurrency)
-        self._reporter = Reporter(submit, owner=owner, log=log, observer=observer)
+        executor, reporter = (
+            self._executor,
+            Reporter(submit, owner=owner, observer=observer, log=log),
+        )
+        self._runner = runner = Runner(
+            state, executor.attempt, executor.execute, reporter.report, owner=owner, log=log
+        )
+        give_back = self._give_back
         self._handoff = Handoff(
-            state,
-            poll_every=s.poll_every,
-            start=self._start,
-            give_back=self._give_back,
-            observer=observer,
-            log=log,
+            state, s, start=runner.start, give_back=give_back, observer=observer, log=log
         )
         self._claimer = Claimer(
             store,
             state,
-            queues=s.queues,
+            s,
             owner=owner,
-            lease=s.lease,
-            poll_every=s.poll_every,
             offers=self._handoff,
-            start_ahead=self._start_ahead,
-            give_back=self._give_back,
+            start_ahead=runner.start_ahead,
+            give_back=give_back,
             request_stop=self.request_stop,
             observer=observer,
             signals=self.signals,
             log=log,
         )
-        self._heartbeat = Heartbeat(
-            store,
-            state,
-            owner=owner,
-            lease=s.lease,
-            every=s.heartbeat_every,
-            submit=submit,
-            log=log,
-        )
-        self._shutdown = Shutdown(
-            state,
-            grace=s.shutdown_grace,
-            lease=s.lease,
-            owner=owner,
-            give_back=self._give_back,
-            log=log,
-        )
+        self._heartbeat = Heartbeat(store, state, s, owner=owner, submit=submit, log=log)
+        self._shutdown = Shutdown(state, s, owner=owner, give_back=give_back, log=log)
         self._reaper = (
             Reaper(store, s.reap_every, logger=logger, observer=observer) if s.reap_every else None
         )
@@ -344,21 +328,7 @@ class Worker:
         for sig in self._os_signals:
             loop.remove_signal_handler(sig)
         self._os_signals.clear()
-        stats = self._completer.stats
-        self._log.info(
-            "worker %s stopped: %d jobs completed in %d batches, "
-            "%d commit callbacks run again after a group rollback",
-            self.owner,
-            stats.jobs,
-            stats.batches,
-            stats.callback_reinvocations,
-            extra={
-                "owner": self.owner,
-                "completed": stats.jobs,
-                "completion_batches": stats.batches,
-                "callback_reinvocations": stats.callback_reinvocations,
-            },
-        )
+        self._completer.log_stopped(self._log)
 
     def _on_signal(self, sig: int) -> None:
         graceful = not self._state.stopping.is_set()
@@ -372,77 +342,6 @@ class Worker:
     async def _watch(self, stop: asyncio.Event) -> None:
         await stop.wait()
         self.request_stop()
-
-    # -- one job ------------------------------------------------------------------------------
-
-    def _start(self, job: Job, *, handed_back: bool = False) -> None:
-        state = self._state
-        earlier = state.running.get(job.id.int)
-        if earlier is not None:
-            if earlier.reporting and earlier.successor is None:
-                # The earlier run's outcome made the job due again and this
-                # claim saw it before the run had been cleared away: the new
-                # attempt starts as soon as it has.
-                earlier.successor = job
-                return
-            # Claimed again while a stale attempt still runs here (its lease was
-            # reaped): running both would run the job twice in this process. The
-            # new lease is left to expire, and the reaper hands the job out again.
-            self._log.warning(
-                "job %s claimed again while its attempt %d still runs here; not starting it",
-                job.id,
-                earlier.job.attempts,
-                extra={"job_id": str(job.id), "owner": self.owner},
-            )
-            return
-        run = self._executor.attempt(job)
-        if handed_back:
-            # Shutdown is handing jobs back: this one is returned without running.
-            run.stop_reason = STOP_SHUTDOWN
-        state.running[job.id.int] = run
-        state.executing += 1
-        state.starts += 1
-        run.task = asyncio.get_running_loop().create_task(self._attempt(run))
-
-    async def _attempt(self, run: Attempt) -> None:
-        """One attempt, as its own task: execute, free the slot, report, leave."""
-        state = self._state
-        try:
-            outcome = await self._executor.execute(run)
-            self._release(run)
-            if outcome is not None:
-                await self._reporter.report(run, outcome)
-        finally:
-            self._release(run)
-            state.running.pop(run.job.id.int, None)
-            state.settled += 1
-            if run.successor is not None:
-                self._start(run.successor, handed_back=state.handing_back)
-            state.wakeup.set()
-
-    def _release(self, run: Attempt) -> None:
-        """Free the job's handler slot: from here on it only reports its outcome.
-
-        Reporting (a completion batch, a fail) is database work that overlaps the
-        next claim, which is what keeps claims and completions pipelined.
-        """
-        if run.reporting:
-            return
-        run.reporting = True
-        run.ran = time.monotonic() - run.started
-        state = self._state
-        state.executing -= 1
-        if state.ahead:
-            self._start_ahead()
-        state.wakeup.set()
-
-    def _start_ahead(self) -> None:
-        """Start buffered jobs while slots are free (none once the worker is stopping)."""
-        state = self._state
-        while state.ahead and state.executing < state.concurrency:
-            if state.stopping.is_set():
-                return
-            self._start(state.ahead.popleft()[0])
 
     def _give_back(self, job: Job, reason: str) -> None:
         """Hand ``job`` back unstarted: queued, due now, the attempt not counted."""
