@@ -26,9 +26,10 @@ Shutdown (:mod:`jobrun.worker.shutdown`): the first SIGTERM/SIGINT (or the
 ``stop`` event) stops claiming and lets running jobs finish until
 ``shutdown_grace``; whatever still runs then is cancelled and handed back
 (queued, due now, the attempt not counted). A second signal skips the grace
-period. A sync handler's thread cannot be stopped: one that ignores its
-token is left leased for the reaper, and so is a sync handler that timed out
-or was cancelled until its thread returns.
+period. A sync handler's thread cannot be stopped: one that times out or is
+cancelled keeps its job leased (and heartbeated) until the thread returns,
+and one that ignores its token past the shutdown deadline is left leased for
+the reaper, which then decides, counting the attempt.
 
 The clock rule: the worker sends the store no times of its own; leases,
 retry times and snoozes are computed from the database's clock.
@@ -203,11 +204,10 @@ class Worker:
             store, owner, max_batch=s.completion_batch, recorded=self.signals.recorded
         )
         submit = self._completer.submit
-        self._executor = JobExecutor(registry, job_timeout=s.job_timeout, threads=s.concurrency)
-        executor, reporter = (
-            self._executor,
-            Reporter(submit, owner=owner, observer=observer, log=log),
+        self._executor = executor = JobExecutor(
+            registry, job_timeout=s.job_timeout, threads=s.concurrency
         )
+        reporter = Reporter(submit, owner=owner, observer=observer, log=log)
         self._runner = runner = Runner(
             state, executor.attempt, executor.execute, reporter.report, owner=owner, log=log
         )
