@@ -112,6 +112,7 @@ async def explain_claim(
         "owner": _OWNER,
         "lease": _LEASE,
         "offer_channel": None,
+        "offer_lease": _LEASE,
         "offer_ttl": timedelta(0),
         "record_events": True,
     }
@@ -271,6 +272,7 @@ def _claim_params(
         owner=_OWNER,
         lease=_LEASE,
         offer_channel=None,
+        offer_lease=_LEASE,
         offer_ttl=timedelta(0),
         record_events=record_events,
     )
@@ -356,6 +358,7 @@ async def check_fenced_updates(
                 "outcomes": [JobOutcome.COMPLETE] * len(ids),
                 "details": [""] * len(ids),
                 "delays": [timedelta(0)] * len(ids),
+                "attempt_limits": [0] * len(ids),
                 "owner": owner,
                 "now": None,
                 "jitter": 0.0,

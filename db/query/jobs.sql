@@ -42,25 +42,64 @@ SELECT * FROM inserted;
 -- Handoff (migration 00009): when the caller allows it (a job due now, without
 -- an idempotency key, small enough to travel in a notification) and an idle
 -- worker offers a slot for the queue, the job is inserted already leased to
--- that worker (attempt 1, the worker's own lease, handed), the claim is
--- recorded, and the whole job goes to the worker's channel instead of the
--- queue's wake-up: the worker starts it without claiming. SKIP LOCKED passes
--- over an offer another enqueue or the worker's own claim is rewriting. A
--- queue with controls (paused, a concurrency or a rate limit) is never handed
--- to: only the claim enforces those.
-WITH offer AS (
+-- that worker (attempt 1, handed, for the offer's short lease until the
+-- worker confirms it), the claim is recorded, and the whole job goes to the
+-- worker's channel instead of the queue's wake-up: the worker starts it
+-- without claiming. SKIP LOCKED passes over an offer another enqueue or the
+-- worker's own claim is rewriting. A queue with controls (paused, a
+-- concurrency or a rate limit) is never handed to: only the claim enforces
+-- those.
+--
+-- An enqueue must never fail because of how it is announced: NOTIFY refuses a
+-- payload of 8000 bytes or more (or a channel name over 63 bytes), and a
+-- refused NOTIFY aborts the statement, insert and all. The store's size check
+-- is only a cheap first filter (so is the owner's length here): jsonb renders
+-- a payload its own way (1e-40 as 42 digits). So the text a handoff sends is
+-- built with the candidate offer, from the values the row gets (the job CTE,
+-- computed once for both), and an offer is taken only when that very text is
+-- under the limit and its channel a name NOTIFY takes. Otherwise the job is
+-- queued and the queue's plain wake-up (a queue name, at most 128 characters)
+-- goes out instead.
+--
+-- Comments stay out of the statement's body: psycopg caches its parsing of a
+-- query only up to 4096 bytes, and this one runs through a cursor on a
+-- caller's connection (conn=).
+WITH job AS (
+    SELECT @id::uuid AS id, @queue::text AS queue, @type::text AS type,
+           nullif(sqlc.arg('payload_json')::text, '')::jsonb AS payload,
+           @priority::smallint AS priority, @max_attempts::integer AS max_attempts,
+           @backoff_kind::backoff_kind AS backoff_kind,
+           @backoff_base::interval AS backoff_base, @backoff_max::interval AS backoff_max,
+           coalesce(sqlc.narg('run_at')::timestamptz, now() + sqlc.arg('delay')::interval)
+               AS run_at,
+           sqlc.narg('idempotency_key')::text AS idempotency_key,
+           coalesce(sqlc.narg('meta')::jsonb, '{}'::jsonb) AS meta,
+           now() AS created_at
+), offer AS (
     UPDATE worker_offers
     SET slots = worker_offers.slots - 1
     FROM (
-        SELECT candidate.owner, candidate.queue
-        FROM worker_offers AS candidate
+        SELECT candidate.owner, candidate.queue, handoff.note
+        FROM job
+        JOIN worker_offers AS candidate ON candidate.queue = job.queue
+        CROSS JOIN LATERAL (
+            SELECT json_build_object(
+                'id', job.id, 'queue', job.queue, 'type', job.type,
+                'payload', job.payload, 'priority', job.priority,
+                'attempts', 1, 'max_attempts', job.max_attempts,
+                'backoff_kind', job.backoff_kind,
+                'backoff_base', extract(epoch FROM job.backoff_base),
+                'backoff_max', extract(epoch FROM job.backoff_max),
+                'run_at', job.run_at, 'lease_owner', candidate.owner,
+                'lease_expires_at', job.created_at + candidate.lease,
+                'created_at', job.created_at, 'meta', job.meta)::text AS note
+        ) AS handoff
         WHERE @handoff::boolean
-          AND candidate.queue = @queue::text
           AND candidate.slots > 0
           AND candidate.expires_at > now()
-          -- The owner travels in the notification too, whose payload must
-          -- stay under 8000 bytes (the store bounds the rest).
           AND octet_length(candidate.owner) <= 200
+          AND octet_length(candidate.channel) <= 63
+          AND octet_length(handoff.note) < 8000
           AND NOT EXISTS (
               SELECT 1 FROM queues
               WHERE queues.name = candidate.queue
@@ -71,25 +110,24 @@ WITH offer AS (
         FOR UPDATE OF candidate SKIP LOCKED
     ) AS taken
     WHERE worker_offers.owner = taken.owner AND worker_offers.queue = taken.queue
-    RETURNING worker_offers.owner, worker_offers.channel, worker_offers.lease
+    RETURNING worker_offers.channel, taken.note, worker_offers.owner, worker_offers.lease
 ), inserted AS (
     INSERT INTO jobs (
         id, queue, type, payload, priority, max_attempts,
         backoff_kind, backoff_base, backoff_max, run_at, idempotency_key, meta,
-        state, attempts, lease_owner, lease_expires_at, handed
+        state, attempts, lease_owner, lease_expires_at, handed, created_at
     )
-    SELECT @id, @queue, @type, nullif(sqlc.arg('payload_json')::text, '')::jsonb, @priority,
-           @max_attempts,
-           @backoff_kind, @backoff_base, @backoff_max,
-           coalesce(sqlc.narg('run_at')::timestamptz, now() + sqlc.arg('delay')::interval),
-           sqlc.narg('idempotency_key'), coalesce(sqlc.narg('meta')::jsonb, '{}'::jsonb),
+    SELECT job.id, job.queue, job.type, job.payload, job.priority, job.max_attempts,
+           job.backoff_kind, job.backoff_base, job.backoff_max, job.run_at,
+           job.idempotency_key, job.meta,
            CASE WHEN offer.owner IS NULL THEN 'queued' ELSE 'leased' END::job_state,
            CASE WHEN offer.owner IS NULL THEN 0 ELSE 1 END,
-           offer.owner, now() + offer.lease, offer.owner IS NOT NULL
-    FROM (SELECT 1) AS one (n)
+           offer.owner, job.created_at + offer.lease, offer.owner IS NOT NULL,
+           job.created_at
+    FROM job
     LEFT JOIN offer ON true
     ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING *
+    RETURNING id, queue, handed, run_at, created_at, lease_owner, lease_expires_at
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
     SELECT inserted.id, inserted.created_at, 'enqueued', NULL::job_state,
@@ -102,16 +140,7 @@ WITH offer AS (
     WHERE inserted.handed AND @record_claim::boolean
 ), notified AS (
     SELECT CASE WHEN inserted.handed
-        THEN pg_notify(offer.channel, json_build_object(
-            'id', inserted.id, 'queue', inserted.queue, 'type', inserted.type,
-            'payload', inserted.payload, 'priority', inserted.priority,
-            'attempts', inserted.attempts, 'max_attempts', inserted.max_attempts,
-            'backoff_kind', inserted.backoff_kind,
-            'backoff_base', extract(epoch FROM inserted.backoff_base),
-            'backoff_max', extract(epoch FROM inserted.backoff_max),
-            'run_at', inserted.run_at, 'lease_owner', inserted.lease_owner,
-            'lease_expires_at', inserted.lease_expires_at,
-            'created_at', inserted.created_at, 'meta', inserted.meta)::text)
+        THEN pg_notify(offer.channel, offer.note)
         ELSE pg_notify(@channel::text, inserted.queue) END
     FROM inserted
     LEFT JOIN offer ON true
@@ -237,22 +266,30 @@ WITH RECURSIVE controls AS MATERIALIZED (
                                          - queue_leased_count(wanted.queue)) END,
                    CASE
                        WHEN controls.rate_limit IS NULL THEN @max_jobs::integer
-                       WHEN controls.window_start IS NULL
-                            OR controls.window_start < date_bin(
-                                controls.rate_interval,
-                                coalesce(sqlc.narg('now')::timestamptz, now()),
-                                timestamptz '1970-01-01 00:00:00+00')
-                           THEN controls.rate_limit
                        WHEN controls.window_start = date_bin(
                                 controls.rate_interval,
                                 coalesce(sqlc.narg('now')::timestamptz, now()),
                                 timestamptz '1970-01-01 00:00:00+00')
                            THEN greatest(0, controls.rate_limit - controls.window_claims)
-                       -- The row is already in a later window than this
-                       -- claim's clock (a claimer that began earlier and
-                       -- waited for the lock): claim nothing rather than
-                       -- count against a window the row no longer tracks.
-                       ELSE 0
+                       -- The row is already in a later window of this
+                       -- rate_interval than this claim's clock (a claimer
+                       -- that began earlier and waited for the lock): claim
+                       -- nothing rather than count against a window the row
+                       -- no longer tracks. Only a claim can write such a
+                       -- window: a later one of the current interval lies
+                       -- after the current time.
+                       WHEN controls.window_start > date_bin(
+                                controls.rate_interval,
+                                coalesce(sqlc.narg('now')::timestamptz, now()),
+                                timestamptz '1970-01-01 00:00:00+00')
+                            AND controls.window_start = date_bin(
+                                controls.rate_interval, controls.window_start,
+                                timestamptz '1970-01-01 00:00:00+00')
+                           THEN 0
+                       -- No window yet, an earlier one, or one of an earlier
+                       -- rate_interval (not on this interval's boundaries): a
+                       -- fresh window, never a stall until its end.
+                       ELSE controls.rate_limit
                    END)
            END AS room
     FROM unnest((SELECT @queues::text[])) AS wanted (queue)
@@ -356,10 +393,12 @@ WITH RECURSIVE controls AS MATERIALIZED (
     -- claim, in the same statement, so they never outlive what the claim
     -- knew: with offer_channel set and slots left free, one offer per wanted
     -- queue of that many slots, valid for offer_ttl (an idle worker claims
-    -- again within its poll interval, which renews them).
+    -- again within its poll interval, which renews them). A job handed
+    -- through one is leased for offer_lease: the short time its worker has
+    -- to confirm it (see JobHeartbeat), not the worker's whole lease.
     INSERT INTO worker_offers (owner, queue, channel, slots, lease, expires_at)
     SELECT @owner::text, wanted.queue, sqlc.narg('offer_channel')::text, left_over.slots,
-           @lease::interval, now() + sqlc.arg('offer_ttl')::interval
+           sqlc.arg('offer_lease')::interval, now() + sqlc.arg('offer_ttl')::interval
     FROM left_over
     CROSS JOIN unnest((SELECT @queues::text[])) AS wanted (queue)
     WHERE sqlc.narg('offer_channel')::text IS NOT NULL AND left_over.slots > 0
@@ -416,7 +455,8 @@ WHERE (SELECT set_config('synchronous_commit', 'off', true)) = 'off';
 -- requested: the owner must stop those jobs. ids and attempts are parallel
 -- arrays: job i was claimed as attempt i.
 --
--- A heartbeat also confirms a handed job (migration 00009): its worker has it.
+-- A heartbeat also confirms a handed job (migration 00009): its worker has it,
+-- and its short first lease (the offer's) becomes the worker's own.
 --
 -- The fence's values are compared with columns of the materialized input,
 -- not with literals or parameters (see JobRecordOutcomes): each held job is
@@ -449,6 +489,10 @@ RETURNING jobs.id;
 -- attempt, unexpired lease) change; the others are left alone and not
 -- returned. job_outcome_state decides the next state and job_backoff_delay a
 -- failed job's wait; a hand-back or snooze gives the attempt back.
+-- attempt_limit i (0 for none) bounds a failure below the job's own
+-- max_attempts and makes delay i its wait instead of the backoff: the policy
+-- for a job the worker cannot run (an unknown type, a payload that does not
+-- validate), which must not take the job's whole retry budget.
 --
 -- Each outcome must be one primary-key probe, whatever the statistics say.
 -- The fence's values (state, owner, clock) are therefore columns of the
@@ -468,27 +512,30 @@ WITH outcome AS MATERIALIZED (
            unnest((SELECT @outcomes::job_outcome[])) AS kind,
            nullif(unnest((SELECT @details::text[])), '') AS detail,
            unnest((SELECT @delays::interval[])) AS delay,
+           nullif(unnest((SELECT @attempt_limits::integer[])), 0) AS attempt_limit,
            'leased'::job_state AS held_state,
            @owner::text AS owner,
            coalesce(sqlc.narg('now')::timestamptz, now()) AS now
 ), recorded AS (
     UPDATE jobs
+    -- least() skips a NULL attempt_limit: the job's own max_attempts then.
     SET state = job_outcome_state(outcome.kind, jobs.cancel_requested, jobs.attempts,
-                                  jobs.max_attempts),
+                                  least(jobs.max_attempts, outcome.attempt_limit)),
         attempts = CASE
             WHEN outcome.kind IN ('release', 'snooze') AND NOT jobs.cancel_requested
                 THEN greatest(jobs.attempts - 1, 0)
             ELSE jobs.attempts END,
         run_at = CASE job_outcome_state(outcome.kind, jobs.cancel_requested, jobs.attempts,
-                                        jobs.max_attempts)
-            WHEN 'queued' THEN outcome.now + CASE outcome.kind
-                WHEN 'fail' THEN job_backoff_delay(jobs.backoff_kind, jobs.backoff_base,
-                                                   jobs.backoff_max, jobs.attempts,
-                                                   @jitter::double precision)
+                                        least(jobs.max_attempts, outcome.attempt_limit))
+            WHEN 'queued' THEN outcome.now + CASE
+                WHEN outcome.kind = 'fail' AND outcome.attempt_limit IS NULL
+                    THEN job_backoff_delay(jobs.backoff_kind, jobs.backoff_base,
+                                           jobs.backoff_max, jobs.attempts,
+                                           @jitter::double precision)
                 ELSE outcome.delay END
             ELSE jobs.run_at END,
         finished_at = CASE job_outcome_state(outcome.kind, jobs.cancel_requested, jobs.attempts,
-                                             jobs.max_attempts)
+                                             least(jobs.max_attempts, outcome.attempt_limit))
             WHEN 'queued' THEN NULL
             ELSE outcome.now END,
         lease_owner = NULL,

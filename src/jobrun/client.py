@@ -80,7 +80,11 @@ class Client:
     """jobrun for one service: a pool, a store, and workers built from one :class:`Config`.
 
     ``registry`` holds the handlers a worker runs (a producer-only client
-    needs none). Settings are a ``config`` or keyword arguments of
+    needs none). A client whose registry has handlers also checks what it
+    enqueues against them: a job type it does not register, or a payload its
+    handler's model refuses, raises :class:`~jobrun.errors.InvalidJob` and
+    nothing is stored (to enqueue for another application's workers, use a
+    client without a registry). Settings are a ``config`` or keyword arguments of
     :class:`Config` (``database_url=``, ``queues=``, ``concurrency=``, ...);
     either way ``JOBRUN_*`` variables fill in what is not given. Use it as an
     async context manager, or call :meth:`open` and :meth:`close`.
@@ -129,6 +133,9 @@ class Client:
             notify_channel=config.notify_channel,
             payload_models=self.registry.payload_models(),
             observer=self._metrics,
+            # A registry with handlers is the list of types this application runs:
+            # any other type is refused at enqueue instead of dying in a worker.
+            job_types=self.registry if len(self.registry) else None,
         )
         return self
 

@@ -20,8 +20,13 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from jobrun.durations import parse_duration
 from jobrun.errors import ConfigurationError
-from jobrun.job import DEFAULT_NOTIFY_CHANNEL, EventMode, describe_invalid
+from jobrun.job import DEFAULT_NOTIFY_CHANNEL, EventMode, describe_invalid, notify_channel_problem
 from jobrun.retention import Retention, retention_problem
+from jobrun.unrunnable import (
+    DEFAULT_UNRUNNABLE_ATTEMPTS,
+    DEFAULT_UNRUNNABLE_RETRY,
+    UnrunnableRetry,
+)
 
 __all__ = ["DEFAULT_CLAIM_AHEAD", "DEFAULT_YOUNG_THRESHOLD", "Config"]
 
@@ -168,6 +173,12 @@ class Config(BaseSettings):
     """How often the worker's reaper looks for expired leases (None or ``off``: no reaper)."""
     completion_batch: int = Field(default=1000, ge=1, le=100_000)
     """Most outcomes the completer records in one batch."""
+    unrunnable_attempts: int = Field(default=DEFAULT_UNRUNNABLE_ATTEMPTS, ge=1)
+    """Attempts a job gets, at most, when the worker cannot run it (its type has no
+    handler, its payload does not validate): a rolling deploy may bring a worker that
+    can; then it ends dead (see :mod:`jobrun.unrunnable`)."""
+    unrunnable_retry: Duration = DEFAULT_UNRUNNABLE_RETRY
+    """How long such a job waits between those attempts."""
     gc_young_threshold: Annotated[int | None, BeforeValidator(_off)] = Field(
         default=DEFAULT_YOUNG_THRESHOLD, ge=1
     )
@@ -215,6 +226,7 @@ class Config(BaseSettings):
             "scheduler_tick",
             "queue_stats_every",
             "maintenance_every",
+            "unrunnable_retry",
         ):
             value: timedelta = getattr(self, name)
             if value < timedelta(0) or (name != "shutdown_grace" and value == timedelta(0)):
@@ -223,6 +235,8 @@ class Config(BaseSettings):
             maybe: timedelta | None = getattr(self, name)
             if maybe is not None and maybe <= timedelta(0):
                 raise ValueError(f"{name} must be positive, got {maybe}")
+        # Built once here so a bad pair (a retry over 100 years) is refused at once.
+        UnrunnableRetry(attempts=self.unrunnable_attempts, retry=self.unrunnable_retry)
         problem = retention_problem(
             "retention_",
             succeeded=self.retention_succeeded,
@@ -240,6 +254,9 @@ class Config(BaseSettings):
             )
         if not self.queues or any(not q or "\x00" in q for q in self.queues):
             raise ValueError("queues must be non-empty names")
+        problem = notify_channel_problem(self.notify_channel)
+        if problem is not None:
+            raise ValueError(problem)
         if self.heartbeat_every is not None and self.heartbeat_every > self.lease / 3:
             raise ValueError(
                 f"heartbeat_every ({self.heartbeat_every}) must be at most a third of "
@@ -253,6 +270,11 @@ class Config(BaseSettings):
         if self.heartbeat_every is not None:
             return self.heartbeat_every
         return min(timedelta(seconds=10), self.lease / 3)
+
+    @property
+    def unrunnable(self) -> UnrunnableRetry:
+        """The retry policy of jobs the worker cannot run, as the worker takes it."""
+        return UnrunnableRetry(attempts=self.unrunnable_attempts, retry=self.unrunnable_retry)
 
     @property
     def retention(self) -> Retention:

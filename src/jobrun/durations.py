@@ -13,7 +13,13 @@ from datetime import timedelta
 from jobrun.errors import ConfigurationError, DurationError
 from jobrun.job import MAX_DELAY
 
-__all__ = ["DurationError", "format_duration", "parse_duration", "positive_seconds"]
+__all__ = [
+    "DurationError",
+    "format_duration",
+    "human_duration",
+    "parse_duration",
+    "positive_seconds",
+]
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
@@ -80,6 +86,30 @@ def format_duration(value: timedelta) -> str:
     if seconds or rest:
         parts.append(f"{seconds + rest / 1_000_000:g}s")
     return sign + "".join(parts)
+
+
+def human_duration(value: timedelta) -> str:
+    """``value`` for a person to read at a glance, in one format at every size.
+
+    Seconds with one decimal under a minute (``0.4s``, ``8.5s``), then the two
+    largest units, the smaller padded to two digits (``2m 05s``, ``1h 03m``,
+    ``2d 04h``). Unlike :func:`format_duration` it rounds: it is for showing a
+    measured time (a queue's lag), not for reading back.
+    """
+    seconds = value.total_seconds()
+    sign = "-" if seconds < 0 else ""
+    seconds = abs(seconds)
+    if round(seconds, 1) < 60:
+        return f"{sign}{seconds:.1f}s"
+    whole = round(seconds)
+    if whole < 3600:
+        minutes, rest = divmod(whole, 60)
+        return f"{sign}{minutes}m {rest:02d}s"
+    if whole < 86400:
+        hours, rest = divmod(whole, 3600)
+        return f"{sign}{hours}h {rest // 60:02d}m"
+    days, rest = divmod(whole, 86400)
+    return f"{sign}{days}d {rest // 3600:02d}h"
 
 
 def positive_seconds(name: str, value: timedelta, *, allow_zero: bool = False) -> float:

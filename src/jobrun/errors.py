@@ -10,7 +10,8 @@ The hierarchy::
     │   └── PoolExhausted         every pooled connection stayed busy past the timeout
     ├── MigrationError            a malformed or failing migration file
     ├── SchemaMissing             the database lacks jobrun's tables: run `jobrun migrate`
-    ├── InvalidJob                bad input at enqueue: payload, queue, type, policy
+    ├── InvalidJob                bad input at enqueue (payload, queue, type, policy),
+    │   │                         or a malformed job id
     │   └── PayloadTooLarge
     ├── InvalidPayload            a payload does not validate against its handler's type
     ├── InvalidSchedule           bad cron expression, interval or time zone
@@ -142,6 +143,8 @@ class SchemaMissing(JobrunError):
 class InvalidJob(JobrunError, ValueError):
     """A job was refused (built with bad fields, or refused at enqueue); nothing was written.
 
+    Also what a store method taking a job id raises for one that is not a UUID.
+
     Also a ValueError, as pydantic's own validation errors are, so code that
     caught those keeps working.
     """
@@ -155,7 +158,8 @@ class InvalidPayload(JobrunError):
     """A job's payload does not validate against its handler's declared payload type.
 
     Raised by :meth:`jobrun.registry.Registry.new_job` on the producer side; on
-    the worker side the attempt fails with this message and is retried.
+    the worker side the attempt fails with this message and is retried on the
+    bounded policy of :mod:`jobrun.unrunnable`.
     """
 
     def __init__(self, job_type: str, detail: str) -> None:
@@ -241,7 +245,12 @@ class CommitTimeout(JobrunError):
 
 
 class UnknownJobType(JobrunError):
-    """A claimed job has a type no handler is registered for."""
+    """A claimed job has a type no handler is registered for.
+
+    The worker retries such a job on the bounded policy of
+    :mod:`jobrun.unrunnable`; a producer holding the registry refuses the
+    type at enqueue with :class:`InvalidJob` instead.
+    """
 
     def __init__(self, job_type: str) -> None:
         self.job_type = job_type

@@ -50,11 +50,13 @@ from jobrun.errors import ConfigurationError, InvalidJob, InvalidSchedule, Jobru
 
 __all__ = [
     "DEFAULT_NOTIFY_CHANNEL",
+    "HANDOFF_CONFIRM_WITHIN",
     "MAX_ATTEMPTS_LIMIT",
     "MAX_DELAY",
     "MAX_PAYLOAD_DEPTH",
     "MAX_PRIORITY",
     "MIN_PRIORITY",
+    "NOTIFY_CHANNEL_MAX_BYTES",
     "RUN_AT_FLOOR",
     "RUN_AT_LIMIT",
     "Backoff",
@@ -87,6 +89,8 @@ __all__ = [
     "new_job_id",
     "new_job_ids",
     "new_job_problem",
+    "notify_channel_problem",
+    "parse_job_id",
     "payload_problem",
     "text_problem",
 ]
@@ -137,6 +141,28 @@ def text_problem(field: str, value: str) -> str | None:
         except UnicodeEncodeError as exc:
             char = ord(exc.object[exc.start])
             return f"{field} must be valid Unicode text: it holds a lone surrogate (U+{char:04X})"
+    return None
+
+
+NOTIFY_CHANNEL_MAX_BYTES = 63
+"""The longest LISTEN/NOTIFY channel name PostgreSQL takes, in UTF-8 bytes (NAMEDATALEN - 1)."""
+
+
+def notify_channel_problem(channel: str) -> str | None:
+    """Why ``channel`` cannot be the LISTEN/NOTIFY channel, or None.
+
+    ``pg_notify`` refuses a longer name, which would fail every enqueue that
+    announces its job, and ``LISTEN`` would quietly listen on a shortened one.
+    """
+    if not channel:
+        return "notify_channel must not be empty"
+    problem = text_problem("notify_channel", channel)
+    if problem is not None:
+        return problem
+    size = len(channel.encode())
+    if size > NOTIFY_CHANNEL_MAX_BYTES:
+        limit = NOTIFY_CHANNEL_MAX_BYTES
+        return f"notify_channel must be at most {limit} bytes (UTF-8), not {size}"
     return None
 
 
@@ -320,6 +346,26 @@ def new_job_ids(count: int) -> list[UUID]:
             values.append(value)
         state.last = last
     return [_uuid_of(value) for value in values]
+
+
+def parse_job_id(value: object) -> UUID:
+    """``value`` as a job id: a UUID, or its text (what a URL, a form or ``argv`` holds).
+
+    Every store method that takes a job id reads it through here, so a
+    malformed one is an :class:`InvalidJob` naming it instead of whatever the
+    database driver makes of it.
+    """
+    if isinstance(value, UUID):
+        return value
+    if isinstance(value, str):
+        try:
+            return UUID(value.strip())
+        except ValueError:
+            pass
+    shown = repr(value)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    raise InvalidJob(f"{shown} is not a job id (a UUID)")
 
 
 def key_lock_id(key: str) -> int:
@@ -684,17 +730,36 @@ def queue_name_problem(name: str) -> str | None:
 
 
 def queue_limits_problem(concurrency: int | None, rate: tuple[int, timedelta] | None) -> str | None:
-    """Why ``concurrency`` and ``rate`` are not limits a queue can have, or None."""
+    """Why ``concurrency`` and ``rate`` are not limits a queue can have, or None.
+
+    Both counts must be whole numbers (a bool is not one) in range, the
+    interval a positive timedelta.
+    """
     if concurrency is None and rate is None:
         return "give a concurrency limit, a rate, or both"
-    if concurrency is not None and not 1 <= concurrency <= MAX_QUEUE_LIMIT:
-        return f"concurrency limit must be between 1 and {MAX_QUEUE_LIMIT}, got {concurrency}"
+    if concurrency is not None:
+        if not _is_whole(concurrency):
+            return f"concurrency limit must be a whole number, got {concurrency!r}"
+        if not 1 <= concurrency <= MAX_QUEUE_LIMIT:
+            return f"concurrency limit must be between 1 and {MAX_QUEUE_LIMIT}, got {concurrency}"
     if rate is not None:
+        if not isinstance(rate, tuple | list) or len(rate) != 2:
+            return f"rate must be (count, interval), got {rate!r}"
         count, interval = rate
+        if not _is_whole(count):
+            return f"rate count must be a whole number, got {count!r}"
         if not 1 <= count <= MAX_QUEUE_LIMIT:
             return f"rate count must be between 1 and {MAX_QUEUE_LIMIT}, got {count}"
+        if not isinstance(interval, timedelta):
+            return f"rate interval must be a timedelta, got {interval!r}"
         return duration_problem("rate interval", interval, positive=True)
     return None
+
+
+def _is_whole(value: object) -> bool:
+    # A bool is an int to Python but not a count to anyone; a float would be
+    # rounded silently by the database.
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class QueueControls(BaseModel):
@@ -855,7 +920,11 @@ class OutcomeKind(StrEnum):
     """
 
     COMPLETE = "complete"
-    """The handler returned: succeeded, its commit callback (if any) committed."""
+    """The handler returned: succeeded, its commit callback (if any) committed.
+
+    A cancel requested before the completion still wins: the job ends
+    cancelled and its commit callback is not run.
+    """
     FAIL = "fail"
     """The attempt failed: queued again after the job's backoff, or dead."""
     RELEASE = "release"
@@ -875,9 +944,13 @@ class Outcome:
     the hot path, and the Job inside is already valid. ``job`` is the job as
     it was claimed: its attempt number is part of the lease fence. ``detail``
     is the error or reason ("" keeps the job's last error); ``delay`` is a
-    snooze's wait. The store counts in ``invocations`` how often it called
-    ``commit``: more than once means a group commit was rolled back and the
-    callback ran again (see :data:`CommitCallback`).
+    snooze's wait. ``max_attempts`` bounds a failure below the job's own
+    ``max_attempts`` and makes ``delay`` its wait instead of the job's
+    backoff: the worker's policy for a job it cannot run (see
+    :class:`jobrun.unrunnable.UnrunnableRetry`). The store counts in
+    ``invocations`` how often it called ``commit``: more than once means a
+    group commit was rolled back and the callback ran again (see
+    :data:`CommitCallback`).
     """
 
     job: Job
@@ -889,6 +962,8 @@ class Outcome:
     lock_keys: tuple[str, ...] = ()
     """Application keys the commit callback needs held (``ctx.lock``): the store
     takes them, in one global order, before any callback of the group runs."""
+    max_attempts: int | None = None
+    """A failure's own attempt limit (with ``delay`` its wait); None: the job's."""
 
 
 SyncCommitCallback = Callable[[Any], None]
@@ -910,6 +985,11 @@ class SyncOutcome:
     delay: timedelta = timedelta(0)
     invocations: int = 0
     lock_keys: tuple[str, ...] = ()
+    max_attempts: int | None = None
+
+
+HANDOFF_CONFIRM_WITHIN = timedelta(seconds=5)
+"""How long a worker has to confirm a job handed to it (see :class:`HandoffOffer`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -922,12 +1002,21 @@ class HandoffOffer:
     ``channel``, where the worker's dispatcher receives it. Every claim
     rewrites the owner's offers, so they never outlive what the last claim
     knew; an offer left by a worker that died expires after ``ttl``.
+
+    A handed job is leased only for ``confirm_within`` (or the claim's own
+    lease, if shorter): the worker's heartbeat of it confirms that it arrived
+    and extends the lease to the worker's own. A job the worker never
+    received (its listening connection dropped just then) is so not stuck
+    for a whole lease: the reaper gives it back as soon as the short lease
+    runs out, due at once and its attempt not counted.
     """
 
     channel: str
     """The LISTEN channel on which the worker's dispatcher receives handed jobs."""
     ttl: timedelta
     """How long the offer stands without a new claim to renew it."""
+    confirm_within: timedelta = HANDOFF_CONFIRM_WITHIN
+    """The lease a handed job starts with, within which its worker confirms it."""
 
 
 class WorkerOffer(BaseModel):
@@ -938,5 +1027,5 @@ class WorkerOffer(BaseModel):
     channel: str
     slots: int
     lease: timedelta
-    """The lease a handed job gets: the worker's own."""
+    """The lease a handed job gets until its worker confirms it (see :class:`HandoffOffer`)."""
     expires_at: datetime

@@ -19,8 +19,8 @@ Each tick (``every``, default 1 minute) the leader deletes, in this order:
   state (a long-lived job keeps its recent history), and
 * effect-ledger rows older than ``Retention.effects`` (90 days) whose job is
   gone. The ledger is what keeps a replayed idempotency key from running its
-  effect twice, so it outlives the jobs; a row whose job still exists is
-  never pruned.
+  effect twice, so it outlives the jobs; a row is never pruned while its job
+  or any job of its effect key (a replay queued after a purge) exists.
 
 Between passes, every ``statistics_every`` (2 seconds), the leader also
 analyzes any of jobrun's growing tables that holds more than twice the rows

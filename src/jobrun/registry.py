@@ -12,14 +12,15 @@ pydantic can validate). The payload is validated before the handler runs, and
 producers can build jobs through the same type with :meth:`Registry.new_job`,
 so both sides agree on one schema.
 
-What a payload that does not validate does: the attempt fails with an
-:class:`InvalidPayload` message and is retried on the job's own backoff, like
-any other failure, until its attempts run out and it ends ``dead``. A payload
-never changes, but the *model* does: during a rolling deploy a job written by a
-new producer can reach a worker still running the old model, and the retry is
-what lets a new worker pick it up. The cost of a truly bad payload is a few
-cheap, exponentially spaced attempts. (Killing it at once would also need a
-``dead``-now transition, which the Store port does not offer.)
+What a payload that does not validate does: a producer that holds the
+registry (a :class:`~jobrun.client.Client` with handlers, ``jobrun enqueue
+--app``) refuses it at enqueue, as it refuses a type with no handler. One that
+still reaches a worker fails its attempt with an :class:`InvalidPayload`
+message and is retried on the bounded policy of :mod:`jobrun.unrunnable` (a
+few attempts about an hour in all, then ``dead``), not on the job's own
+backoff. A payload never changes, but the *model* does: during a rolling
+deploy a job written by a new producer can reach a worker still running the
+old model, and the retry is what lets a new worker pick it up.
 
 Nothing here touches the database: this module depends on the domain only.
 """

@@ -37,7 +37,7 @@ class Retention:
     events: timedelta = timedelta(days=14)
     """Events are deleted this long after they were recorded."""
     effects: timedelta = timedelta(days=90)
-    """Effect-ledger rows are deleted this long after their effect, once their job is gone."""
+    """Ledger rows are deleted this long after their effect, once no job of their key is left."""
 
     def __post_init__(self) -> None:
         problem = retention_problem(

@@ -5,9 +5,20 @@ from __future__ import annotations
 import gc
 from typing import Any
 
+from pydantic import BaseModel
+
 from jobrun.registry import JobContext, Registry
 
 registry = Registry()
+
+
+class Greeting(BaseModel):
+    name: str
+
+
+@registry.handler("cli.greet", payload=Greeting)
+async def greet(ctx: JobContext, payload: Greeting) -> None:
+    ctx.logger.info("hello %s", payload.name)
 
 
 @registry.handler("cli.echo")

@@ -11,15 +11,22 @@ handed job is never lost and never charged an attempt it did not run.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import secrets
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
 from tests.acceptance.test_cli_worker import (
     ROOT,
     enqueue,
@@ -27,6 +34,9 @@ from tests.acceptance.test_cli_worker import (
     wait_for_trace,
     worker,
 )
+
+from jobrun import Client, NewJob
+from jobrun.postgres import SyncProducer
 
 
 def offers(db_url: str) -> list[tuple[str, str, int]]:
@@ -216,3 +226,110 @@ def test_every_child_of_processes_offers_its_own_slots(db_url: str, tmp_path: Pa
         _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
     assert offers(db_url) == []
+
+
+def test_a_job_too_wide_to_hand_off_is_enqueued_and_run_while_a_worker_is_idle(
+    db_url: str, tmp_path: Path
+) -> None:
+    # {"p": [1e-40] * 220} is 1.3 kB of JSON, but jsonb writes each number out
+    # in full: handed to the idle worker, the job would travel as some 9.7 kB,
+    # over the 8000 bytes a notification holds. Each way a producer enqueues
+    # it must store it, wake the worker the plain way, and see it run.
+    trace = tmp_path / "trace"
+    payload: dict[str, object] = {"trace": str(trace), "p": [1e-40] * 220}
+
+    async def with_client() -> str:
+        async with Client(database_url=db_url) as client:
+            return str((await client.enqueue(NewJob(type="mark", payload=payload))).id)
+
+    def with_sync_producer() -> str:
+        with SyncProducer(db_url) as producer:
+            return str(producer.enqueue(NewJob(type="mark", payload=payload)).id)
+
+    with worker(db_url, "--poll", "60s", "--concurrency", "4") as proc:
+        wait_for_line(proc, "started on queues")
+        made = []
+        for produce in (
+            lambda: cli_enqueue(db_url, "mark", payload),
+            lambda: asyncio.run(with_client()),
+            with_sync_producer,
+        ):
+            wait_for_offers(db_url)  # the worker is idle and offers its slots
+            made.append(produce())
+        starts = wait_for_trace(trace, 3, timeout=20)
+        assert sorted(start[1] for start in starts) == sorted(made)
+        for job_id in made:
+            assert wait_for_state(db_url, job_id, "succeeded") == ("succeeded", 1)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    with psycopg.connect(db_url) as conn:
+        stored = conn.execute(
+            "SELECT payload FROM jobs WHERE id = ANY(%s::uuid[])", (made,)
+        ).fetchall()
+    assert [row[0] for row in stored] == [payload] * 3
+
+
+@contextmanager
+def login_role(db_url: str) -> Iterator[tuple[str, str]]:
+    """A role of its own (name, connection string), to refuse its new connections at will."""
+    role = f"jobrun_listener_{secrets.token_hex(4)}"
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN SUPERUSER").format(sql.Identifier(role)))
+    try:
+        yield role, make_conninfo(db_url, user=role)
+    finally:
+        with psycopg.connect(db_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+
+
+def test_a_job_handed_to_a_worker_whose_listener_just_dropped_runs_on_another_long_before_its_lease(
+    db_url: str, tmp_path: Path
+) -> None:
+    # The first worker's listening connection is killed, and kept from coming
+    # back, right as an enqueue hands it a job: the notification is lost. The
+    # job must not wait out that worker's 60 s lease (plus a reaper pass): its
+    # unconfirmed handoff lasts a few seconds, then the second worker runs it,
+    # the attempt not counted.
+    trace = tmp_path / "trace"
+    with (
+        login_role(db_url) as (role, first_url),
+        worker(first_url, "--lease", "60s", "--poll", "60s") as first,
+    ):
+        wait_for_line(first, "started on queues")
+        ((first_owner, _, _),) = wait_for_offers(db_url)
+        with worker(db_url, "--no-handoff", "--poll", "200ms") as second:
+            wait_for_line(second, "started on queues")
+            with psycopg.connect(db_url, autocommit=True) as admin:
+                admin.execute(sql.SQL("ALTER ROLE {} NOLOGIN").format(sql.Identifier(role)))
+                (listening,) = admin.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE usename = %s"
+                    " AND datname = current_database() AND application_name = 'jobrun-notifier'",
+                    (role,),
+                ).fetchall()
+                ended = admin.execute("SELECT pg_terminate_backend(%s, 10000)", listening)
+                assert ended.fetchone() == (True,)
+                job_id = cli_enqueue(db_url, "mark", {"trace": str(trace)})
+                handed = events(db_url, job_id)[1]
+                assert (handed[0], handed[2]) == ("claimed", first_owner)  # to the deaf worker
+                (start,) = wait_for_trace(trace, 1, timeout=40)
+                assert wait_for_state(db_url, job_id, "succeeded") == ("succeeded", 1)
+                admin.execute(sql.SQL("ALTER ROLE {} LOGIN").format(sql.Identifier(role)))
+            second.send_signal(signal.SIGTERM)
+            _, stderr = second.communicate(timeout=30)
+            assert second.returncode == 0, stderr
+        first.send_signal(signal.SIGTERM)
+        _, stderr = first.communicate(timeout=30)
+        assert first.returncode == 0, stderr
+    assert start[1:3] == [job_id, "1"]  # its first attempt: the lost handoff cost none
+    kinds = events(db_url, job_id)
+    assert [(k, a) for k, a, _, _ in kinds] == [
+        ("enqueued", 0),
+        ("claimed", 1),
+        ("reaped", 0),
+        ("claimed", 1),
+        ("succeeded", 1),
+    ]
+    assert kinds[3][2] not in (None, first_owner)
+    # Long before the first worker's own lease would have run out.
+    assert kinds[4][3] < handed[3] + timedelta(seconds=60)

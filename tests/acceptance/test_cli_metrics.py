@@ -239,6 +239,7 @@ def test_stats_lag_counts_due_jobs_only(db_url: str) -> None:
         if "│" in line
         for cells in [[c.strip() for c in line.split("│")[1:-1]]]
     }
-    assert rows["later"][1:] == ["1", "0", "0", "-"]  # queued, due, leased, lag
+    # queued, due, leased, succeeded, dead, cancelled, lag
+    assert rows["later"][1:] == ["1", "0", "0", "0", "0", "0", "-"]
     assert rows["now"][1:4] == ["1", "1", "0"]
-    assert rows["now"][4].endswith(("ms", "s"))
+    assert rows["now"][7].endswith(("ms", "s"))

@@ -136,7 +136,7 @@ def test_shutdown_leaves_a_stubborn_sync_job_leased_and_exits_at_the_deadline(
     assert "Traceback" not in stderr
     # The process exits at its deadline (1 s grace), not when the thread ends (30 s).
     assert exited_after < 10, exited_after
-    assert job_id in stderr and "leaving 1 jobs leased" in stderr, stderr
+    assert job_id in stderr and "leaving 1 job leased" in stderr, stderr
     # Not handed back: still leased by the first worker, attempt 1, so no other
     # worker can start it while that thread might still run.
     state, owner, attempts = job_row(db_url, job_id)

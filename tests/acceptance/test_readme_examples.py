@@ -25,6 +25,7 @@ import pytest
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+TOML_BLOCK = re.compile(r"^```toml\n(.*?)^```", re.S | re.M)
 
 
 def section(title: str) -> str:
@@ -78,13 +79,21 @@ async def test_the_application_examples_run_in_order(
 def test_the_testing_example_passes_as_a_users_test_module(
     pytester: pytest.Pytester, pg_admin_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (example,) = BLOCK.findall(section("Testing your handlers"))
+    text = section("Testing your handlers")
+    (example,) = BLOCK.findall(text)
+    # The pytest settings are the README's own block, so a reader who copies
+    # them gets what this test ran with.
+    (settings,) = TOML_BLOCK.findall(text)
+    assert settings.startswith("# pyproject.toml\n")
     tests = len(re.findall(r"^(?:async )?def test_", example, re.M))
     assert tests >= 3
     monkeypatch.setenv("JOBRUN_TEST_DATABASE_URL", pg_admin_url)
-    pytester.makeini(
-        "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
-    )
+    pytester.makepyprojecttoml(settings)
     pytester.makepyfile(test_jobs=example)
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=tests)
+    # No warnings either: an unset asyncio_default_fixture_loop_scope makes
+    # pytest-asyncio warn on every run (on stderr, at configuration time, so
+    # the outcome counts never see it).
+    result.assert_outcomes(passed=tests, warnings=0)
+    output = result.stdout.str() + result.stderr.str()
+    assert "Warning" not in output, output

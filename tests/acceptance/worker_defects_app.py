@@ -8,6 +8,7 @@ while the job is still leased.
 - ``stubborn``: a sync handler that ignores its cancellation token: appends a
   start line, sleeps ``payload["sleep"]`` seconds, appends an end line.
 - ``nap``: appends a start line, then sleeps ``payload["sleep"]`` seconds.
+- ``boom``: raises ``ValueError(payload["message"])``.
 """
 
 from __future__ import annotations
@@ -43,3 +44,8 @@ def stubborn(ctx: JobContext, payload: Any) -> None:
 async def nap(ctx: JobContext, payload: Any) -> None:
     _trace(ctx, payload, "start")
     await asyncio.sleep(float(payload["sleep"]))
+
+
+@registry.handler("boom")
+async def boom(ctx: JobContext, payload: Any) -> None:
+    raise ValueError(payload["message"])

@@ -87,6 +87,7 @@ async def test_recording_outcomes_probes_each_job_by_primary_key(pool: Pool) -> 
             "outcomes": ["complete"] * len(batch),
             "details": [""] * len(batch),
             "delays": [timedelta(0)] * len(batch),
+            "attempt_limits": [0] * len(batch),
             "owner": "w",
             "jitter": 0.1,
             "now": None,

@@ -182,6 +182,7 @@ def claim_params(owner: str) -> job_queries.JobClaimParams:
         owner=owner,
         lease=timedelta(seconds=30),
         offer_channel=None,
+        offer_lease=timedelta(seconds=30),
         offer_ttl=timedelta(0),
         record_events=True,
     )

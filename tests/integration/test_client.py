@@ -83,6 +83,11 @@ async def test_run_worker_drain_returns_by_itself_over_a_mixed_workload(db_url: 
                 snoozed.add(ctx.job.id)
                 raise Snooze(timedelta(0))
 
+    # A client holding a registry refuses a type it does not register (issue 27,
+    # item 10): the unknown type comes from a producer without one.
+    unknown = NewJob(type="unknown", max_attempts=1)
+    async with Client(database_url=db_url) as producer:
+        await producer.enqueue(unknown)
     async with Client(registry, database_url=db_url, concurrency=8, poll="5s") as client:
         jobs = [NewJob(type="effect", payload={"i": i}) for i in range(20)]
         jobs += [NewJob(type="sync", payload={"i": i}) for i in range(10)]
@@ -90,8 +95,8 @@ async def test_run_worker_drain_returns_by_itself_over_a_mixed_workload(db_url: 
         jobs += [NewJob(type="flaky", backoff=FAST, payload={"i": i}) for i in range(3)]
         jobs += [NewJob(type="stop", payload={"i": i}) for i in range(2)]
         jobs += [NewJob(type="later", payload={"i": i}) for i in range(2)]
-        jobs += [NewJob(type="unknown", max_attempts=1)]
         await client.enqueue_batch(jobs)
+        jobs.append(unknown)
         began = time.monotonic()
         stats = await asyncio.wait_for(client.run_worker(drain=True), 60)
         took = time.monotonic() - began

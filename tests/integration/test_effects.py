@@ -17,7 +17,7 @@ import pytest
 from tests.integration.test_store import LEASE, Stores, effect_rows, stores
 
 from jobrun.errors import LeaseLost
-from jobrun.job import Completion, Effect, Job, JobState, NewJob
+from jobrun.job import Effect, Job, JobState, NewJob, Outcome
 
 __all__ = ["stores"]
 
@@ -50,9 +50,9 @@ async def test_a_group_of_effects_commits_each_once_with_its_completion(
     store = await stores.make()
     jobs = await claimed_jobs(store, 50)
     outcomes = [
-        Completion(job=j, commit=Effect(INSERT, (j.id, "positional")))
+        Outcome(job=j, commit=Effect(INSERT, (j.id, "positional")))
         if i % 2
-        else Completion(job=j, commit=Effect(INSERT_NAMED, {"id": j.id, "note": "named"}))
+        else Outcome(job=j, commit=Effect(INSERT_NAMED, {"id": j.id, "note": "named"}))
         for i, j in enumerate(jobs)
     ]
     results = await store.record_outcomes("w1", outcomes)
@@ -75,9 +75,7 @@ async def test_effects_and_function_callbacks_share_one_group(
         return run
 
     outcomes = [
-        Completion(
-            job=j, commit=Effect(INSERT, (j.id, "effect")) if i < 3 else function_callback(j)
-        )
+        Outcome(job=j, commit=Effect(INSERT, (j.id, "effect")) if i < 3 else function_callback(j))
         for i, j in enumerate(jobs)
     ]
     results = await store.record_outcomes("w1", outcomes)
@@ -88,11 +86,11 @@ async def test_effects_and_function_callbacks_share_one_group(
 async def test_a_failing_effect_costs_only_its_own_job(stores: Stores, effects_db: str) -> None:
     store = await stores.make()
     jobs = await claimed_jobs(store, 5)
-    outcomes = [Completion(job=j, commit=Effect(INSERT, (j.id, "ok"))) for j in jobs]
+    outcomes = [Outcome(job=j, commit=Effect(INSERT, (j.id, "ok"))) for j in jobs]
     # The same SQL text, so it travels in the same executemany: its unique
     # violation fails the whole batch, and the store then completes each job
     # in a transaction of its own.
-    outcomes[3] = Completion(job=jobs[3], commit=Effect(INSERT, (jobs[1].id, "duplicate")))
+    outcomes[3] = Outcome(job=jobs[3], commit=Effect(INSERT, (jobs[1].id, "duplicate")))
     results = await store.record_outcomes("w1", outcomes)
     assert isinstance(results[3], psycopg.errors.UniqueViolation)
     assert all(isinstance(r, Job) for i, r in enumerate(results) if i != 3)
@@ -105,7 +103,7 @@ async def test_an_effect_of_a_lost_lease_is_not_written(stores: Stores, effects_
     jobs = await claimed_jobs(store, 3)
     with psycopg.connect(effects_db, autocommit=True) as conn:
         conn.execute("UPDATE jobs SET lease_owner = 'thief' WHERE id = %s", (jobs[0].id,))
-    outcomes = [Completion(job=j, commit=Effect(INSERT, (j.id, "ok"))) for j in jobs]
+    outcomes = [Outcome(job=j, commit=Effect(INSERT, (j.id, "ok"))) for j in jobs]
     results = await store.record_outcomes("w1", outcomes)
     assert isinstance(results[0], LeaseLost)
     assert sorted(effect_rows(effects_db)) == sorted(j.id for j in jobs[1:])
@@ -124,7 +122,7 @@ async def test_an_effect_whose_job_already_committed_it_is_not_run_again(
             "INSERT INTO processed_effects (scope, key, job_id) VALUES (%s, %s, %s)",
             (scope, key, jobs[1].id),
         )
-    outcomes = [Completion(job=j, commit=Effect(INSERT, (j.id, "ok"))) for j in jobs]
+    outcomes = [Outcome(job=j, commit=Effect(INSERT, (j.id, "ok"))) for j in jobs]
     results = await store.record_outcomes("w1", outcomes)
     assert all(isinstance(r, Job) and r.state is JobState.SUCCEEDED for r in results)
     assert sorted(effect_rows(effects_db)) == sorted([jobs[0].id, jobs[2].id])

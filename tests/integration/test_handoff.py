@@ -20,7 +20,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from jobrun.errors import LeaseLost
 from jobrun.job import (
+    HANDOFF_CONFIRM_WITHIN,
     HandoffOffer,
     Job,
     JobState,
@@ -86,7 +88,9 @@ async def test_an_idle_claim_offers_its_free_slots_for_each_of_its_queues(store:
         ("default", OWNER, 9, CHANNEL),
         ("mail", OWNER, 9, CHANNEL),
     ]
-    assert all(o.lease == LEASE for o in offers)
+    # A handed job's lease is the short one its worker must confirm it within.
+    assert OFFER.confirm_within == HANDOFF_CONFIRM_WITHIN < LEASE
+    assert all(o.lease == HANDOFF_CONFIRM_WITHIN for o in offers)
     now = await store.now()
     assert all(now < o.expires_at <= now + OFFER.ttl for o in offers)
 
@@ -221,6 +225,68 @@ async def test_the_largest_job_that_travels_fits_in_a_notification(
     ((_, text),) = await notes(listener)
     assert 4000 < len(text.encode()) < 8000
     assert job_from_handoff(text) == made
+
+
+# 1.3 kB of JSON, within every size check made before the statement, but
+# jsonb writes each of these numbers out in full (42 characters): the job would
+# travel as some 9.7 kB, over the 8000 bytes a notification may hold.
+WIDE_PAYLOAD = {"p": [1e-40] * 220}
+
+
+async def test_a_job_whose_handoff_text_would_pass_notifys_limit_is_queued_and_wakes_the_queue(
+    store: Store, pool: Pool, listener: psycopg.AsyncConnection[Any]
+) -> None:
+    await idle_claim(store)
+    made = await store.enqueue(NewJob(type="ping", payload=WIDE_PAYLOAD))
+    assert (made.state, made.lease_owner, made.attempts) == (JobState.QUEUED, None, 0)
+    assert await store.get(made.id) == made
+    assert made.payload == WIDE_PAYLOAD
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT octet_length(payload::text) FROM jobs WHERE id = %s", (made.id,)
+        )
+        row = await cur.fetchone()
+    assert row is not None and row[0] > 8000  # as jsonb renders it: it could not travel
+    assert await notes(listener) == [("jobrun", "default")]  # the plain wake-up instead
+    (offer,) = await store.offers()
+    assert offer.slots == 10  # not taken
+    # A job that fits still goes by handoff through the same offer.
+    small = await store.enqueue(NewJob(type="ping", payload={"p": [1e-40] * 20}))
+    assert small.state is JobState.LEASED
+
+
+async def test_the_sync_producer_queues_a_job_too_wide_to_hand_off(
+    store: Store, db_url: str
+) -> None:
+    from jobrun.postgres import SyncProducer
+
+    await idle_claim(store)
+    with SyncProducer(db_url) as producer:
+        made = producer.enqueue(NewJob(type="ping", payload=WIDE_PAYLOAD))
+    assert made.state is JobState.QUEUED
+    assert await store.get(made.id) == made
+
+
+async def test_an_offer_on_a_channel_notify_refuses_is_not_taken(store: Store) -> None:
+    # 40 characters pass the table's check, but they are 80 bytes: pg_notify
+    # refuses a channel name over 63, which would fail the producer's enqueue.
+    await idle_claim(store, offer=HandoffOffer(channel="é" * 40, ttl=timedelta(seconds=30)))
+    made = await store.enqueue(NewJob(type="ping"))
+    assert made.state is JobState.QUEUED
+
+
+@pytest.mark.parametrize("channel", ["x" * 64, "é" * 32, "a\x00b", ""])
+async def test_a_notify_channel_postgres_cannot_use_is_refused_when_the_store_is_made(
+    pool: Pool, db_url: str, channel: str
+) -> None:
+    from jobrun.errors import ConfigurationError
+    from jobrun.postgres import SyncProducer
+
+    with pytest.raises(ConfigurationError, match="notify_channel"):
+        Store(pool, notify_channel=channel)
+    with pytest.raises(ConfigurationError, match="notify_channel"):
+        SyncProducer(db_url, notify_channel=channel)
+    assert Store(pool, notify_channel="é" * 31).notify_channel == "é" * 31  # 62 bytes
 
 
 async def test_a_run_at_already_past_is_not_handed_off(store: Store) -> None:
@@ -383,3 +449,133 @@ async def test_the_handoff_json_round_trips_every_field(
     assert handed == made == await store.get(made.id)
     assert isinstance(handed.created_at, datetime) and handed.created_at.utcoffset() == timedelta(0)
     assert json.loads(payload)["payload"] == job.payload
+
+
+# -- confirmation (issue 27, item 5) -------------------------------------------------------
+
+SHORT = timedelta(milliseconds=200)
+
+
+async def reaped_back(store: Store, job: Job, within: float = 10.0) -> Job:
+    """Reap until ``job`` is given back (its short lease has run out); the job as reaped."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        reaped = [j for j in await store.reap_expired() if j.id == job.id]
+        if reaped:
+            return reaped[0]
+        assert asyncio.get_running_loop().time() < deadline, "the handed job was never reaped"
+        await asyncio.sleep(0.02)
+
+
+async def test_a_handed_job_is_leased_for_the_confirm_time_and_a_heartbeat_gives_it_the_whole_lease(
+    store: Store, pool: Pool
+) -> None:
+    await idle_claim(store)
+    made = await store.enqueue(NewJob(type="ping"))
+    assert made.lease_expires_at is not None
+    # Not the worker's 30 s: a job its worker never received is claimable again soon.
+    assert made.lease_expires_at - made.created_at == HANDOFF_CONFIRM_WITHIN
+    assert await store.get(made.id) == made
+    assert await store.heartbeat(OWNER, [made], LEASE) == {made.id}  # the confirmation
+    confirmed = await store.get(made.id)
+    assert confirmed.lease_expires_at is not None
+    assert confirmed.lease_expires_at >= made.created_at + LEASE
+    assert not await handed_flag(pool, made)
+
+
+async def test_a_claim_lease_shorter_than_the_confirm_time_bounds_a_handed_jobs_lease(
+    store: Store,
+) -> None:
+    await idle_claim(store, lease=timedelta(seconds=2))
+    made = await store.enqueue(NewJob(type="ping"))
+    assert made.lease_expires_at is not None
+    assert made.lease_expires_at - made.created_at == timedelta(seconds=2)
+
+
+async def test_a_confirmation_after_the_job_went_to_another_worker_is_refused_and_it_runs_once(
+    store: Store,
+) -> None:
+    await idle_claim(store, offer=HandoffOffer(channel=CHANNEL, ttl=LEASE, confirm_within=SHORT))
+    made = await store.enqueue(NewJob(type="ping", max_attempts=1))
+    assert made.state is JobState.LEASED
+    back = await reaped_back(store, made)
+    assert (back.state, back.attempts) == (JobState.QUEUED, 0)  # its only attempt is left
+    (again,) = await store.claim(["default"], "worker-b", 5, LEASE)
+    assert (again.id, again.attempts) == (made.id, 1)
+    # The handed job reaches its worker only now: the confirmation keeps
+    # nothing, and the attempt it would report is refused.
+    assert await store.heartbeat(OWNER, [made], LEASE) == set()
+    (late,) = await store.record_outcomes(OWNER, [Outcome(job=made, kind=OutcomeKind.COMPLETE)])
+    assert isinstance(late, LeaseLost)
+    done = await store.complete(again, "worker-b")
+    assert (done.state, done.attempts) == (JobState.SUCCEEDED, 1)
+    assert [(e.kind, e.owner) for e in await store.events(made.id)] == [
+        ("enqueued", None),
+        ("claimed", OWNER),
+        ("reaped", None),
+        ("claimed", "worker-b"),
+        ("succeeded", "worker-b"),
+    ]
+
+
+async def test_a_worker_stops_a_handed_job_whose_confirmation_is_refused(
+    store: Store, pool: Pool, db_url: str, listener: psycopg.AsyncConnection[Any]
+) -> None:
+    # The notification of a handed job reaches its worker only after the
+    # job's short lease ran out and another worker claimed it (a stalled
+    # worker, a slow network). The worker starts it, but its confirmation is
+    # refused, so it stops the run long before its first heartbeat (20 s).
+    from tests.integration.test_worker import make_worker, running, wait_for
+
+    from jobrun.postgres.notify import Notifier
+    from jobrun.registry import JobContext, Registry
+
+    owner = "late-worker"
+    offer = HandoffOffer(channel=CHANNEL, ttl=LEASE, confirm_within=SHORT)
+    await store.claim(["default"], owner, 5, LEASE, offer=offer)
+    made = await store.enqueue(NewJob(type="slow"))
+    ((_, note),) = await notes(listener)
+    await reaped_back(store, made)
+    (again,) = await store.claim(["default"], "worker-b", 5, LEASE)
+
+    reg = Registry()
+    started, stopped = asyncio.Event(), asyncio.Event()
+
+    @reg.handler("slow")
+    async def slow(ctx: JobContext, payload: Any) -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            stopped.set()
+
+    async with Notifier(db_url) as notifier:
+        worker = make_worker(
+            store,
+            reg,
+            dispatcher=notifier,
+            owner=owner,
+            lease=timedelta(seconds=60),
+            heartbeat_every=timedelta(seconds=20),
+            poll_every=timedelta(seconds=30),
+        )
+        async with running(worker):
+
+            async def offering() -> bool:
+                return any(o.channel == notifier.handoff_channel for o in await store.offers())
+
+            await wait_for(offering)
+            async with pool.connection() as conn:
+                await conn.execute("SELECT pg_notify(%s, %s)", (notifier.handoff_channel, note))
+            await asyncio.wait_for(started.wait(), 10)
+            await asyncio.wait_for(stopped.wait(), 10)
+    job = await store.get(made.id)
+    assert (job.state, job.lease_owner, job.attempts) == (JobState.LEASED, "worker-b", 1)
+    assert [(e.kind, e.owner) for e in await store.events(made.id)] == [
+        ("enqueued", None),
+        ("claimed", owner),
+        ("reaped", None),
+        ("claimed", "worker-b"),
+    ]  # the late worker's stopped run recorded nothing
+    done = await store.complete(again, "worker-b")
+    assert done.state is JobState.SUCCEEDED

@@ -7,7 +7,7 @@ reach the store unchecked; the store's shared checks refuse them with InvalidJob
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -232,3 +232,41 @@ async def test_a_job_id_already_stored_is_invalid_job_naming_it(
         await store.enqueue_batch([twin, twin])
     # Each refusal wrote nothing: the batches' other jobs went with them.
     assert count(db_url) == 1
+
+
+# -- issue 27, item 11: a malformed job id is InvalidJob, never a driver error ---------------
+
+BAD_IDS = ["not-a-uuid", "", "0190abcd-0000-7000-8000-00000000000g", 12345]
+
+
+@pytest.mark.parametrize("bad", BAD_IDS)
+async def test_a_malformed_job_id_is_invalid_job_in_every_call_taking_one(
+    store: Store, producer: SyncProducer, db_url: str, bad: Any
+) -> None:
+    stored = await store.enqueue(NewJob(type="t"))
+    calls: list[tuple[str, Callable[[], Any]]] = [
+        ("get", lambda: store.get(bad)),
+        ("cancel", lambda: store.cancel(bad)),
+        ("retry", lambda: store.retry(bad)),
+        ("events", lambda: store.events(bad)),
+        ("list_jobs", lambda: store.list_jobs(cursor=bad)),
+    ]
+    for name, call in calls:
+        with pytest.raises(InvalidJob, match="is not a job id"):
+            await call()
+        with pytest.raises(InvalidJob, match="is not a job id"):
+            if name == "list_jobs":
+                producer.list_jobs(cursor=bad)
+            else:
+                getattr(producer, name)(bad)
+    # Nothing changed: the one job is still queued, with only its enqueue recorded.
+    assert (await store.get(str(stored.id))).state == stored.state
+    assert [e.kind for e in await store.events(stored.id)] == ["enqueued"]
+    assert count(db_url) == 1
+
+
+async def test_a_job_id_as_text_still_finds_the_job(store: Store, producer: SyncProducer) -> None:
+    stored = await store.enqueue(NewJob(type="t"))
+    assert (await store.get(str(stored.id))).id == stored.id
+    assert producer.get(f" {stored.id} ").id == stored.id
+    assert (await store.cancel(str(stored.id))).state.value == "cancelled"

@@ -14,7 +14,7 @@ import pytest
 from psycopg import sql
 
 from jobrun.errors import ConfigurationError
-from jobrun.job import JobState, NewJob
+from jobrun.job import Effect, Job, JobState, NewJob
 from jobrun.maintenance import Maintenance, Pruned, Retention
 from jobrun.postgres import Pool, SyncStore, open_sync_pool
 from jobrun.postgres.lock import AdvisoryLocker
@@ -150,6 +150,92 @@ async def test_events_and_ledger_rows_are_pruned_by_their_own_age(pool: Pool, db
         cur = await conn.execute("SELECT key FROM processed_effects ORDER BY key")
         # A row whose job still exists is never pruned, however old.
         assert [row[0] for row in await cur.fetchall()] == ["old-live", "young-gone"]
+
+
+async def test_a_ledger_row_outlives_its_purged_job_while_a_replay_of_its_key_waits(
+    pool: Pool, db_url: str
+) -> None:
+    store = Store(pool)
+    async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as conn:
+        await conn.execute("CREATE TABLE sent (job_id uuid NOT NULL)")
+    sent = Effect("INSERT INTO sent (job_id) VALUES (%s)", ())
+    welcome = {"type": "mail.welcome", "queue": "mail", "idempotency_key": "welcome:'7':x"}
+    first = await store.enqueue(NewJob(**welcome))
+    (claimed,) = await store.claim(["mail"], "w1", 1, LEASE)
+    await store.complete(claimed, "w1", Effect(sent.sql, (claimed.id,)))
+    now = await store.now()
+    maintenance = Maintenance(store, NoLocker(), Retention(), pause=timedelta(0))
+    # Two days on, the succeeded job is purged; its ledger row is young and stays.
+    assert await maintenance.prune_once(now=now + timedelta(days=2)) == Pruned(succeeded=1)
+    replay = await store.enqueue(NewJob(**welcome, delay=timedelta(seconds=1)))
+    assert replay.id != first.id and replay.state is JobState.QUEUED
+    # Past the ledger's age: the row still guards the queued replay of its key
+    # (only the replay's old event goes).
+    assert await maintenance.prune_once(now=now + timedelta(days=91)) == Pruned(events=1)
+    assert await count(db_url, "processed_effects") == 1
+
+    claimed_replay: list[Job] = []
+
+    async def claim_replay() -> bool:
+        claimed_replay.extend(await store.claim(["mail"], "w1", 1, LEASE))
+        return bool(claimed_replay)
+
+    await until(claim_replay)
+    (again,) = claimed_replay
+    done = await store.complete(again, "w1", Effect(sent.sql, (again.id,)))
+    assert done.id == replay.id and done.state is JobState.SUCCEEDED
+    async with await psycopg.AsyncConnection.connect(db_url) as conn:
+        cur = await conn.execute("SELECT job_id FROM sent")
+        assert [row[0] for row in await cur.fetchall()] == [first.id]
+    # Once no job of the key is left, the row goes, but never before its age.
+    assert await maintenance.prune_once(now=now + timedelta(days=3)) == Pruned(succeeded=1)
+    assert await count(db_url, "processed_effects") == 1
+    assert await maintenance.prune_once(now=now + timedelta(days=91)) == Pruned(effects=1)
+
+
+async def test_a_job_of_another_type_with_the_same_queue_and_key_does_not_hold_a_row(
+    pool: Pool, db_url: str
+) -> None:
+    store = Store(pool)
+    await store.enqueue(NewJob(type="a", queue="q", idempotency_key="k"))
+    (claimed,) = await store.claim(["q"], "w1", 1, LEASE)
+    await store.complete(claimed, "w1", Effect("SELECT 1"))
+    now = await store.now()
+    maintenance = Maintenance(store, NoLocker(), Retention(), pause=timedelta(0))
+    assert await maintenance.prune_once(now=now + timedelta(days=2)) == Pruned(succeeded=1)
+    await store.enqueue(NewJob(type="b", queue="q", idempotency_key="k"))
+    pruned = await maintenance.prune_once(now=now + timedelta(days=91))
+    assert pruned.effects == 1
+
+
+@pytest.mark.parametrize(
+    ("queue", "key"),
+    [
+        ("mail", "k"),
+        ("a'b", "x':y"),
+        ("a\\b", "k\\':"),
+        ("q:'x", "':"),
+        ("\\'\\", "E'"),
+        ("E", "z"),
+    ],
+)
+async def test_a_ledger_key_gives_back_its_queue_and_idempotency_key(
+    db_url: str, queue: str, key: str
+) -> None:
+    # The inverse of job_effect_key (migration 00011) that pruning probes
+    # jobs_idem_uniq with: exact for every quote and backslash quote_literal doubles.
+    async with await psycopg.AsyncConnection.connect(db_url) as conn:
+        cur = await conn.execute(
+            "SELECT job_effect_key_queue(k), job_effect_key_idempotency_key(k)"
+            " FROM job_effect_key(%s, %s, gen_random_uuid()) AS k",
+            (queue, key),
+        )
+        assert await cur.fetchone() == (queue, key)
+        cur = await conn.execute(
+            "SELECT job_effect_key_queue(k), job_effect_key_idempotency_key(k)"
+            " FROM job_effect_key('q', NULL, gen_random_uuid()) AS k"
+        )
+        assert await cur.fetchone() == (None, None)
 
 
 async def test_a_stop_request_ends_a_pass_between_batches(pool: Pool, db_url: str) -> None:

@@ -22,7 +22,7 @@ import pytest
 
 from jobrun.errors import ConfigurationError
 from jobrun.job import JobState, NewJob, Outcome, QueueControls
-from jobrun.postgres import Pool
+from jobrun.postgres import Pool, SyncProducer
 from jobrun.postgres.store import Store
 from jobrun.sqlc import jobs as job_queries
 
@@ -55,6 +55,7 @@ def claim_params(queues: list[str], limit: int, now: datetime | None) -> Any:
         lease=LEASE,
         now=now,
         offer_channel=None,
+        offer_lease=LEASE,
         offer_ttl=timedelta(0),
         record_events=True,
     )
@@ -109,6 +110,29 @@ async def test_bad_limits_are_refused_before_the_database(
 ) -> None:
     with pytest.raises(ConfigurationError, match=message):
         await store.set_queue_limits(name, concurrency=concurrency, rate=rate)
+    assert await query(pool, "SELECT count(*) FROM queues") == [(0,)]
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "rate", "message"),
+    [
+        (2.5, None, "concurrency limit must be a whole number, got 2.5"),
+        (True, None, "concurrency limit must be a whole number, got True"),
+        ("3", None, "concurrency limit must be a whole number, got '3'"),
+        (None, (5.5, timedelta(seconds=1)), "rate count must be a whole number, got 5.5"),
+        (None, (False, timedelta(seconds=1)), "rate count must be a whole number, got False"),
+        (None, (5, 1), "rate interval must be a timedelta, got 1"),
+        (None, (5,), "rate must be \\(count, interval\\)"),
+    ],
+)
+async def test_limits_that_are_not_whole_numbers_are_refused_by_both_stores(
+    store: Store, pool: Pool, db_url: str, concurrency: Any, rate: Any, message: str
+) -> None:
+    # Not rounded (2.5 stored as 2, 5.5 as 6), not a driver error (True): refused, unwritten.
+    with pytest.raises(ConfigurationError, match=message):
+        await store.set_queue_limits("q", concurrency=concurrency, rate=rate)
+    with SyncProducer(db_url) as sync_store, pytest.raises(ConfigurationError, match=message):
+        sync_store.set_queue_limits("q", concurrency=concurrency, rate=rate)
     assert await query(pool, "SELECT count(*) FROM queues") == [(0,)]
 
 
@@ -193,6 +217,57 @@ async def test_rate_limit_counts_claims_in_fixed_windows(store: Store, pool: Poo
     assert await claim(window + timedelta(seconds=5)) == 0
     assert await query(pool, "SELECT window_start, window_claims FROM queues") == [
         (window + timedelta(seconds=10), 20)
+    ]
+
+
+async def claimed_at(pool: Pool, queue: str, at: datetime, limit: int = 100) -> int:
+    async with pool.connection() as conn:
+        rows = await job_queries.AsyncQuerier(conn).job_claim(
+            params=claim_params([queue], limit, at)
+        )
+    return len(rows)
+
+
+async def test_a_longer_rate_interval_starts_a_fresh_window_at_once(
+    store: Store, pool: Pool
+) -> None:
+    await enqueue(store, "rated", 30)
+    await store.set_queue_limits("rated", rate=(2, timedelta(seconds=1)))
+    at = datetime(2030, 1, 1, 0, 34, 56, 200_000, tzinfo=UTC)
+    assert await claimed_at(pool, "rated", at) == 2
+    assert await claimed_at(pool, "rated", at + timedelta(seconds=0.1)) == 0
+    await store.set_queue_limits("rated", rate=(5, timedelta(hours=1)))
+    # The counter named a one-second window, later than the hour's start:
+    # the new rate counts from now, not from the next hour.
+    assert await claimed_at(pool, "rated", at + timedelta(seconds=0.2)) == 5
+    assert await claimed_at(pool, "rated", at + timedelta(minutes=20)) == 0
+    assert await claimed_at(pool, "rated", datetime(2030, 1, 1, 1, tzinfo=UTC)) == 5
+
+
+async def test_a_new_count_over_the_same_interval_keeps_the_window_s_claims(
+    store: Store, pool: Pool
+) -> None:
+    await enqueue(store, "rated", 30)
+    await store.set_queue_limits("rated", rate=(2, timedelta(seconds=10)))
+    at = datetime(2030, 1, 1, 0, 0, 10, tzinfo=UTC)
+    assert await claimed_at(pool, "rated", at) == 2
+    await store.set_queue_limits("rated", rate=(5, timedelta(seconds=10)))
+    assert await claimed_at(pool, "rated", at + timedelta(seconds=1)) == 3
+
+
+async def test_a_counter_left_in_a_former_interval_s_window_is_a_fresh_window(
+    store: Store, pool: Pool
+) -> None:
+    await enqueue(store, "rated", 30)
+    await store.set_queue_limits("rated", rate=(2, timedelta(seconds=1)))
+    at = datetime(2030, 1, 1, 0, 34, 56, 200_000, tzinfo=UTC)
+    assert await claimed_at(pool, "rated", at) == 2
+    # A row as a rate change left it before the change reset the counter:
+    # a window of the old one-second interval under the new hour.
+    await query(pool, "UPDATE queues SET rate_limit = 5, rate_interval = '1 hour' RETURNING 1")
+    assert await claimed_at(pool, "rated", at + timedelta(seconds=0.2)) == 5
+    assert await query(pool, "SELECT window_start, window_claims FROM queues") == [
+        (datetime(2030, 1, 1, tzinfo=UTC), 5)
     ]
 
 

@@ -68,6 +68,7 @@ async def claim_as_a_worker(conn: psycopg.AsyncConnection[Any], calls: int = 12)
         lease=timedelta(seconds=30),
         now=None,
         offer_channel=None,
+        offer_lease=timedelta(seconds=30),
         offer_ttl=timedelta(0),
         record_events=True,
     )

@@ -20,6 +20,7 @@ from jobrun.postgres import Pool
 from jobrun.postgres.notify import Notifier
 from jobrun.postgres.store import Store
 from jobrun.registry import JobContext, Registry, Snooze
+from jobrun.unrunnable import UnrunnableRetry
 from jobrun.worker import Worker
 
 FAST_RETRY = Backoff(kind=BackoffKind.CONSTANT, base=timedelta(milliseconds=50))
@@ -261,7 +262,12 @@ async def test_an_unknown_type_fails_with_a_clear_error(store: Store) -> None:
     job = await store.enqueue(NewJob(type="nobody_handles_this", max_attempts=1))
     async with running(make_worker(store, Registry())):
         dead = await wait_state(store, job.id, JobState.DEAD)
-    assert dead.last_error == "no handler is registered for job type 'nobody_handles_this'"
+    # The cause first, then the bounded policy it failed on (issue 27, item 10).
+    assert dead.last_error is not None
+    assert dead.last_error.startswith(
+        "no handler is registered for job type 'nobody_handles_this' "
+        "(this worker cannot run the job: attempt 1 of at most 1,"
+    ), dead.last_error
 
 
 async def test_a_payload_that_does_not_validate_fails_without_running(store: Store) -> None:
@@ -278,7 +284,9 @@ async def test_a_payload_that_does_not_validate_fails_without_running(store: Sto
     job = await store.enqueue(
         NewJob(type="email", payload={"too": "x"}, max_attempts=2, backoff=FAST_RETRY)
     )
-    async with running(make_worker(store, reg)):
+    # Retried on the policy for jobs a worker cannot run, not the job's backoff.
+    fast = UnrunnableRetry(retry=timedelta(milliseconds=50))
+    async with running(make_worker(store, reg, unrunnable=fast)):
         dead = await wait_state(store, job.id, JobState.DEAD)
     assert ran == []
     assert dead.attempts == 2

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from jobrun.cli.durations import DurationError, format_duration, parse_duration
+from jobrun.cli.durations import DurationError, format_duration, human_duration, parse_duration
 from jobrun.job import MAX_DELAY
 
 
@@ -57,6 +57,23 @@ def test_formats(value: timedelta, text: str) -> None:
 @pytest.mark.parametrize("text", ["30s", "5m", "2h", "1d", "1h30m", "250ms"])
 def test_round_trips(text: str) -> None:
     assert format_duration(parse_duration(text)) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0, "0.0s"),
+        (0.4, "0.4s"),
+        (8.47734, "8.5s"),
+        (26.4719, "26.5s"),
+        (59.96, "1m 00s"),
+        (125, "2m 05s"),
+        (3780, "1h 03m"),
+        (90_000, "1d 01h"),
+    ],
+)
+def test_human_duration_is_one_rounded_format_at_every_size(seconds: float, text: str) -> None:
+    assert human_duration(timedelta(seconds=seconds)) == text
 
 
 @pytest.mark.parametrize("text", ["9999999999d", "3000000d", "99999999999d", "9" * 400 + "s"])

@@ -15,6 +15,7 @@ from jobrun.job import Job, Outcome, OutcomeKind
 from jobrun.observe import current_job
 from jobrun.registry import Cancel, JobContext, Registry, Snooze
 from jobrun.testing import make_job
+from jobrun.unrunnable import UnrunnableRetry
 from jobrun.worker.attempt import STOP_CANCELLED, STOP_SHUTDOWN, Attempt
 from jobrun.worker.executor import JobExecutor
 
@@ -128,11 +129,16 @@ async def test_cancel_and_snooze_are_outcomes_of_their_own() -> None:
     assert (snoozed.kind, snoozed.delay) == (OutcomeKind.SNOOZE, timedelta(minutes=5))
 
 
-async def test_an_unknown_type_fails_without_running_anything() -> None:
-    outcome, run = await outcome_of(Registry(), make_job(type="nobody"))
+async def test_an_unknown_type_fails_on_the_unrunnable_policy_without_running_anything() -> None:
+    policy = UnrunnableRetry(attempts=2, retry=timedelta(minutes=1))
+    outcome, run = await outcome_of(Registry(), make_job(type="nobody"), unrunnable=policy)
     assert outcome.kind is OutcomeKind.FAIL
-    assert outcome.detail == "no handler is registered for job type 'nobody'"
-    assert isinstance(run.error, UnknownJobType) and run.payload is None
+    assert outcome.detail.startswith(
+        "no handler is registered for job type 'nobody' (this worker cannot run the job: "
+        "attempt 1 of at most 2,"
+    ), outcome.detail
+    assert (outcome.delay, outcome.max_attempts) == (timedelta(minutes=1), 2)
+    assert isinstance(run.error, UnknownJobType) and run.payload is None and run.reason == ""
 
 
 async def test_the_payload_is_validated_into_the_handlers_type_or_fails_unrun() -> None:
@@ -151,6 +157,7 @@ async def test_the_payload_is_validated_into_the_handlers_type_or_fails_unrun() 
     assert run.payload == Email(to="a@b")
     bad, bad_run = await outcome_of(reg, make_job(type="email", payload={"too": "x"}))
     assert bad.kind is OutcomeKind.FAIL and "to: Field required" in bad.detail
+    assert "this worker cannot run the job" in bad.detail
     assert isinstance(bad_run.error, InvalidPayload) and len(got) == 1
 
 

@@ -3,6 +3,8 @@
 A handed job travels whole in a notification, which PostgreSQL caps at 8000
 bytes, so the store refuses the handoff (and takes the queue path) for a job
 whose payload, type, queue and trace context pass HANDOFF_MAX_BYTES in UTF-8.
+That is a first filter only: the statement measures the text it would send
+(tests/integration/test_handoff.py).
 """
 
 from __future__ import annotations
@@ -56,3 +58,14 @@ def test_the_trace_context_counts_in_bytes_too() -> None:
     meta = {"traceparent": "x" * (HANDOFF_MAX_BYTES - 1400)}  # fits by characters only
     assert handoff_allowed(item, {"traceparent": "x" * 100})  # type: ignore[arg-type]
     assert not handoff_allowed(item, meta)  # type: ignore[arg-type]
+
+
+def test_the_single_enqueue_statement_stays_within_psycopgs_parse_cache() -> None:
+    # On a caller's connection (conn=) the statement goes through a psycopg
+    # cursor, which caches its parsing of a query only up to this length and
+    # parses a longer one again on every call (about 0.1 ms of CPU).
+    from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
+
+    from jobrun.sqlc.jobs import JOB_INSERT_NOTIFY
+
+    assert len(JOB_INSERT_NOTIFY.encode()) <= MAX_CACHED_STATEMENT_LENGTH

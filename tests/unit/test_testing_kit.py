@@ -289,6 +289,33 @@ async def test_recording_producer_validates_the_whole_batch_before_recording() -
     assert stored.payload == {"user_id": 3}, "the model's dump is stored, as in the store"
 
 
+async def test_recording_producer_takes_a_registry_and_validates_through_its_models() -> None:
+    # Issue 27, item 15: RecordingProducer(registry) raised TypeError.
+    registry = registry_with_handlers()
+    producer = RecordingProducer(registry)
+    with pytest.raises(InvalidJob, match="does not match Welcome"):
+        await producer.enqueue(NewJob(type="welcome", payload={"user_id": "seven"}))
+    stored = await producer.enqueue(NewJob(type="welcome", payload={"user_id": "7"}))
+    assert stored.payload == {"user_id": 7}, "the model's dump is stored, as by a Client"
+    with SyncRecordingProducer(registry, max_payload_bytes=100) as sync_producer:
+        with pytest.raises(InvalidJob, match="does not match Welcome"):
+            sync_producer.enqueue(NewJob(type="welcome", payload={}))
+        assert sync_producer.payload_models == {"welcome": Welcome}
+    with pytest.raises(TypeError, match="expected a jobrun Registry"):
+        RecordingProducer({"welcome": Welcome})  # type: ignore[arg-type]
+
+
+async def test_recording_producer_with_a_registry_refuses_types_it_does_not_register() -> None:
+    # As a Client holding the registry does (issue 27, item 10).
+    producer = RecordingProducer(registry_with_handlers())
+    with pytest.raises(InvalidJob, match=r"'welcom' is not registered.*'welcome'"):
+        await producer.enqueue(NewJob(type="welcom", payload={"user_id": 7}))
+    with pytest.raises(InvalidJob, match="'welcom' is not registered"):
+        await producer.enqueue_many("welcom", [{"user_id": 7}])
+    assert producer.jobs == []
+    assert (await RecordingProducer().enqueue(NewJob(type="welcom"))).type == "welcom"
+
+
 async def test_recording_producer_refuses_an_id_already_stored_as_the_store_does() -> None:
     producer = RecordingProducer()
     stored = await producer.enqueue(NewJob(type="t"))

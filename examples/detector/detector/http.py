@@ -6,7 +6,8 @@ is the authenticated one, never a field of the body. Every refusal happens
 before any write and names its reason:
 
 - 401 unknown node or bad signature; 413 body over
-  :data:`~detector.domain.MAX_BODY_BYTES`; 400 malformed JSON; 422 missing or
+  :data:`~detector.domain.MAX_BODY_BYTES`; 400 malformed JSON (nesting too
+  deep for the parser included); 422 missing or
   invalid fields, an unknown rule version, or a time beyond the freshness
   limit; 409 a known (node, request id) with a different digest.
 - 202 a new event (stored with its detection job); 200 an identical replay,
@@ -63,13 +64,18 @@ def create_app(
                 return _error(413, f"body larger than {MAX_BODY_BYTES} bytes")
         node_id = request.headers.get("x-node-id", "")
         key = node_keys.get(node_id)
-        signature = request.headers.get("x-signature", "")
-        if key is None or not hmac.compare_digest(sign_body(key, body), signature):
+        # Compared as bytes: headers arrive decoded as Latin-1, and compare_digest
+        # refuses str holding anything but ASCII (a TypeError, not a mismatch).
+        signature = request.headers.get("x-signature", "").encode("latin-1", "replace")
+        if key is None or not hmac.compare_digest(sign_body(key, body).encode(), signature):
             return _error(401, "unknown node or bad signature")
         try:
             data = json.loads(body)
         except (ValueError, UnicodeDecodeError):
             return _error(400, "malformed JSON")
+        except RecursionError:
+            # A small body can nest deeper than the parser's recursion limit.
+            return _error(400, "malformed JSON: nested too deeply")
         try:
             event = EventIn.model_validate(data)
         except ValidationError as exc:

@@ -6,6 +6,7 @@ Each refusal is checked to have written nothing (no event, no job).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -118,3 +119,27 @@ async def test_a_signed_event_over_a_real_socket_is_stored_with_its_job(detector
         forged = await post(client, body, key=b"wrong")
         assert forged.status_code == 401
         await nothing_written(store, events=1)
+
+
+async def test_hostile_signature_and_nesting_are_4xx_over_a_real_socket(
+    detector_db: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 27, item 17: both were answered 500 with a traceback in the server's log.
+    deep = b"[" * 8000 + b"]" * 8000
+    assert len(deep) <= MAX_BODY_BYTES
+    async with (
+        PgDetector(detector_db, signer=Signer(generate_seed()), clock=lambda: T0) as store,
+        serve_loopback(create_app(store, KEYS, lambda: T0)) as base,
+        httpx.AsyncClient(base_url=base) as client,
+    ):
+        body = json.dumps(event()).encode()
+        for signature in ("é" + sign_body(KEYS["n1"], body)[1:], "\u00ff" * 64):
+            headers = {"x-node-id": "n1", "x-signature": signature.encode("latin-1")}
+            response = await client.post("/events", content=body, headers=headers)
+            assert response.status_code == 401, response.text
+            assert response.json()["error"] == "unknown node or bad signature"
+        nested = await post(client, deep)
+        assert nested.status_code == 400, nested.text
+        assert "nested" in nested.json()["error"]
+        await nothing_written(store)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text

@@ -21,6 +21,7 @@ from jobrun.client import Client
 from jobrun.errors import JobrunError
 from jobrun.postgres import Pool
 from jobrun.postgres.store import Store
+from jobrun.registry import Registry
 
 __all__ = [
     "EXIT_JOBRUN_ERROR",
@@ -104,18 +105,21 @@ def fail(message: str) -> typer.Exit:
 
 
 def run_with_client(
-    database_url: str | None, body: Callable[[Client], Awaitable[T]], **settings: Any
+    database_url: str | None,
+    body: Callable[[Client], Awaitable[T]],
+    registry: Registry | None = None,
+    **settings: Any,
 ) -> T:
     """Run ``body`` with an open :class:`~jobrun.client.Client`; map JobrunError to exit 2.
 
     Every command starts jobrun the way a service does: one Client from one
     Config (``settings`` and ``JOBRUN_*`` variables; the URL explicit, then
-    ``JOBRUN_DATABASE_URL``, then the embedded server). The client is always
-    closed before returning.
+    ``JOBRUN_DATABASE_URL``, then the embedded server), holding ``registry``
+    when given. The client is always closed before returning.
     """
 
     async def run() -> T:
-        async with Client(database_url=database_url, **settings) as client:
+        async with Client(registry, database_url=database_url, **settings) as client:
             return await body(client)
 
     try:

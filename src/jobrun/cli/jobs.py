@@ -15,12 +15,13 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from jobrun.cli.app import DatabaseUrlOption, app, fail, run_with_store
-from jobrun.cli.durations import format_duration
+from jobrun.cli.app import DatabaseUrlOption, app, fail, run_with_client, run_with_store
+from jobrun.cli.durations import format_duration, human_duration
 from jobrun.cli.inputs import read_duration, read_job_id, read_json, read_state, validation_exit
 from jobrun.cli.rendering import events_table, stdout, when
+from jobrun.cli.worker import load_registry
 from jobrun.errors import JobrunError
-from jobrun.job import JobFilter, JobState, NewJob
+from jobrun.job import JobFilter, JobState, NewJob, QueueDepth, QueueStats
 from jobrun.postgres.store import Store
 
 __all__ = ["jobs_app"]
@@ -64,6 +65,16 @@ def enqueue_command(
     max_attempts: Annotated[
         int | None, typer.Option(envvar="JOBRUN_MAX_ATTEMPTS", show_envvar=True)
     ] = None,
+    app_ref: Annotated[
+        str | None,
+        typer.Option(
+            "--app",
+            envvar="JOBRUN_APP",
+            show_envvar=True,
+            help="module[:attribute] whose Registry the job must fit: an unknown type "
+            "or a payload its handler refuses is an error, and nothing is stored.",
+        ),
+    ] = None,
 ) -> None:
     """Enqueue one job and print its id."""
     body_value = read_json("--payload", payload)
@@ -83,7 +94,14 @@ def enqueue_command(
     except JobrunError as exc:
         raise fail(str(exc)) from None
 
-    job = run_with_store(database_url, lambda store: store.enqueue(new))
+    try:
+        registry = load_registry(app_ref) if app_ref else None
+    except JobrunError as exc:
+        raise fail(str(exc)) from None
+    # With --app, through a Client holding the registry, as the application enqueues.
+    job = run_with_client(
+        database_url, lambda client: client.enqueue(new), registry=registry, concurrency=1
+    )
     typer.echo(str(job.id))
     if job.id != new.id:
         typer.echo(
@@ -265,26 +283,37 @@ def events_command(
 
 @app.command("stats")
 def stats_command(database_url: DatabaseUrlOption = None) -> None:
-    """Per queue: jobs waiting, due now and running, and the lag of the oldest due job.
+    """Per queue: jobs waiting, due now and running, the lag of the oldest due job, and totals.
 
     Lag is measured from each job's run_at, so a job delayed to later is not
-    late. The counts come from the claim and lease indexes only, so the
-    command stays cheap however many finished jobs the table keeps (use
-    ``jobs list --state dead`` for those).
+    late. The totals count every job the table still keeps in each finished
+    state (succeeded, dead, cancelled), so a drained queue still shows what
+    became of its jobs until retention prunes them.
     """
-    stats = run_with_store(database_url, lambda store: store.queue_stats())
+
+    async def body(store: Store) -> tuple[list[QueueStats], list[QueueDepth]]:
+        return await store.queue_stats(), await store.depth()
+
+    stats, depth = run_with_store(database_url, body)
+    live = {row.queue: row for row in stats}
+    totals: dict[str, dict[JobState, int]] = {}
+    for row in depth:
+        totals.setdefault(row.queue, {})[row.state] = row.count
     table = Table(title="queues")
     table.add_column("queue")
-    table.add_column("queued", justify="right")
-    table.add_column("due", justify="right")
-    table.add_column("leased", justify="right")
-    table.add_column("lag", justify="right")
-    for row in stats:
+    for column in ("queued", "due", "leased", "succeeded", "dead", "cancelled", "lag"):
+        table.add_column(column, justify="right")
+    for queue in sorted(live.keys() | totals.keys()):
+        now, counts = live.get(queue), totals.get(queue, {})
         table.add_row(
-            row.queue,
-            str(row.queued),
-            str(row.due),
-            str(row.leased),
-            format_duration(row.lag) if row.due else "-",
+            queue,
+            str(now.queued if now else counts.get(JobState.QUEUED, 0)),
+            str(now.due if now else 0),
+            str(now.leased if now else counts.get(JobState.LEASED, 0)),
+            *(str(counts.get(state, 0)) for state in _FINISHED),
+            human_duration(now.lag) if now and now.due else "-",
         )
     stdout.print(table)
+
+
+_FINISHED = (JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -63,6 +63,7 @@ __all__ = [
     "PreparedMany",
     "SyncCommitDeadline",
     "check_batch_limit",
+    "check_job_type",
     "check_older_than",
     "check_queue_name",
     "check_replay",
@@ -114,18 +115,43 @@ def _validate_model(
         ) from None
 
 
+_SHOWN_TYPES = 20
+
+
+def check_job_type(job_type: str, job_types: Collection[str] | None) -> None:
+    """Refuse ``job_type`` with InvalidJob, naming the types that exist, unless it is one.
+
+    ``job_types`` None: every type is accepted (a producer without a registry).
+    """
+    if job_types is None or job_type in job_types:
+        return
+    known = sorted(job_types)
+    shown = ", ".join(repr(t) for t in known[:_SHOWN_TYPES])
+    if len(known) > _SHOWN_TYPES:
+        shown += f" and {len(known) - _SHOWN_TYPES} more"
+    raise InvalidJob(
+        f"job type {job_type!r} is not registered, so no worker of this application could "
+        f"run it; registered types: {shown}"
+    )
+
+
 def prepare_jobs(
     jobs: Sequence[NewJob],
     payload_models: Mapping[str, type[BaseModel]],
     max_payload_bytes: int,
+    job_types: Collection[str] | None = None,
 ) -> list[PreparedJob]:
-    """Validate every job before anything is written; the first bad one raises InvalidJob."""
+    """Validate every job before anything is written; the first bad one raises InvalidJob.
+
+    With ``job_types`` (a registry's), a job of any other type is refused too.
+    """
     prepared = []
     for job in jobs:
         # NewJob checked this at construction; model_copy and model_construct do not.
         problem = new_job_problem(job)
         if problem is not None:
             raise InvalidJob(f"job of type {job.type!r} is refused: {problem}")
+        check_job_type(job.type, job_types)
         model = payload_models.get(job.type)
         payload = job.payload if model is None else _validate_model(job.type, job.payload, model)
         text = encode_payload(job.type, payload, max_payload_bytes)
@@ -153,13 +179,16 @@ def prepare_many(
     fields: Mapping[str, Any],
     payload_models: Mapping[str, type[BaseModel]],
     max_payload_bytes: int,
+    job_types: Collection[str] | None = None,
 ) -> PreparedMany:
     """Validate a bulk enqueue before anything is written; the first bad payload raises InvalidJob.
 
-    The shared fields are checked once, as one NewJob; each payload as JSON
-    (against the job type's payload model when it has one) and its size.
+    The shared fields are checked once, as one NewJob (its type against
+    ``job_types`` when given); each payload as JSON (against the job type's
+    payload model when it has one) and its size.
     """
     template, values = jobs_alike(job_type, payloads, **fields)
+    check_job_type(template.type, job_types)
     model = payload_models.get(job_type)
     texts = []
     for index, value in enumerate(values):
@@ -187,8 +216,10 @@ def many_jobs(
 
 HANDOFF_MAX_BYTES = 3000
 """The most payload, type, queue and trace context (UTF-8 bytes together) a handed job
-carries: PostgreSQL's notifications hold under 8000 bytes, and the job travels as
-JSON in one (the payload re-rendered by jsonb, which adds spaces)."""
+carries. Only a cheap first filter: PostgreSQL's notifications hold under 8000
+bytes, and the job travels as JSON in one with its payload as jsonb renders it,
+which can be many times longer (``1e-40`` becomes 42 digits), so the statement
+measures the very text it would send and hands off only what fits."""
 
 
 def handoff_allowed(item: PreparedJob, meta: dict[str, str] | None) -> bool:

@@ -21,9 +21,11 @@ Invariants:
   and then wakes every waiter once, since a notification may have been lost
   in the gap. Nothing a caller does ever fails because the listener is down.
 * A handed job lost in such a gap is not lost: it stays leased to its worker
-  until the lease runs out, and the reaper then gives it back, due now and
-  its attempt not counted. Workers offer slots only while the connection is
-  up, which keeps that gap to the moments before a drop is noticed.
+  only until the short lease a handoff gives runs out (its worker confirms
+  the jobs it receives, see :mod:`jobrun._confirm`), and the reaper then
+  gives it back, due now and its attempt not counted. Workers offer slots
+  only while the connection is up, which keeps that gap to the moments
+  before a drop is noticed.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from psycopg import sql
 
 from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError, UsageError
-from jobrun.job import Job
+from jobrun.job import Job, notify_channel_problem
 from jobrun.postgres.convert import job_from_handoff
 from jobrun.postgres.pool import unavailable_error
 
@@ -143,8 +145,9 @@ class Notifier:
         reconnect_initial: timedelta = timedelta(milliseconds=50),
         reconnect_max: timedelta = timedelta(seconds=5),
     ) -> None:
-        if not channel:
-            raise ConfigurationError("channel must not be empty")
+        problem = notify_channel_problem(channel)
+        if problem is not None:
+            raise ConfigurationError(problem)
         self._url = url
         self._channel = channel
         self._application_name = application_name

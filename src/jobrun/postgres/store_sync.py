@@ -24,8 +24,9 @@ can never be lost or orphaned. Multi-statement transitions:
 * enqueue_batch: db now, COPY jobs, keyed jobs by one ``INSERT .. ON CONFLICT``,
   COPY events, one notification per queue.
 * complete with a commit callback: statement timeout, the owner-guarded finish
-  (+ events), which also locks the rows the owner still holds, ledger rows,
-  the callbacks (the group's :class:`~jobrun.job.Effect` s as one
+  (+ events), which also locks the rows the owner still holds, ledger rows
+  of the jobs it left succeeded (a requested cancel wins and skips the effect),
+  their callbacks (the group's :class:`~jobrun.job.Effect` s as one
   ``executemany`` per SQL text). A lost lease or any error rolls the
   callbacks' writes back with everything else.
   The whole transaction is bounded in wall time by ``commit_timeout``
@@ -87,6 +88,8 @@ from jobrun.job import (
     WorkerOffer,
     key_lock_id,
     new_job_ids,
+    notify_channel_problem,
+    parse_job_id,
 )
 from jobrun.observe import Observer
 from jobrun.postgres import _base
@@ -153,7 +156,10 @@ class SyncStore(SyncScheduleMethods):
     spreads a failed job's backoff by up to that fraction either way (0 turns
     it off; at most 0.5);
     ``notify_channel`` is the LISTEN/NOTIFY channel; ``payload_models``
-    validates the payload of the named job types at enqueue; ``observer``
+    validates the payload of the named job types at enqueue; ``job_types``,
+    when given (a :class:`~jobrun.client.Client` gives its registry's), are
+    the only types it enqueues: any other is refused with InvalidJob naming
+    them, as no worker of the application could run it; ``observer``
     (:class:`~jobrun.observe.Observer`) is told of every job enqueued. When
     ``opentelemetry-api`` is installed and a span is current, enqueue writes
     its trace context to the job's ``meta`` (:mod:`jobrun.tracing`).
@@ -170,6 +176,7 @@ class SyncStore(SyncScheduleMethods):
         payload_models: Mapping[str, type[BaseModel]] | None = None,
         max_payload_bytes: int = _base.DEFAULT_MAX_PAYLOAD_BYTES,
         observer: Observer | None = None,
+        job_types: Iterable[str] | None = None,
     ) -> None:
         if commit_timeout <= timedelta(0):
             raise ConfigurationError("commit_timeout must be positive")
@@ -177,8 +184,9 @@ class SyncStore(SyncScheduleMethods):
             raise ConfigurationError(
                 f"retry_jitter must be between 0 and {MAX_RETRY_JITTER}, got {retry_jitter}"
             )
-        if not notify_channel:
-            raise ConfigurationError("notify_channel must not be empty")
+        channel_problem = notify_channel_problem(notify_channel)
+        if channel_problem is not None:
+            raise ConfigurationError(channel_problem)
         if max_payload_bytes < 1:
             raise ConfigurationError("max_payload_bytes must be positive")
         self._pool = pool
@@ -188,6 +196,9 @@ class SyncStore(SyncScheduleMethods):
         self.retry_jitter = retry_jitter
         self.notify_channel = notify_channel
         self.payload_models: dict[str, type[BaseModel]] = dict(payload_models or {})
+        self.job_types: frozenset[str] | None = (
+            frozenset(job_types) if job_types is not None else None
+        )
         self.max_payload_bytes = max_payload_bytes
         self.observer = observer
         "Told of every job enqueued through this store (metrics); None: nobody."
@@ -276,7 +287,9 @@ class SyncStore(SyncScheduleMethods):
         With ``conn`` the job joins the caller's transaction and commits (and
         notifies) with it or not at all.
         """
-        (item,) = _base.prepare_jobs([job], self.payload_models, self.max_payload_bytes)
+        (item,) = _base.prepare_jobs(
+            [job], self.payload_models, self.max_payload_bytes, self.job_types
+        )
         meta = current_trace_meta()
         if conn is None:
             params = _base.insert_args(
@@ -341,7 +354,9 @@ class SyncStore(SyncScheduleMethods):
         """
         if not jobs:
             return []
-        prepared = _base.prepare_jobs(jobs, self.payload_models, self.max_payload_bytes)
+        prepared = _base.prepare_jobs(
+            jobs, self.payload_models, self.max_payload_bytes, self.job_types
+        )
         results: list[Job | IdempotencyConflict | None] = [None] * len(prepared)
         meta = current_trace_meta()
         fresh: list[Job] = []
@@ -425,7 +440,7 @@ class SyncStore(SyncScheduleMethods):
             run_at=run_at,
         )
         many = _base.prepare_many(
-            job_type, payloads, fields, self.payload_models, self.max_payload_bytes
+            job_type, payloads, fields, self.payload_models, self.max_payload_bytes, self.job_types
         )
         if not many.texts:
             return []
@@ -500,7 +515,9 @@ class SyncStore(SyncScheduleMethods):
         ``lease``; in event mode ``all`` the same statement records the claims.
         The same statement rewrites ``owner``'s handoff offers: with ``offer``,
         the slots this claim leaves free are offered for each of ``queues``;
-        without it (or with none left) the owner's offers are withdrawn.
+        without it (or with none left) the owner's offers are withdrawn. A job
+        handed through them is leased for ``offer.confirm_within`` (at most
+        ``lease``) until a heartbeat confirms it.
         """
         if limit <= 0 or not queues:
             return []
@@ -513,6 +530,7 @@ class SyncStore(SyncScheduleMethods):
                     lease=lease,
                     now=None,
                     offer_channel=None if offer is None else offer.channel,
+                    offer_lease=lease if offer is None else min(lease, offer.confirm_within),
                     offer_ttl=_NO_OFFER_TTL if offer is None else offer.ttl,
                     record_events=self.event_mode is EventMode.ALL,
                 )
@@ -585,8 +603,9 @@ class SyncStore(SyncScheduleMethods):
 
         ``commit`` runs inside the completion transaction, after the ledger row
         is inserted, and is skipped when the row already existed (the effect
-        committed on an earlier attempt). Raises LeaseLost, changing nothing,
-        when ``owner`` no longer holds the lease.
+        committed on an earlier attempt) or when the job ends cancelled (the
+        requested cancel wins, so no ledger row is written either). Raises
+        LeaseLost, changing nothing, when ``owner`` no longer holds the lease.
         """
         return self._record_one(owner, SyncOutcome(job=job, commit=commit))
 
@@ -686,6 +705,7 @@ class SyncStore(SyncScheduleMethods):
                 outcomes=[_OUTCOMES[o.kind] for o in outcomes],
                 details=[o.detail for o in outcomes],
                 delays=[o.delay for o in outcomes],
+                attempt_limits=[o.max_attempts or 0 for o in outcomes],
                 owner=owner,
                 jitter=self.retry_jitter,
                 now=None,
@@ -787,7 +807,8 @@ class SyncStore(SyncScheduleMethods):
         return [job_from_row(r) for r in rows]
 
     def get(self, job_id: UUID) -> Job:
-        """One job by id; JobNotFound when there is none."""
+        """One job by id; JobNotFound when there is none, InvalidJob for a malformed id."""
+        job_id = parse_job_id(job_id)
         with self._connection() as conn:
             row = job_queries.Querier(conn).job_get(id=job_id)
         if row is None:
@@ -798,6 +819,8 @@ class SyncStore(SyncScheduleMethods):
         self, filter: JobFilter | None = None, *, limit: int = 50, cursor: UUID | None = None
     ) -> JobPage:
         """A page of jobs matching ``filter``, newest first; keyset-paginated by id."""
+        if cursor is not None:
+            cursor = parse_job_id(cursor)
         args = _base.list_args(filter, limit, cursor)
         with self._connection() as conn:
             rows = job_queries.Querier(conn).job_list(params=args)
@@ -811,6 +834,7 @@ class SyncStore(SyncScheduleMethods):
         InvalidTransition. ``actor`` (who asked) is recorded in the event's
         detail as ``by <actor>``.
         """
+        job_id = parse_job_id(job_id)
         with self._with_tx() as tx:
             row = job_queries.Querier(tx).job_cancel(id=job_id, now=None, actor=actor)
         return job_from_transition(job_id, "cancel", row)
@@ -820,6 +844,7 @@ class SyncStore(SyncScheduleMethods):
 
         ``actor`` (who asked) is recorded in the event's detail as ``by <actor>``.
         """
+        job_id = parse_job_id(job_id)
         with self._with_tx() as tx:
             queries = job_queries.Querier(tx)
             row = queries.job_retry(id=job_id, now=None, actor=actor)
@@ -852,12 +877,13 @@ class SyncStore(SyncScheduleMethods):
     def prune_effects(
         self, older_than: timedelta, batch_size: int = 5000, *, now: datetime | None = None
     ) -> int:
-        """Delete ledger rows older than ``older_than`` whose job is gone; return how many.
+        """Delete ledger rows older than ``older_than`` no job needs; return how many.
 
         The ledger is what stops a replayed idempotency key from running its
         effect twice, so it is pruned on its own, longer clock than the jobs:
         a key replayed after its ledger row is pruned runs its effect again.
-        Rows of jobs that still exist are never pruned.
+        A row is never pruned while its job, or any job of its effect key
+        (type, queue, idempotency key: a replay queued after a purge), exists.
         """
         _base.check_older_than(older_than)
         if batch_size < 1:
@@ -938,7 +964,8 @@ class SyncStore(SyncScheduleMethods):
         epoch. Applies from the next claim on; leases above a lowered
         concurrency limit are not taken back, the queue just claims nothing
         until it is below it. ConfigurationError when neither is given or a
-        value is out of range. ``actor`` as for :meth:`pause_queue`.
+        value is out of range or not a whole number (a float, a bool), before
+        anything is sent. ``actor`` as for :meth:`pause_queue`.
         """
         args = _base.limits_args(name, concurrency, rate, actor)
         with self._connection() as conn:
@@ -956,7 +983,8 @@ class SyncStore(SyncScheduleMethods):
         return queue_from_row(row) if row is not None else QueueControls(name=name)
 
     def events(self, job_id: UUID) -> list[Event]:
-        """The recorded transitions of a job, oldest first."""
+        """The recorded transitions of a job, oldest first; InvalidJob for a malformed id."""
+        job_id = parse_job_id(job_id)
         with self._connection() as conn:
             rows = event_queries.Querier(conn).event_list_by_job(job_id=job_id)
         return [event_from_row(r) for r in rows]
@@ -1024,7 +1052,7 @@ class SyncStore(SyncScheduleMethods):
     def prune_effects_batch(
         self, older_than: timedelta, limit: int = 5000, *, now: datetime | None = None
     ) -> int:
-        """Delete up to ``limit`` ledger rows older than ``older_than`` whose job is gone.
+        """Delete up to ``limit`` ledger rows older than ``older_than`` no job needs.
 
         One short statement (see :meth:`prune_effects` for why the ledger
         outlives its jobs). Returns how many it deleted: fewer than ``limit``

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from types import TracebackType
 from typing import Any
@@ -26,6 +26,7 @@ from psycopg_pool import ConnectionPool
 from pydantic import BaseModel
 
 from jobrun.errors import ConfigurationError
+from jobrun.job import notify_channel_problem
 from jobrun.postgres import _base
 from jobrun.postgres.pool import DEFAULT_CONNECT_TIMEOUT, SyncPool, open_sync_pool
 from jobrun.postgres.store_sync import DEFAULT_NOTIFY_CHANNEL, SyncStore
@@ -54,10 +55,11 @@ class SyncProducer(SyncStore):
     Give it a connection string (it opens and later closes a small pool of
     its own, ``max_pool_size`` connections) or an open
     ``psycopg_pool.ConnectionPool`` (which the caller keeps and closes).
-    ``notify_channel``, ``payload_models`` and ``max_payload_bytes`` mean what
-    they mean on the async Store, and must match the workers' settings for
-    notifications to wake them. ``pgbouncer=True`` when the connection string
-    is PgBouncer in transaction mode (see :func:`~jobrun.postgres.open_sync_pool`).
+    ``notify_channel``, ``payload_models``, ``job_types`` and
+    ``max_payload_bytes`` mean what they mean on the async Store, and the
+    channel must match the workers' for notifications to wake them.
+    ``pgbouncer=True`` when the connection string is PgBouncer in transaction
+    mode (see :func:`~jobrun.postgres.open_sync_pool`).
 
     Use it as a context manager, or call :meth:`close`.
 
@@ -75,13 +77,15 @@ class SyncProducer(SyncStore):
         notify_channel: str = DEFAULT_NOTIFY_CHANNEL,
         payload_models: Mapping[str, type[BaseModel]] | None = None,
         max_payload_bytes: int = _base.DEFAULT_MAX_PAYLOAD_BYTES,
+        job_types: Iterable[str] | None = None,
         max_pool_size: int = 4,
         connect_timeout: timedelta = DEFAULT_CONNECT_TIMEOUT,
         pgbouncer: bool = False,
     ) -> None:
         # Refuse bad settings before a pool is opened (and would need closing).
-        if not notify_channel:
-            raise ConfigurationError("notify_channel must not be empty")
+        channel_problem = notify_channel_problem(notify_channel)
+        if channel_problem is not None:
+            raise ConfigurationError(channel_problem)
         if max_payload_bytes < 1:
             raise ConfigurationError("max_payload_bytes must be positive")
         if isinstance(conninfo_or_pool, str):
@@ -105,6 +109,7 @@ class SyncProducer(SyncStore):
             notify_channel=notify_channel,
             payload_models=payload_models,
             max_payload_bytes=max_payload_bytes,
+            job_types=job_types,
         )
 
     def _forked(self) -> None:

@@ -18,6 +18,7 @@ INSERT INTO processed_effects (scope, key, job_id)
 SELECT job_effect_scope(type), job_effect_key(queue, idempotency_key, id), id
 FROM jobs
 WHERE id = ANY(%(job_ids)b::uuid[])
+  AND state = 'succeeded'
 ORDER BY id
 ON CONFLICT (scope, key) DO NOTHING
 RETURNING job_id
@@ -43,6 +44,12 @@ WHERE (scope, key) IN (
     FROM processed_effects AS effect
     WHERE effect.created_at < coalesce(%(now)s::timestamptz, now()) - %(older_than)s::interval
       AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = effect.job_id)
+      AND NOT EXISTS (
+          SELECT 1 FROM jobs
+          WHERE jobs.queue = job_effect_key_queue(effect.key)
+            AND jobs.idempotency_key = job_effect_key_idempotency_key(effect.key)
+            AND job_effect_scope(jobs.type) = effect.scope
+      )
     LIMIT %(batch_size)s
     FOR UPDATE SKIP LOCKED
 )
@@ -96,9 +103,13 @@ class AsyncQuerier:
         return self._conn
 
     async def effect_insert_many(self, *, job_ids: list[UUID]) -> list[UUID]:
-        """Record the effects of jobs; returns the job ids whose row is new. A job
-        missing from the result already had its effect committed, so its callback
-        must not run again.
+        """Record the effects of jobs their completion has just left succeeded (in
+        the same transaction); returns the job ids whose row is new: exactly the
+        jobs whose commit callback must run. A job missing from the result either
+        had its effect committed already, or was left cancelled because a cancel
+        was requested before its completion (job_outcome_state, migration 00003):
+        the cancel wins, so its effect is skipped and the job's state and its
+        effect never disagree.
 
         Run ``EffectInsertMany``; return all its rows.
         """
@@ -160,10 +171,15 @@ class AsyncQuerier:
         older_than: timedelta,
         batch_size: int,
     ) -> int:
-        """Delete up to batch_size ledger rows older than the given age whose job is
-        gone. A row whose job still exists is never pruned, so the ledger always
-        lives at least as long as the jobs it guards. processed_effects_created_brin
-        (migration 00006) finds the old rows without scanning the ledger.
+        """Delete up to batch_size ledger rows older than the given age that no job
+        may still need: neither the job that wrote the row nor any other job of the
+        same effect key (type, queue, idempotency key), in any state, exists. A key
+        replayed after its job was purged is a new job; its row stays until that
+        job is gone too and the row is past its age, so the replay's effect is
+        skipped when it runs. The ledger always lives at least as long as the jobs
+        it guards. processed_effects_created_brin (migration 00006) finds the old
+        rows without scanning the ledger; the jobs of a row's key are one probe of
+        jobs_idem_uniq each (job_effect_key_queue, migration 00011).
 
         Run ``EffectPrune``; return the number of rows it affected.
         """
@@ -204,9 +220,13 @@ class Querier:
         return self._conn
 
     def effect_insert_many(self, *, job_ids: list[UUID]) -> list[UUID]:
-        """Record the effects of jobs; returns the job ids whose row is new. A job
-        missing from the result already had its effect committed, so its callback
-        must not run again.
+        """Record the effects of jobs their completion has just left succeeded (in
+        the same transaction); returns the job ids whose row is new: exactly the
+        jobs whose commit callback must run. A job missing from the result either
+        had its effect committed already, or was left cancelled because a cancel
+        was requested before its completion (job_outcome_state, migration 00003):
+        the cancel wins, so its effect is skipped and the job's state and its
+        effect never disagree.
 
         Run ``EffectInsertMany``; return all its rows.
         """
@@ -262,10 +282,15 @@ class Querier:
         return _value
 
     def effect_prune(self, *, now: datetime | None, older_than: timedelta, batch_size: int) -> int:
-        """Delete up to batch_size ledger rows older than the given age whose job is
-        gone. A row whose job still exists is never pruned, so the ledger always
-        lives at least as long as the jobs it guards. processed_effects_created_brin
-        (migration 00006) finds the old rows without scanning the ledger.
+        """Delete up to batch_size ledger rows older than the given age that no job
+        may still need: neither the job that wrote the row nor any other job of the
+        same effect key (type, queue, idempotency key), in any state, exists. A key
+        replayed after its job was purged is a new job; its row stays until that
+        job is gone too and the row is past its age, so the replay's effect is
+        skipped when it runs. The ledger always lives at least as long as the jobs
+        it guards. processed_effects_created_brin (migration 00006) finds the old
+        rows without scanning the ledger; the jobs of a row's key are one probe of
+        jobs_idem_uniq each (job_effect_key_queue, migration 00011).
 
         Run ``EffectPrune``; return the number of rows it affected.
         """

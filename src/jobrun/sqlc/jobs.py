@@ -39,19 +39,42 @@ SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backof
 """
 
 JOB_INSERT_NOTIFY = """
-WITH offer AS (
+WITH job AS (
+    SELECT %(id)s::uuid AS id, %(queue)s::text AS queue, %(type)s::text AS type,
+           nullif(%(payload_json)s::text, '')::jsonb AS payload,
+           %(priority)s::smallint AS priority, %(max_attempts)s::integer AS max_attempts,
+           %(backoff_kind)s::backoff_kind AS backoff_kind,
+           %(backoff_base)s::interval AS backoff_base, %(backoff_max)s::interval AS backoff_max,
+           coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval)
+               AS run_at,
+           %(idempotency_key)s::text AS idempotency_key,
+           coalesce(%(meta)s::jsonb, '{}'::jsonb) AS meta,
+           now() AS created_at
+), offer AS (
     UPDATE worker_offers
     SET slots = worker_offers.slots - 1
     FROM (
-        SELECT candidate.owner, candidate.queue
-        FROM worker_offers AS candidate
+        SELECT candidate.owner, candidate.queue, handoff.note
+        FROM job
+        JOIN worker_offers AS candidate ON candidate.queue = job.queue
+        CROSS JOIN LATERAL (
+            SELECT json_build_object(
+                'id', job.id, 'queue', job.queue, 'type', job.type,
+                'payload', job.payload, 'priority', job.priority,
+                'attempts', 1, 'max_attempts', job.max_attempts,
+                'backoff_kind', job.backoff_kind,
+                'backoff_base', extract(epoch FROM job.backoff_base),
+                'backoff_max', extract(epoch FROM job.backoff_max),
+                'run_at', job.run_at, 'lease_owner', candidate.owner,
+                'lease_expires_at', job.created_at + candidate.lease,
+                'created_at', job.created_at, 'meta', job.meta)::text AS note
+        ) AS handoff
         WHERE %(handoff)s::boolean
-          AND candidate.queue = %(queue)s::text
           AND candidate.slots > 0
           AND candidate.expires_at > now()
-          -- The owner travels in the notification too, whose payload must
-          -- stay under 8000 bytes (the store bounds the rest).
           AND octet_length(candidate.owner) <= 200
+          AND octet_length(candidate.channel) <= 63
+          AND octet_length(handoff.note) < 8000
           AND NOT EXISTS (
               SELECT 1 FROM queues
               WHERE queues.name = candidate.queue
@@ -62,25 +85,24 @@ WITH offer AS (
         FOR UPDATE OF candidate SKIP LOCKED
     ) AS taken
     WHERE worker_offers.owner = taken.owner AND worker_offers.queue = taken.queue
-    RETURNING worker_offers.owner, worker_offers.channel, worker_offers.lease
+    RETURNING worker_offers.channel, taken.note, worker_offers.owner, worker_offers.lease
 ), inserted AS (
     INSERT INTO jobs (
         id, queue, type, payload, priority, max_attempts,
         backoff_kind, backoff_base, backoff_max, run_at, idempotency_key, meta,
-        state, attempts, lease_owner, lease_expires_at, handed
+        state, attempts, lease_owner, lease_expires_at, handed, created_at
     )
-    SELECT %(id)s, %(queue)s, %(type)s, nullif(%(payload_json)s::text, '')::jsonb, %(priority)s,
-           %(max_attempts)s,
-           %(backoff_kind)s, %(backoff_base)s, %(backoff_max)s,
-           coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval),
-           %(idempotency_key)s, coalesce(%(meta)s::jsonb, '{}'::jsonb),
+    SELECT job.id, job.queue, job.type, job.payload, job.priority, job.max_attempts,
+           job.backoff_kind, job.backoff_base, job.backoff_max, job.run_at,
+           job.idempotency_key, job.meta,
            CASE WHEN offer.owner IS NULL THEN 'queued' ELSE 'leased' END::job_state,
            CASE WHEN offer.owner IS NULL THEN 0 ELSE 1 END,
-           offer.owner, now() + offer.lease, offer.owner IS NOT NULL
-    FROM (SELECT 1) AS one (n)
+           offer.owner, job.created_at + offer.lease, offer.owner IS NOT NULL,
+           job.created_at
+    FROM job
     LEFT JOIN offer ON true
     ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed
+    RETURNING id, queue, handed, run_at, created_at, lease_owner, lease_expires_at
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
     SELECT inserted.id, inserted.created_at, 'enqueued', NULL::job_state,
@@ -93,16 +115,7 @@ WITH offer AS (
     WHERE inserted.handed AND %(record_claim)s::boolean
 ), notified AS (
     SELECT CASE WHEN inserted.handed
-        THEN pg_notify(offer.channel, json_build_object(
-            'id', inserted.id, 'queue', inserted.queue, 'type', inserted.type,
-            'payload', inserted.payload, 'priority', inserted.priority,
-            'attempts', inserted.attempts, 'max_attempts', inserted.max_attempts,
-            'backoff_kind', inserted.backoff_kind,
-            'backoff_base', extract(epoch FROM inserted.backoff_base),
-            'backoff_max', extract(epoch FROM inserted.backoff_max),
-            'run_at', inserted.run_at, 'lease_owner', inserted.lease_owner,
-            'lease_expires_at', inserted.lease_expires_at,
-            'created_at', inserted.created_at, 'meta', inserted.meta)::text)
+        THEN pg_notify(offer.channel, offer.note)
         ELSE pg_notify(%(channel)s::text, inserted.queue) END
     FROM inserted
     LEFT JOIN offer ON true
@@ -189,22 +202,30 @@ WITH RECURSIVE controls AS MATERIALIZED (
                                          - queue_leased_count(wanted.queue)) END,
                    CASE
                        WHEN controls.rate_limit IS NULL THEN %(max_jobs)s::integer
-                       WHEN controls.window_start IS NULL
-                            OR controls.window_start < date_bin(
-                                controls.rate_interval,
-                                coalesce(%(now)s::timestamptz, now()),
-                                timestamptz '1970-01-01 00:00:00+00')
-                           THEN controls.rate_limit
                        WHEN controls.window_start = date_bin(
                                 controls.rate_interval,
                                 coalesce(%(now)s::timestamptz, now()),
                                 timestamptz '1970-01-01 00:00:00+00')
                            THEN greatest(0, controls.rate_limit - controls.window_claims)
-                       -- The row is already in a later window than this
-                       -- claim's clock (a claimer that began earlier and
-                       -- waited for the lock): claim nothing rather than
-                       -- count against a window the row no longer tracks.
-                       ELSE 0
+                       -- The row is already in a later window of this
+                       -- rate_interval than this claim's clock (a claimer
+                       -- that began earlier and waited for the lock): claim
+                       -- nothing rather than count against a window the row
+                       -- no longer tracks. Only a claim can write such a
+                       -- window: a later one of the current interval lies
+                       -- after the current time.
+                       WHEN controls.window_start > date_bin(
+                                controls.rate_interval,
+                                coalesce(%(now)s::timestamptz, now()),
+                                timestamptz '1970-01-01 00:00:00+00')
+                            AND controls.window_start = date_bin(
+                                controls.rate_interval, controls.window_start,
+                                timestamptz '1970-01-01 00:00:00+00')
+                           THEN 0
+                       -- No window yet, an earlier one, or one of an earlier
+                       -- rate_interval (not on this interval's boundaries): a
+                       -- fresh window, never a stall until its end.
+                       ELSE controls.rate_limit
                    END)
            END AS room
     FROM unnest((SELECT %(queues)b::text[])) AS wanted (queue)
@@ -308,10 +329,12 @@ WITH RECURSIVE controls AS MATERIALIZED (
     -- claim, in the same statement, so they never outlive what the claim
     -- knew: with offer_channel set and slots left free, one offer per wanted
     -- queue of that many slots, valid for offer_ttl (an idle worker claims
-    -- again within its poll interval, which renews them).
+    -- again within its poll interval, which renews them). A job handed
+    -- through one is leased for offer_lease: the short time its worker has
+    -- to confirm it (see JobHeartbeat), not the worker's whole lease.
     INSERT INTO worker_offers (owner, queue, channel, slots, lease, expires_at)
     SELECT %(owner)s::text, wanted.queue, %(offer_channel)s::text, left_over.slots,
-           %(lease)s::interval, now() + %(offer_ttl)s::interval
+           %(offer_lease)s::interval, now() + %(offer_ttl)s::interval
     FROM left_over
     CROSS JOIN unnest((SELECT %(queues)b::text[])) AS wanted (queue)
     WHERE %(offer_channel)s::text IS NOT NULL AND left_over.slots > 0
@@ -385,27 +408,30 @@ WITH outcome AS MATERIALIZED (
            unnest((SELECT %(outcomes)b::job_outcome[])) AS kind,
            nullif(unnest((SELECT %(details)b::text[])), '') AS detail,
            unnest((SELECT %(delays)b::interval[])) AS delay,
+           nullif(unnest((SELECT %(attempt_limits)b::integer[])), 0) AS attempt_limit,
            'leased'::job_state AS held_state,
            %(owner)s::text AS owner,
            coalesce(%(now)s::timestamptz, now()) AS now
 ), recorded AS (
     UPDATE jobs
+    -- least() skips a NULL attempt_limit: the job's own max_attempts then.
     SET state = job_outcome_state(outcome.kind, jobs.cancel_requested, jobs.attempts,
-                                  jobs.max_attempts),
+                                  least(jobs.max_attempts, outcome.attempt_limit)),
         attempts = CASE
             WHEN outcome.kind IN ('release', 'snooze') AND NOT jobs.cancel_requested
                 THEN greatest(jobs.attempts - 1, 0)
             ELSE jobs.attempts END,
         run_at = CASE job_outcome_state(outcome.kind, jobs.cancel_requested, jobs.attempts,
-                                        jobs.max_attempts)
-            WHEN 'queued' THEN outcome.now + CASE outcome.kind
-                WHEN 'fail' THEN job_backoff_delay(jobs.backoff_kind, jobs.backoff_base,
-                                                   jobs.backoff_max, jobs.attempts,
-                                                   %(jitter)s::double precision)
+                                        least(jobs.max_attempts, outcome.attempt_limit))
+            WHEN 'queued' THEN outcome.now + CASE
+                WHEN outcome.kind = 'fail' AND outcome.attempt_limit IS NULL
+                    THEN job_backoff_delay(jobs.backoff_kind, jobs.backoff_base,
+                                           jobs.backoff_max, jobs.attempts,
+                                           %(jitter)s::double precision)
                 ELSE outcome.delay END
             ELSE jobs.run_at END,
         finished_at = CASE job_outcome_state(outcome.kind, jobs.cancel_requested, jobs.attempts,
-                                             jobs.max_attempts)
+                                             least(jobs.max_attempts, outcome.attempt_limit))
             WHEN 'queued' THEN NULL
             ELSE outcome.now END,
         lease_owner = NULL,
@@ -655,9 +681,8 @@ class JobInsertParams:
 class JobInsertNotifyParams:
     """The parameters of ``JobInsertNotify``."""
 
-    handoff: bool
-    queue: str
     id: UUID
+    queue: str
     type: str
     payload_json: str
     priority: int
@@ -669,6 +694,7 @@ class JobInsertNotifyParams:
     delay: timedelta
     idempotency_key: str | None
     meta: JsonValue | None
+    handoff: bool
     record_claim: bool
     channel: str
 
@@ -770,6 +796,7 @@ class JobClaimParams:
     owner: str
     lease: timedelta
     offer_channel: str | None
+    offer_lease: timedelta
     offer_ttl: timedelta
     record_events: bool
 
@@ -794,6 +821,7 @@ class JobRecordOutcomesParams:
     outcomes: list[JobOutcome]
     details: list[str]
     delays: list[timedelta]
+    attempt_limits: list[int]
     owner: str
     now: datetime | None
     jitter: float
@@ -1118,20 +1146,35 @@ class AsyncQuerier:
         Handoff (migration 00009): when the caller allows it (a job due now, without
         an idempotency key, small enough to travel in a notification) and an idle
         worker offers a slot for the queue, the job is inserted already leased to
-        that worker (attempt 1, the worker's own lease, handed), the claim is
-        recorded, and the whole job goes to the worker's channel instead of the
-        queue's wake-up: the worker starts it without claiming. SKIP LOCKED passes
-        over an offer another enqueue or the worker's own claim is rewriting. A
-        queue with controls (paused, a concurrency or a rate limit) is never handed
-        to: only the claim enforces those.
+        that worker (attempt 1, handed, for the offer's short lease until the
+        worker confirms it), the claim is recorded, and the whole job goes to the
+        worker's channel instead of the queue's wake-up: the worker starts it
+        without claiming. SKIP LOCKED passes over an offer another enqueue or the
+        worker's own claim is rewriting. A queue with controls (paused, a
+        concurrency or a rate limit) is never handed to: only the claim enforces
+        those.
+
+        An enqueue must never fail because of how it is announced: NOTIFY refuses a
+        payload of 8000 bytes or more (or a channel name over 63 bytes), and a
+        refused NOTIFY aborts the statement, insert and all. The store's size check
+        is only a cheap first filter (so is the owner's length here): jsonb renders
+        a payload its own way (1e-40 as 42 digits). So the text a handoff sends is
+        built with the candidate offer, from the values the row gets (the job CTE,
+        computed once for both), and an offer is taken only when that very text is
+        under the limit and its channel a name NOTIFY takes. Otherwise the job is
+        queued and the queue's plain wake-up (a queue name, at most 128 characters)
+        goes out instead.
+
+        Comments stay out of the statement's body: psycopg caches its parsing of a
+        query only up to 4096 bytes, and this one runs through a cursor on a
+        caller's connection (conn=).
 
         Run ``JobInsertNotify``; return its first row, or None.
         """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_INSERT_NOTIFY, {
-                "handoff": params.handoff,
-                "queue": params.queue,
                 "id": params.id,
+                "queue": params.queue,
                 "type": params.type,
                 "payload_json": params.payload_json,
                 "priority": params.priority,
@@ -1143,6 +1186,7 @@ class AsyncQuerier:
                 "delay": params.delay,
                 "idempotency_key": params.idempotency_key,
                 "meta": None if params.meta is None else Jsonb(params.meta),
+                "handoff": params.handoff,
                 "record_claim": params.record_claim,
                 "channel": params.channel,
             })
@@ -1276,6 +1320,7 @@ class AsyncQuerier:
                 "owner": params.owner,
                 "lease": params.lease,
                 "offer_channel": params.offer_channel,
+                "offer_lease": params.offer_lease,
                 "offer_ttl": params.offer_ttl,
                 "record_events": params.record_events,
             })
@@ -1288,7 +1333,8 @@ class AsyncQuerier:
         requested: the owner must stop those jobs. ids and attempts are parallel
         arrays: job i was claimed as attempt i.
 
-        A heartbeat also confirms a handed job (migration 00009): its worker has it.
+        A heartbeat also confirms a handed job (migration 00009): its worker has it,
+        and its short first lease (the offer's) becomes the worker's own.
 
         The fence's values are compared with columns of the materialized input,
         not with literals or parameters (see JobRecordOutcomes): each held job is
@@ -1319,6 +1365,10 @@ class AsyncQuerier:
         attempt, unexpired lease) change; the others are left alone and not
         returned. job_outcome_state decides the next state and job_backoff_delay a
         failed job's wait; a hand-back or snooze gives the attempt back.
+        attempt_limit i (0 for none) bounds a failure below the job's own
+        max_attempts and makes delay i its wait instead of the backoff: the policy
+        for a job the worker cannot run (an unknown type, a payload that does not
+        validate), which must not take the job's whole retry budget.
 
         Each outcome must be one primary-key probe, whatever the statistics say.
         The fence's values (state, owner, clock) are therefore columns of the
@@ -1342,6 +1392,7 @@ class AsyncQuerier:
                 "outcomes": params.outcomes,
                 "details": params.details,
                 "delays": params.delays,
+                "attempt_limits": params.attempt_limits,
                 "owner": params.owner,
                 "now": params.now,
                 "jitter": params.jitter,
@@ -1559,20 +1610,35 @@ class Querier:
         Handoff (migration 00009): when the caller allows it (a job due now, without
         an idempotency key, small enough to travel in a notification) and an idle
         worker offers a slot for the queue, the job is inserted already leased to
-        that worker (attempt 1, the worker's own lease, handed), the claim is
-        recorded, and the whole job goes to the worker's channel instead of the
-        queue's wake-up: the worker starts it without claiming. SKIP LOCKED passes
-        over an offer another enqueue or the worker's own claim is rewriting. A
-        queue with controls (paused, a concurrency or a rate limit) is never handed
-        to: only the claim enforces those.
+        that worker (attempt 1, handed, for the offer's short lease until the
+        worker confirms it), the claim is recorded, and the whole job goes to the
+        worker's channel instead of the queue's wake-up: the worker starts it
+        without claiming. SKIP LOCKED passes over an offer another enqueue or the
+        worker's own claim is rewriting. A queue with controls (paused, a
+        concurrency or a rate limit) is never handed to: only the claim enforces
+        those.
+
+        An enqueue must never fail because of how it is announced: NOTIFY refuses a
+        payload of 8000 bytes or more (or a channel name over 63 bytes), and a
+        refused NOTIFY aborts the statement, insert and all. The store's size check
+        is only a cheap first filter (so is the owner's length here): jsonb renders
+        a payload its own way (1e-40 as 42 digits). So the text a handoff sends is
+        built with the candidate offer, from the values the row gets (the job CTE,
+        computed once for both), and an offer is taken only when that very text is
+        under the limit and its channel a name NOTIFY takes. Otherwise the job is
+        queued and the queue's plain wake-up (a queue name, at most 128 characters)
+        goes out instead.
+
+        Comments stay out of the statement's body: psycopg caches its parsing of a
+        query only up to 4096 bytes, and this one runs through a cursor on a
+        caller's connection (conn=).
 
         Run ``JobInsertNotify``; return its first row, or None.
         """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_INSERT_NOTIFY, {
-                "handoff": params.handoff,
-                "queue": params.queue,
                 "id": params.id,
+                "queue": params.queue,
                 "type": params.type,
                 "payload_json": params.payload_json,
                 "priority": params.priority,
@@ -1584,6 +1650,7 @@ class Querier:
                 "delay": params.delay,
                 "idempotency_key": params.idempotency_key,
                 "meta": None if params.meta is None else Jsonb(params.meta),
+                "handoff": params.handoff,
                 "record_claim": params.record_claim,
                 "channel": params.channel,
             })
@@ -1717,6 +1784,7 @@ class Querier:
                 "owner": params.owner,
                 "lease": params.lease,
                 "offer_channel": params.offer_channel,
+                "offer_lease": params.offer_lease,
                 "offer_ttl": params.offer_ttl,
                 "record_events": params.record_events,
             })
@@ -1729,7 +1797,8 @@ class Querier:
         requested: the owner must stop those jobs. ids and attempts are parallel
         arrays: job i was claimed as attempt i.
 
-        A heartbeat also confirms a handed job (migration 00009): its worker has it.
+        A heartbeat also confirms a handed job (migration 00009): its worker has it,
+        and its short first lease (the offer's) becomes the worker's own.
 
         The fence's values are compared with columns of the materialized input,
         not with literals or parameters (see JobRecordOutcomes): each held job is
@@ -1756,6 +1825,10 @@ class Querier:
         attempt, unexpired lease) change; the others are left alone and not
         returned. job_outcome_state decides the next state and job_backoff_delay a
         failed job's wait; a hand-back or snooze gives the attempt back.
+        attempt_limit i (0 for none) bounds a failure below the job's own
+        max_attempts and makes delay i its wait instead of the backoff: the policy
+        for a job the worker cannot run (an unknown type, a payload that does not
+        validate), which must not take the job's whole retry budget.
 
         Each outcome must be one primary-key probe, whatever the statistics say.
         The fence's values (state, owner, clock) are therefore columns of the
@@ -1779,6 +1852,7 @@ class Querier:
                 "outcomes": params.outcomes,
                 "details": params.details,
                 "delays": params.delays,
+                "attempt_limits": params.attempt_limits,
                 "owner": params.owner,
                 "now": params.now,
                 "jitter": params.jitter,

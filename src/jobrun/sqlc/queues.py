@@ -34,6 +34,14 @@ SET concurrency_limit = CASE WHEN %(set_concurrency)s::boolean
                       ELSE queues.rate_limit END,
     rate_interval = CASE WHEN %(set_rate)s::boolean THEN excluded.rate_interval
                          ELSE queues.rate_interval END,
+    window_start = CASE
+        WHEN %(set_rate)s::boolean AND excluded.rate_interval IS DISTINCT FROM queues.rate_interval
+            THEN NULL
+        ELSE queues.window_start END,
+    window_claims = CASE
+        WHEN %(set_rate)s::boolean AND excluded.rate_interval IS DISTINCT FROM queues.rate_interval
+            THEN 0
+        ELSE queues.window_claims END,
     changed_by = excluded.changed_by,
     updated_at = now()
 RETURNING name, paused, concurrency_limit, rate_limit, rate_interval, window_start, window_claims, created_at, updated_at, changed_by
@@ -157,9 +165,11 @@ class AsyncQuerier:
 
     async def queue_set_limits(self, *, params: QueueSetLimitsParams) -> Queue | None:
         """Set the concurrency limit and/or the rate; a NULL argument leaves that
-        control as it was (set_concurrency / set_rate say which to change). The
-        window counter is kept: the claim resets it when the window it names is
-        not the current one.
+        control as it was (set_concurrency / set_rate say which to change). A new
+        rate over the same interval keeps the window counter, so the claims of the
+        current window count against the new count. A new interval starts a fresh
+        window at once: the counter's window is one of the old interval's, and
+        nothing says how many claims of the new window it holds.
 
         Run ``QueueSetLimits``; return its first row, or None.
         """
@@ -233,9 +243,11 @@ class Querier:
 
     def queue_set_limits(self, *, params: QueueSetLimitsParams) -> Queue | None:
         """Set the concurrency limit and/or the rate; a NULL argument leaves that
-        control as it was (set_concurrency / set_rate say which to change). The
-        window counter is kept: the claim resets it when the window it names is
-        not the current one.
+        control as it was (set_concurrency / set_rate say which to change). A new
+        rate over the same interval keeps the window counter, so the claims of the
+        current window count against the new count. A new interval starts a fresh
+        window at once: the counter's window is one of the old interval's, and
+        nothing says how many claims of the new window it holds.
 
         Run ``QueueSetLimits``; return its first row, or None.
         """

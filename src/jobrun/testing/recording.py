@@ -10,13 +10,14 @@ test of anything the store guarantees.
 
 What it does as the real store does, through the same code (the store's
 I/O-free half, ``jobrun.postgres._base``): every job is validated before any
-is recorded (``InvalidJob``, ``PayloadTooLarge``; ``payload_models`` and
-``max_payload_bytes`` as on the Store); payloads are kept as the JSON value
-the database would hand back; an idempotency key is unique per queue, a
-replay with the same body returns the stored job (whose id differs from the
-one offered) and a different body raises ``IdempotencyConflict`` (in its
-slot, in a batch); a NewJob whose own id is already stored raises
-``InvalidJob``, and a batch holding one records none of its jobs.
+is recorded (``InvalidJob``, ``PayloadTooLarge``; a ``Registry`` as on the
+Client, ``payload_models`` and ``max_payload_bytes`` as on the Store);
+payloads are kept as the JSON value the database would hand back; an
+idempotency key is unique per queue, a replay with the same body returns the
+stored job (whose id differs from the one offered) and a different body
+raises ``IdempotencyConflict`` (in its slot, in a batch); a NewJob whose own
+id is already stored raises ``InvalidJob``, and a batch holding one records
+none of its jobs.
 
 Where it differs, on purpose:
 
@@ -52,12 +53,14 @@ from jobrun.job import (
     Job,
     NewJob,
     new_job_ids,
+    parse_job_id,
 )
 
 # The real store's validation and replay rule, shared rather than copied: a
 # recorder that decided differently would let tests pass that production fails.
 from jobrun.postgres import _base
 from jobrun.postgres.convert import job_from_new, normal_json
+from jobrun.registry import Registry
 
 __all__ = ["RecordingProducer", "SyncRecordingProducer"]
 
@@ -81,12 +84,21 @@ class _Recorder:
 
     def __init__(
         self,
+        registry: Registry | None = None,
         *,
         payload_models: Mapping[str, type[BaseModel]] | None = None,
         max_payload_bytes: int = _base.DEFAULT_MAX_PAYLOAD_BYTES,
         clock: Callable[[], datetime] = _system_clock,
     ) -> None:
-        self.payload_models: dict[str, type[BaseModel]] = dict(payload_models or {})
+        if registry is not None and not isinstance(registry, Registry):
+            raise TypeError(
+                f"expected a jobrun Registry, got {type(registry).__name__}; "
+                "pass payload models as payload_models={type: Model}"
+            )
+        # What a Client holding ``registry`` hands its store; payload_models adds or overrides.
+        models = registry.payload_models() if registry is not None else {}
+        self.payload_models: dict[str, type[BaseModel]] = {**models, **(payload_models or {})}
+        self.job_types: frozenset[str] | None = frozenset(registry) if registry else None
         self.max_payload_bytes = max_payload_bytes
         self.clock = clock
         self.offered: list[NewJob] = []
@@ -109,7 +121,9 @@ class _Recorder:
         return self.clock().astimezone(UTC)
 
     def _record(self, jobs: Sequence[NewJob]) -> list[Job | IdempotencyConflict]:
-        prepared = _base.prepare_jobs(jobs, self.payload_models, self.max_payload_bytes)
+        prepared = _base.prepare_jobs(
+            jobs, self.payload_models, self.max_payload_bytes, self.job_types
+        )
         now = self._now()
         # Kept apart until the whole call is accepted: the store's transaction
         # writes all of a batch or none of it.
@@ -143,7 +157,7 @@ class _Recorder:
         self, job_type: str, payloads: Iterable[Any], fields: dict[str, Any]
     ) -> list[UUID]:
         many = _base.prepare_many(
-            job_type, payloads, fields, self.payload_models, self.max_payload_bytes
+            job_type, payloads, fields, self.payload_models, self.max_payload_bytes, self.job_types
         )
         now = self._now()
         run_at = _base.run_at_of(many.template, now)
@@ -156,6 +170,7 @@ class _Recorder:
         return ids
 
     def _get(self, job_id: UUID) -> Job:
+        job_id = parse_job_id(job_id)  # as the store reads it
         try:
             return self._jobs[job_id]
         except KeyError:
@@ -233,8 +248,12 @@ class RecordingProducer(_Recorder):
     """A test double for the producer side of :class:`~jobrun.postgres.Store`; see the module.
 
     Records every job enqueued through it, in memory, validated and keyed as
-    the real store would. ``payload_models`` and ``max_payload_bytes`` mean
-    what they mean on the Store; ``clock`` supplies "database now".
+    the real store would. ``registry`` (optional) validates jobs as a
+    :class:`~jobrun.client.Client` holding that registry does: types it does
+    not register are refused, payloads go through its handlers' models.
+    ``payload_models`` and ``max_payload_bytes`` mean what they mean on the
+    Store (models given here add to the registry's); ``clock`` supplies
+    "database now".
     """
 
     async def now(self) -> datetime:

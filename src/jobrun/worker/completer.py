@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from jobrun._endings import ending, plural, stop_summary
 from jobrun.errors import ConfigurationError
 from jobrun.job import Job, Outcome
 from jobrun.ports import Executor
@@ -36,6 +37,9 @@ class CompletionStats:
     callback_reinvocations: int = 0
     """Extra calls of commit callbacks: a group rolled back by another callback's
     failure runs the others again (their writes still commit once)."""
+    endings: dict[str, int] = field(default_factory=dict)
+    """How many attempts ended each way (``succeeded``, ``failed``, ``dead``,
+    ``cancelled``, ``snoozed``, ``handed_back``, ``lease_lost``, ``not_recorded``)."""
 
 
 class Completer:
@@ -72,18 +76,20 @@ class Completer:
         """Totals of the batches sent so far."""
 
     def log_stopped(self, log: logging.Logger) -> None:
-        """Log the worker's closing line: what it recorded, in how many batches."""
+        """Log the worker's closing line: how its attempts ended, in how many batches."""
         stats = self.stats
         log.info(
-            "worker %s stopped: %d jobs completed in %d batches, "
-            "%d commit callbacks run again after a group rollback",
+            "worker %s stopped: %s (%s recorded in %s; %s run again after a group rollback)",
             self._owner,
-            stats.jobs,
-            stats.batches,
-            stats.callback_reinvocations,
+            stop_summary(stats.endings),
+            plural(stats.jobs, "outcome"),
+            plural(stats.batches, "batch", "batches"),
+            plural(stats.callback_reinvocations, "commit callback"),
             extra={
                 "owner": self._owner,
-                "completed": stats.jobs,
+                "completed": stats.endings.get("succeeded", 0),
+                "endings": dict(stats.endings),
+                "outcomes": stats.jobs,
                 "completion_batches": stats.batches,
                 "callback_reinvocations": stats.callback_reinvocations,
             },
@@ -154,7 +160,10 @@ class Completer:
             for completion in completions:
                 if completion.invocations > 1:
                     stats.callback_reinvocations += completion.invocations - 1
-            for (_, fut), result in zip(batch, results, strict=False):
+            endings = stats.endings
+            for (outcome, fut), result in zip(batch, results, strict=False):
+                name = ending(outcome.kind, result)
+                endings[name] = endings.get(name, 0) + 1
                 if not fut.done():
                     fut.set_result(result)
             if self._recorded.on:

@@ -9,8 +9,10 @@ within its timeout, and says how the attempt ended:
   ``ctx.lock`` keys the callback needs;
 * it raised :class:`~jobrun.registry.Cancel` or :class:`~jobrun.registry.Snooze`:
   a cancel or a snooze;
-* it raised anything else, returned something that is not a callback, the
-  type has no handler or the payload does not validate: a failure;
+* it raised anything else or returned something that is not a callback: a
+  failure, retried on the job's own backoff;
+* the type has no handler or the payload does not validate: a failure on the
+  bounded policy of :mod:`jobrun.unrunnable` (the handler never runs);
 * it was stopped (:meth:`~jobrun.worker.attempt.Attempt.stop`: a timeout, a
   cancel or lost lease seen by the heartbeat, a shutdown): the stop's
   outcome, whatever the handler did after.
@@ -34,11 +36,12 @@ from datetime import timedelta
 from typing import Any
 
 from jobrun._threads import DaemonThreadPool
-from jobrun.errors import HandlerTimedOut, JobrunError, UnknownJobType
+from jobrun.errors import HandlerTimedOut, InvalidPayload, JobrunError, UnknownJobType
 from jobrun.job import CommitCallback, Job, Outcome, OutcomeKind
 from jobrun.observe import current_job
 from jobrun.registry import Cancel, CancellationToken, JobContext, Registry, Snooze
 from jobrun.tracing import job_span
+from jobrun.unrunnable import DEFAULT_UNRUNNABLE, UnrunnableRetry
 from jobrun.worker.attempt import (
     STOP_SHUTDOWN,
     STOP_TIMEOUT,
@@ -50,10 +53,21 @@ from jobrun.worker.attempt import (
 __all__ = ["JobExecutor"]
 
 
+class _Unrunnable(Exception):
+    """This worker cannot run the job (no handler, a payload that does not validate)."""
+
+    def __init__(self, cause: JobrunError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 class JobExecutor:
     """Runs the handlers of ``registry``, sync ones on at most ``threads`` daemon threads.
 
     ``job_timeout`` limits each attempt whose handler sets no timeout of its own.
+    A job it cannot run (its type has no handler, its payload does not validate)
+    fails on ``unrunnable`` (:mod:`jobrun.unrunnable`): a few attempts, spaced
+    for a rolling deploy, then dead.
     """
 
     def __init__(
@@ -63,9 +77,11 @@ class JobExecutor:
         job_timeout: timedelta | None = None,
         threads: int = 10,
         thread_name_prefix: str = "jobrun-handler",
+        unrunnable: UnrunnableRetry = DEFAULT_UNRUNNABLE,
     ) -> None:
         self._registry = registry
         self._job_timeout = job_timeout
+        self._unrunnable = unrunnable
         self._max_threads = threads
         self._thread_name_prefix = thread_name_prefix
         self._threads: DaemonThreadPool | None = None
@@ -126,6 +142,9 @@ class JobExecutor:
         except Snooze as exc:
             run.error = exc
             ended = Outcome(job=job, kind=OutcomeKind.SNOOZE, delay=exc.delay)
+        except _Unrunnable as exc:
+            run.error = exc.cause
+            ended = self._unrunnable.outcome(job, str(exc))
         except JobrunError as exc:
             run.error = exc
             ended = Outcome(job=job, kind=OutcomeKind.FAIL, detail=str(exc))
@@ -153,8 +172,11 @@ class JobExecutor:
     async def _invoke(self, run: Attempt) -> CommitCallback | None:
         handler = run.handler
         if handler is None:
-            raise UnknownJobType(run.job.type)
-        payload = run.payload = handler.parse_payload(run.job)
+            raise _Unrunnable(UnknownJobType(run.job.type))
+        try:
+            payload = run.payload = handler.parse_payload(run.job)
+        except InvalidPayload as exc:
+            raise _Unrunnable(exc) from None
         if handler.is_async:
             call: Any = handler.func(run.ctx, payload)
         else:

@@ -8,7 +8,11 @@ the handler starts without a claim. A handed job finds no free slot only
 when offers crossed (several queues, a claim in flight) or the worker is
 stopping; it is then handed back at once, due now and its attempt not
 counted. A stopping worker withdraws its offers first. Drain mode never
-offers.
+offers. A handed job is leased only for
+:data:`~jobrun.job.HANDOFF_CONFIRM_WITHIN` (at most ``lease``) until the
+worker confirms it (:mod:`jobrun._confirm`), so one it never received is
+soon claimable by others again; one whose confirmation is refused (given
+back meanwhile, or cancelled) is stopped.
 
 A job handed while a claim is in flight waits for the claim to return: the
 claim was sized before the handoff, so its jobs take the slots first.
@@ -20,10 +24,11 @@ import logging
 from collections.abc import Callable
 from datetime import timedelta
 
-from jobrun.job import HandoffOffer, Job
+from jobrun._confirm import HandoffConfirmer
+from jobrun.job import HANDOFF_CONFIRM_WITHIN, HandoffOffer, Job
 from jobrun.observe import Observer
 from jobrun.ports import Dispatcher, Executor, HandoffInbox, HandoffReceiver
-from jobrun.worker.attempt import one_line
+from jobrun.worker.attempt import STOP_CANCELLED, log_fields, one_line
 from jobrun.worker.settings import WorkerSettings
 from jobrun.worker.state import WorkerState
 
@@ -31,22 +36,27 @@ __all__ = ["Handoff"]
 
 
 class Handoff:
-    """Offers ``state``'s free slots and takes the jobs handed for them.
+    """Offers ``state``'s free slots for ``owner`` and takes the jobs handed for them.
 
     ``start`` starts a handed job; ``give_back`` hands one back (queued, due
-    now, the attempt not counted) with a reason.
+    now, the attempt not counted) with a reason. :meth:`confirm` runs the
+    confirmations of the jobs started.
     """
 
     def __init__(
         self,
+        store: Executor,
         state: WorkerState,
         settings: WorkerSettings,
         *,
+        owner: str,
         start: Callable[[Job], None],
         give_back: Callable[[Job, str], None],
         observer: Observer | None,
         log: logging.Logger,
     ) -> None:
+        self._store = store
+        self._owner = owner
         self._state = state
         self._start = start
         self._give_back = give_back
@@ -56,14 +66,27 @@ class Handoff:
         # renews the offers; an offer of a worker that died lasts this long.
         self._offer_ttl = 2 * settings.poll_every + timedelta(seconds=1)
         self._inbox: HandoffInbox | None = None
+        self._confirmer = HandoffConfirmer(
+            store,
+            owner,
+            lease=settings.lease,
+            within=min(settings.lease, HANDOFF_CONFIRM_WITHIN),
+            held=self._holds,
+            lost=self._lost,
+            logger=log,
+        )
         self._claiming = False
         # Jobs handed in while a claim was in flight: started once it returns.
         self._handed_during_claim: list[Job] = []
 
-    def open(self, dispatcher: Dispatcher | None, owner: str) -> None:
-        """Receive the jobs handed to ``owner``, if ``dispatcher`` can deliver them."""
+    def open(self, dispatcher: Dispatcher | None) -> None:
+        """Receive the jobs handed to this worker, if ``dispatcher`` can deliver them."""
         if isinstance(dispatcher, HandoffReceiver):
-            self._inbox = dispatcher.receive_handoffs(owner, self._handed)
+            self._inbox = dispatcher.receive_handoffs(self._owner, self._handed)
+
+    async def confirm(self) -> None:
+        """Confirm the jobs handed and started here as they come due; runs until cancelled."""
+        await self._confirmer.run()
 
     def close(self) -> None:
         """Stop receiving handed jobs."""
@@ -78,7 +101,9 @@ class Handoff:
             return None
         if self._state.stopping.is_set():
             return None
-        return HandoffOffer(channel=inbox.channel, ttl=self._offer_ttl)
+        return HandoffOffer(
+            channel=inbox.channel, ttl=self._offer_ttl, confirm_within=self._confirmer.within
+        )
 
     def claim_started(self) -> None:
         """A claim is in flight: jobs handed meanwhile wait for it."""
@@ -92,12 +117,12 @@ class Handoff:
             if job.id.int not in self._state.running:
                 self._take(job)
 
-    async def retract(self, store: Executor, owner: str) -> None:
+    async def retract(self) -> None:
         """A stopping worker takes no more handoffs (those already sent are given back)."""
         if self._inbox is None:
             return
         try:
-            await store.retract_offers(owner)
+            await self._store.retract_offers(self._owner)
         except Exception as exc:
             # They expire by themselves; jobs handed meanwhile are given back.
             self._log.warning("could not withdraw handoff offers: %s", one_line(exc))
@@ -121,6 +146,7 @@ class Handoff:
             if self._observer is not None:
                 self._observer.claimed((job,))
             self._start(job)
+            self._confirmer.add(job)
             return
         # No slot free (a multi-queue worker's offers overlap, or a claim's
         # rewrite crossed this handoff), or stopping: give it back at once,
@@ -129,3 +155,21 @@ class Handoff:
         if stopping:
             reason = "handed back: the worker was stopping when the job was handed to it"
         self._give_back(job, reason)
+
+    def _holds(self, job: Job) -> bool:
+        """Whether this attempt of ``job`` still holds its lease here (running or reporting)."""
+        run = self._state.running.get(job.id.int)
+        return run is not None and run.job is job and not run.left
+
+    def _lost(self, job: Job) -> None:
+        """A handed job's confirmation was refused: someone else has it now, or it was cancelled."""
+        run = self._state.running.get(job.id.int)
+        if run is None or run.job is not job or run.reporting or run.stop_reason is not None:
+            return
+        self._log.warning(
+            "job %s was handed here but could not be confirmed (it was given back, or "
+            "cancelled); stopping it",
+            job.id,
+            extra=log_fields(run, self._owner, outcome="stopping"),
+        )
+        run.stop(STOP_CANCELLED)

@@ -13,8 +13,10 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from jobrun._endings import ending
+from jobrun._endings import one_line as short_line
 from jobrun.errors import LeaseLost
-from jobrun.job import Job, JobState, Outcome, OutcomeKind
+from jobrun.job import Job, Outcome, OutcomeKind
 from jobrun.observe import Observer
 from jobrun.worker.attempt import Attempt, error_text, log_fields, one_line
 
@@ -25,19 +27,6 @@ _LABELS = {
     OutcomeKind.RELEASE: "handed_back",
     OutcomeKind.SNOOZE: "snoozed",
     OutcomeKind.CANCEL: "cancelled",
-}
-
-# What an attempt's outcome is called for the observer: by the state it left
-# the job in, or for a job queued again by the kind of outcome that did it.
-_OBSERVED = {
-    JobState.SUCCEEDED: "succeeded",
-    JobState.DEAD: "dead",
-    JobState.CANCELLED: "cancelled",
-}
-_REQUEUED = {
-    OutcomeKind.FAIL: "failed",
-    OutcomeKind.RELEASE: "handed_back",
-    OutcomeKind.SNOOZE: "snoozed",
 }
 
 
@@ -78,7 +67,7 @@ class Reporter:
                 if outcome.kind is OutcomeKind.COMPLETE
                 else f"{_LABELS[outcome.kind]}:{state}"
             )
-            self._record(run, label, level=level, detail=outcome.detail)
+            self._record(run, label, level=level, detail=outcome.detail, reason=run.reason)
         elif isinstance(result, LeaseLost):
             self._record(run, "lease_lost", level=logging.WARNING, detail=str(result))
         elif isinstance(result, asyncio.CancelledError):
@@ -86,6 +75,7 @@ class Reporter:
         elif outcome.kind is OutcomeKind.COMPLETE:
             # The effect did not commit (a failing commit callback, a database
             # error): it is a failed attempt like any other, so it retries.
+            run.reason = f"completion failed: {one_line(result)}"
             detail = f"completion failed: {error_text(result)}"
             await self.report(run, Outcome(job=run.job, kind=OutcomeKind.FAIL, detail=detail))
         else:
@@ -101,29 +91,33 @@ class Reporter:
     def _observe(self, run: Attempt, outcome: Outcome, result: Job | BaseException) -> None:
         """Tell the observer how the attempt ended (nothing for an attempt not recorded)."""
         assert self._observer is not None
-        if isinstance(result, Job):
-            label = _OBSERVED.get(result.state)
-            if label is None:  # queued again
-                label = _REQUEUED.get(outcome.kind, "failed")
-        elif isinstance(result, LeaseLost):
-            label = "lease_lost"
-        else:
-            return
-        self._observer.finished(run.job, label, run.ran)
+        label = ending(outcome.kind, result)
+        if label != "not_recorded":
+            self._observer.finished(run.job, label, run.ran)
 
-    def _record(self, run: Attempt, outcome: str, *, level: int, detail: str = "") -> None:
+    def _record(
+        self, run: Attempt, outcome: str, *, level: int, detail: str = "", reason: str = ""
+    ) -> None:
+        """Log how the attempt ended; the line itself says why, in every log format.
+
+        ``detail`` (the whole error, a traceback maybe) goes in the record's
+        ``error`` field; the message carries ``reason``, or else ``detail``
+        on one line.
+        """
         if not self._log.isEnabledFor(level):
             return
         extra = log_fields(run, self._owner, outcome=outcome)
         if detail:
             extra["error"] = detail
+        why = short_line(reason or detail)
         self._log.log(
             level,
-            "job %s (%s, attempt %d): %s in %.1fms",
+            "job %s (%s, attempt %d): %s in %.1fms%s",
             run.job.id,
             run.job.type,
             run.job.attempts,
             outcome,
             extra["duration_ms"],
+            f": {why}" if why else "",
             extra=extra,
         )

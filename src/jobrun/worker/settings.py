@@ -14,6 +14,7 @@ from typing import Any
 
 from jobrun.config import DEFAULT_CLAIM_AHEAD, DEFAULT_YOUNG_THRESHOLD, Config
 from jobrun.errors import ConfigurationError
+from jobrun.unrunnable import DEFAULT_UNRUNNABLE, UnrunnableRetry
 
 __all__ = ["WorkerSettings"]
 
@@ -40,6 +41,7 @@ class WorkerSettings:
     handoff: bool = True
     gc_young_threshold: int | None = DEFAULT_YOUNG_THRESHOLD
     claim_ahead: timedelta = DEFAULT_CLAIM_AHEAD
+    unrunnable: UnrunnableRetry = DEFAULT_UNRUNNABLE
 
     def __post_init__(self) -> None:
         queues = self.queues
@@ -88,6 +90,7 @@ class WorkerSettings:
             handoff=config.handoff,
             gc_young_threshold=config.gc_young_threshold,
             claim_ahead=config.claim_ahead,
+            unrunnable=config.unrunnable,
         )
 
     def keywords(self) -> dict[str, Any]:

@@ -22,6 +22,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from jobrun._endings import plural
 from jobrun.job import Job
 from jobrun.worker.attempt import STOP_SHUTDOWN, Attempt
 from jobrun.worker.settings import WorkerSettings
@@ -86,8 +87,8 @@ class Shutdown:
             for task in tasks:
                 task.cancel()
             self._log.error(
-                "%d jobs could not be handed back in time; their leases will expire",
-                len(tasks),
+                "%s could not be handed back in time; their leases will expire",
+                plural(len(tasks), "job"),
             )
         for run in left:
             # Stop waiting for the thread; the executor sees ``left`` and reports nothing.
@@ -125,9 +126,9 @@ class Shutdown:
             run.left = True
         if left:
             self._log.warning(
-                "leaving %d jobs leased whose handler threads are still running: %s; "
+                "leaving %s leased whose handler threads are still running: %s; "
                 "their leases expire within %s and the reaper then retries them",
-                len(left),
+                plural(len(left), "job"),
                 ", ".join(str(r.job.id) for r in left),
                 self._lease,
                 extra={"owner": self._owner, "job_ids": [str(r.job.id) for r in left]},

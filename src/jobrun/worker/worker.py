@@ -10,9 +10,10 @@ room of its own and all on one event loop:
 * **executor** (:mod:`jobrun.worker.executor`): runs each job's handler, as
   a task (``async def``) or in a bounded thread pool (``def``), and turns the
   attempt into one :class:`~jobrun.job.Outcome`: a completion (with the
-  handler's commit callback, if any), or a failure (an exception, a timeout,
-  an unknown type or a payload that does not validate, retried with the
-  job's own backoff), a snooze, a cancel or a hand-back.
+  handler's commit callback, if any), or a failure (an exception or a
+  timeout, retried on the job's own backoff; an unknown type or a payload
+  that does not validate, on the bounded policy of :mod:`jobrun.unrunnable`),
+  a snooze, a cancel or a hand-back.
 * **reporter** and **completer** (:mod:`jobrun.worker.reporter`,
   :mod:`jobrun.worker.completer`): outcomes recorded in batches through
   ``store.record_outcomes``, then logged and counted.
@@ -58,6 +59,7 @@ from jobrun.observe import Observer
 from jobrun.ports import Dispatcher, WorkerStore
 from jobrun.reaper import Reaper
 from jobrun.registry import Registry
+from jobrun.unrunnable import DEFAULT_UNRUNNABLE, UnrunnableRetry
 from jobrun.worker.claimer import Claimer
 from jobrun.worker.completer import Completer, CompletionStats
 from jobrun.worker.executor import JobExecutor
@@ -103,7 +105,8 @@ class Worker:
     With ``handoff`` (the default) and a dispatcher that is also a
     :class:`~jobrun.ports.HandoffReceiver`, every claim that leaves slots free
     offers them for enqueues to lease their job straight to this worker (see
-    :mod:`jobrun.worker.handoff`). Drain mode never offers.
+    :mod:`jobrun.worker.handoff`), each confirmed once received. Drain mode
+    never offers.
 
     ``claim_ahead`` is how much work, in time at the rate jobs have been
     starting, a busy worker leases ahead of its free slots (see
@@ -113,6 +116,10 @@ class Worker:
     threshold to ``gc_young_threshold`` (see :mod:`jobrun._collector`): with
     the interpreter's default the cyclic collector took a sixth of a busy
     worker's time. ``None`` leaves the collector alone.
+
+    A job this worker cannot run (its type has no handler here, its payload
+    does not validate) fails on ``unrunnable`` (:mod:`jobrun.unrunnable`): a
+    few attempts, spaced for a rolling deploy, then dead.
 
     :attr:`signals` tells tests what the worker did (claimed, went idle,
     recorded outcomes), once they turn it on (:mod:`jobrun.worker.signals`).
@@ -142,6 +149,7 @@ class Worker:
         handoff: bool = True,
         gc_young_threshold: int | None = DEFAULT_YOUNG_THRESHOLD,
         claim_ahead: timedelta = DEFAULT_CLAIM_AHEAD,
+        unrunnable: UnrunnableRetry = DEFAULT_UNRUNNABLE,
     ) -> None:
         settings = WorkerSettings(
             queues=(queues,) if isinstance(queues, str) else tuple(queues),
@@ -157,6 +165,7 @@ class Worker:
             handoff=handoff,
             gc_young_threshold=gc_young_threshold,
             claim_ahead=claim_ahead,
+            unrunnable=unrunnable,
         )
         self._compose(store, registry, settings, dispatcher, observer, logger)
 
@@ -192,7 +201,6 @@ class Worker:
         logger: logging.Logger | None,
     ) -> None:
         self._settings = s
-        self._store = store
         self.dispatcher = dispatcher
         """Wakes the idle worker on notifications; None: it only polls."""
         self._log = log = logger or _log
@@ -205,7 +213,7 @@ class Worker:
         )
         submit = self._completer.submit
         self._executor = executor = JobExecutor(
-            registry, job_timeout=s.job_timeout, threads=s.concurrency
+            registry, job_timeout=s.job_timeout, threads=s.concurrency, unrunnable=s.unrunnable
         )
         reporter = Reporter(submit, owner=owner, observer=observer, log=log)
         self._runner = runner = Runner(
@@ -213,7 +221,14 @@ class Worker:
         )
         give_back = self._give_back
         self._handoff = Handoff(
-            state, s, start=runner.start, give_back=give_back, observer=observer, log=log
+            store,
+            state,
+            s,
+            owner=owner,
+            start=runner.start,
+            give_back=give_back,
+            observer=observer,
+            log=log,
         )
         self._claimer = Claimer(
             store,
@@ -288,6 +303,7 @@ class Worker:
         background: list[asyncio.Task[Any]] = [
             asyncio.create_task(self._completer.run(), name="jobrun-completer"),
             asyncio.create_task(self._heartbeat.run(), name="jobrun-heartbeat"),
+            asyncio.create_task(self._handoff.confirm(), name="jobrun-confirm"),
         ]
         if self._reaper is not None:
             background.append(asyncio.create_task(self._reaper.run(), name="jobrun-reaper"))
@@ -301,10 +317,10 @@ class Worker:
             extra={"owner": self.owner},
         )
         if self._settings.handoff and not drain:
-            self._handoff.open(self.dispatcher, self.owner)
+            self._handoff.open(self.dispatcher)
         try:
             await self._claimer.run(self.dispatcher, drain=drain)
-            await self._handoff.retract(self._store, self.owner)
+            await self._handoff.retract()
             await self._shutdown.drain()
         except asyncio.CancelledError:
             state.hard.set()
