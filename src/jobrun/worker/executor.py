@@ -21,6 +21,11 @@ A timeout sets the attempt's cancellation token *before* cancelling an async
 handler, so the handler sees both at once; a sync handler's thread cannot be
 interrupted, so its attempt ends only when the thread returns.
 
+While a handler runs, :data:`jobrun.observe.current_job` holds its job (for
+:class:`jobrun.observe.JobLogFilter`; a sync handler's thread runs in a copy
+of the attempt's context), and with ``opentelemetry-api`` installed the
+attempt runs in the span ``jobrun.job`` (:mod:`jobrun.tracing`).
+
 The worker runs every attempt through it, and so does
 :func:`jobrun.testing.run_job`: a handler under test runs through the same
 code as in production. It never touches the store: recording the outcome is

@@ -90,36 +90,22 @@ class Worker:
     every ``poll_every``. ``lease`` is how long a claim holds a job without a
     heartbeat; ``heartbeat_every`` must sit well inside it (at most a third)
     so one slow heartbeat does not lose a lease. ``job_timeout`` limits each
-    attempt unless the handler sets its own. ``reap_every=None`` turns the
-    built-in reaper off. ``observer`` (:class:`jobrun.observe.Observer`) is
-    told of every claim, every attempt's outcome and every reap (metrics);
-    without one those calls are skipped. Settings are checked here
-    (:class:`~jobrun.worker.settings.WorkerSettings`), raising
-    :class:`~jobrun.errors.ConfigurationError` before anything runs;
-    :meth:`from_config` takes them from a :class:`~jobrun.config.Config`.
-
-    While a handler runs, :data:`jobrun.observe.current_job` holds its job
-    (for :class:`jobrun.observe.JobLogFilter`), and with ``opentelemetry-api``
-    installed the attempt runs in the span ``jobrun.job`` (:mod:`jobrun.tracing`).
-
-    With ``handoff`` (the default) and a dispatcher that is also a
-    :class:`~jobrun.ports.HandoffReceiver`, every claim that leaves slots free
-    offers them for enqueues to lease their job straight to this worker (see
-    :mod:`jobrun.worker.handoff`), each confirmed once received. Drain mode
-    never offers.
-
+    attempt unless the handler sets its own; a job the worker cannot run (no
+    handler here, a payload that does not validate) fails on ``unrunnable``
+    (:mod:`jobrun.unrunnable`). ``reap_every=None`` turns the built-in reaper
+    off. ``observer`` (:class:`jobrun.observe.Observer`) is told of every
+    claim, every attempt's outcome and every reap (metrics). With ``handoff``
+    and a dispatcher that can deliver them, enqueues lease jobs straight to
+    its free slots (:mod:`jobrun.worker.handoff`; never in drain mode).
     ``claim_ahead`` is how much work, in time at the rate jobs have been
-    starting, a busy worker leases ahead of its free slots (see
-    :data:`DEFAULT_CLAIM_AHEAD`); ``timedelta(0)`` claims only for free slots.
-
-    While it runs, the worker raises CPython's young-generation collection
-    threshold to ``gc_young_threshold`` (see :mod:`jobrun._collector`): with
-    the interpreter's default the cyclic collector took a sixth of a busy
-    worker's time. ``None`` leaves the collector alone.
-
-    A job this worker cannot run (its type has no handler here, its payload
-    does not validate) fails on ``unrunnable`` (:mod:`jobrun.unrunnable`): a
-    few attempts, spaced for a rolling deploy, then dead.
+    starting, a busy worker leases ahead of its free slots
+    (:data:`DEFAULT_CLAIM_AHEAD`; ``timedelta(0)``: none). While it runs,
+    CPython's young-generation collection threshold is ``gc_young_threshold``
+    (:mod:`jobrun._collector`: with the interpreter's default the cyclic
+    collector took a sixth of a busy worker's time; ``None`` leaves it alone).
+    Settings are checked here (:class:`~jobrun.worker.settings.WorkerSettings`),
+    raising :class:`~jobrun.errors.ConfigurationError` before anything runs;
+    :meth:`from_config` takes them from a :class:`~jobrun.config.Config`.
 
     :attr:`signals` tells tests what the worker did (claimed, went idle,
     recorded outcomes), once they turn it on (:mod:`jobrun.worker.signals`).
