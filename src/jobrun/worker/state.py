@@ -53,43 +53,27 @@ class WorkerState:
         self.starts = 0
         self._start_rate = 0.0
         self._rate_since = (time.monotonic(), 0)
-        # Created in open(): asyncio primitives belong to the loop that runs the worker.
-        self._stopping: asyncio.Event | None = None
-        self._hard: asyncio.Event | None = None
-        self._wakeup: asyncio.Event | None = None
+        # Plain attributes, not properties: they are read for every job. An
+        # asyncio.Event binds to a loop only when first waited on, so making
+        # them here is safe; open() says the worker runs.
+        self.stopping = asyncio.Event()
+        """Set once a stop was requested: claim no more."""
+        self.hard = asyncio.Event()
+        """Set once running jobs are to be handed back without the grace period."""
+        self.wakeup = asyncio.Event()
+        """Set by every finishing job and stop request: the claim loop looks again."""
+        self._open = False
 
     # -- events -------------------------------------------------------------------------------
 
     def open(self) -> None:
-        """Create the events, on the loop that runs the worker (once)."""
-        if self._stopping is None:
-            self._stopping = asyncio.Event()
-            self._hard = asyncio.Event()
-            self._wakeup = asyncio.Event()
-
-    @property
-    def stopping(self) -> asyncio.Event:
-        """Set once a stop was requested: claim no more."""
-        if self._stopping is None:
-            raise UsageError("the worker is not running")
-        return self._stopping
-
-    @property
-    def hard(self) -> asyncio.Event:
-        """Set once running jobs are to be handed back without the grace period."""
-        if self._hard is None:
-            raise UsageError("the worker is not running")
-        return self._hard
-
-    @property
-    def wakeup(self) -> asyncio.Event:
-        """Set by every finishing job and stop request: the claim loop looks again."""
-        if self._wakeup is None:
-            raise UsageError("the worker is not running")
-        return self._wakeup
+        """Mark the worker as running (from then on a stop can be requested)."""
+        self._open = True
 
     def request_stop(self, *, graceful: bool = True) -> None:
         """Stop claiming; with ``graceful=False`` also skip the grace period for running jobs."""
+        if not self._open:
+            raise UsageError("the worker is not running")
         self.stopping.set()
         self.wakeup.set()
         if not graceful:
