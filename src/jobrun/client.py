@@ -312,25 +312,7 @@ class Client:
 
     def worker(self) -> Worker:
         """A Worker wired from the config, without a dispatcher (see :meth:`run_worker`)."""
-        config = self.config
-        return Worker(
-            self.store,
-            self.registry,
-            queues=config.queues,
-            concurrency=config.concurrency,
-            lease=config.lease,
-            heartbeat_every=config.heartbeat,
-            poll_every=config.poll,
-            job_timeout=config.job_timeout,
-            shutdown_grace=config.shutdown_grace,
-            reap_every=config.reap_every,
-            completion_batch=config.completion_batch,
-            observer=self._metrics,
-            handoff=config.handoff,
-            gc_young_threshold=config.gc_young_threshold,
-            claim_ahead=config.claim_ahead,
-            unrunnable=config.unrunnable,
-        )
+        return Worker.from_config(self.store, self.registry, self.config, observer=self._metrics)
 
     async def run_worker(
         self,

@@ -177,7 +177,10 @@ class DurationError(ConfigurationError):
 
 
 class HandlerTimedOut(JobrunError, TimeoutError):
-    """A handler ran past its timeout (``jobrun.testing.run_job``); also a TimeoutError."""
+    """A handler ran past its timeout (the worker's executor, ``jobrun.testing.run_job``).
+
+    Also a TimeoutError. Its message is the attempt's stored error.
+    """
 
     def __init__(self, job_type: str, seconds: float) -> None:
         self.job_type = job_type

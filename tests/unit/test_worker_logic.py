@@ -18,6 +18,7 @@ import pytest
 from jobrun.errors import ConfigurationError, JobrunError, LeaseLost, UsageError
 from jobrun.job import Backoff, HandoffOffer, Job, JobState, Outcome, OutcomeKind
 from jobrun.registry import JobContext, Registry
+from jobrun.testing import eventually
 from jobrun.worker import Completer, Worker
 
 
@@ -159,9 +160,8 @@ async def test_completer_grows_batches_while_a_commit_is_in_flight() -> None:
     completer = Completer(store, "w", max_inflight=1)  # type: ignore[arg-type]
     runner = asyncio.create_task(completer.run())
     first = completer.submit(Outcome(job=make_job()))
-    await asyncio.sleep(0.01)
+    await eventually(lambda: store.batches == [1], what="the first batch in flight")
     rest = [completer.submit(Outcome(job=make_job())) for _ in range(50)]
-    await asyncio.sleep(0.01)
     store.gate.set()
     await asyncio.gather(first, *rest)
     assert store.batches == [1, 50]
@@ -248,12 +248,14 @@ async def test_a_failing_handler_reports_a_fail_outcome_with_its_traceback() -> 
 
 
 async def test_stop_event_with_an_idle_worker_returns_promptly() -> None:
-    w = worker(RecordingStore(), Registry(), poll_every=timedelta(seconds=10))
+    w = worker(RecordingStore(), Registry(), poll_every=timedelta(seconds=60))
+    w.signals.init()
     stop = asyncio.Event()
     task = asyncio.create_task(w.run(stop))
-    await asyncio.sleep(0.05)
+    assert await w.signals.idle.wait() == "notification"  # waiting out its 60 s poll
     stop.set()
-    await asyncio.wait_for(task, 2)
+    # Well before the poll would have ended the wait: the stop ended it.
+    await asyncio.wait_for(task, 30)
 
 
 async def test_a_worker_runs_once() -> None:
@@ -265,7 +267,9 @@ async def test_a_worker_runs_once() -> None:
         await w.run(stop)
 
 
-async def test_a_job_claimed_again_while_its_stale_attempt_runs_is_not_started() -> None:
+async def test_a_job_claimed_again_while_its_stale_attempt_runs_is_not_started(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     # The same job id coming back from a claim while this worker still runs an
     # earlier attempt of it (that lease was reaped and the job re-claimed by
     # this owner): starting it would run the job twice in one process.
@@ -283,15 +287,16 @@ async def test_a_job_claimed_again_while_its_stale_attempt_runs_is_not_started()
         await release.wait()
 
     w = worker(store, reg, concurrency=2)  # one claim returns both
+    w.signals.init()
     stop = asyncio.Event()
     task = asyncio.create_task(w.run(stop))
-    for _ in range(100):
-        if started:
-            break
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(0.05)
+    # Emitted once the claim's jobs were started (or refused); a task started
+    # with them has taken its first step, into its handler, before this wakes.
+    claimed = await w.signals.claimed.wait()
+    assert [j.attempts for j in claimed] == [1, 2]
     assert store.claims[0] == 2 and not store.queued
     assert w.running == 1 and started == [1]  # the second copy was not started
+    assert "claimed again while its attempt 1 still runs here" in caplog.text
     release.set()
     stop.set()
     await asyncio.wait_for(task, 5)
@@ -321,13 +326,18 @@ class HandingDispatcher:
         self.deliver = None
 
 
-async def started(worker: Worker, store: RecordingStore, stop: asyncio.Event) -> asyncio.Task[None]:
+async def started(worker: Worker, stop: asyncio.Event) -> asyncio.Task[None]:
+    """Run ``worker`` (its test signals on) until its first claim has returned."""
+    worker.signals.init()
     task = asyncio.create_task(worker.run(stop))
-    for _ in range(200):
-        if store.claims:
-            break
-        await asyncio.sleep(0.005)
+    await worker.signals.claimed.wait()
     return task
+
+
+async def given_back(worker: Worker, job: Job) -> Job | BaseException:
+    """Wait until the worker has recorded an outcome for ``job``; return its result."""
+    batch = await worker.signals.recorded.wait_for(lambda b: any(o.job is job for o, _ in b))
+    return next(result for outcome, result in batch if outcome.job is job)
 
 
 async def test_an_idle_worker_offers_its_free_slots_and_runs_what_is_handed_to_it() -> None:
@@ -340,7 +350,7 @@ async def test_an_idle_worker_offers_its_free_slots_and_runs_what_is_handed_to_i
     dispatcher = HandingDispatcher()
     w = worker(store, reg, concurrency=4, dispatcher=dispatcher)  # type: ignore[arg-type]
     stop = asyncio.Event()
-    task = await started(w, store, stop)
+    task = await started(w, stop)
     offer = store.offers[0]
     assert offer is not None and offer.channel == "test.handoff"
     job = make_job(owner=w.owner)
@@ -359,7 +369,7 @@ async def test_a_worker_offers_nothing_while_its_inbox_is_not_ready() -> None:
     dispatcher.ready = False
     w = worker(store, Registry(), dispatcher=dispatcher)  # type: ignore[arg-type]
     stop = asyncio.Event()
-    task = await started(w, store, stop)
+    task = await started(w, stop)
     stop.set()
     await asyncio.wait_for(task, 5)
     assert store.offers and all(o is None for o in store.offers)
@@ -367,23 +377,24 @@ async def test_a_worker_offers_nothing_while_its_inbox_is_not_ready() -> None:
 
 async def test_a_handed_job_beyond_the_free_slots_is_given_back_uncounted() -> None:
     store, reg = RecordingStore(), Registry()
-    release = asyncio.Event()
+    release, running = asyncio.Event(), asyncio.Event()
     entered: list[UUID] = []
 
     @reg.handler("block")
     async def block(ctx: JobContext, payload: Any) -> None:
         entered.append(ctx.job.id)
+        running.set()
         await release.wait()
 
     dispatcher = HandingDispatcher()
     w = worker(store, reg, concurrency=1, dispatcher=dispatcher)  # type: ignore[arg-type]
     stop = asyncio.Event()
-    task = await started(w, store, stop)
+    task = await started(w, stop)
     first, second = make_job("block", w.owner), make_job("block", w.owner)
     dispatcher.deliver(first)
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(running.wait(), 5)
     dispatcher.deliver(second)  # the one slot is taken
-    await asyncio.sleep(0.05)
+    await given_back(w, second)
     assert entered == [first.id]
     assert store.kinds == [OutcomeKind.RELEASE]
     assert store.failed[0][0].id == second.id and "no free slot" in store.failed[0][1]
@@ -410,26 +421,29 @@ async def test_a_job_handed_while_a_claim_is_in_flight_waits_for_the_claims_jobs
             return await super().claim(*args, **kw)
 
     store, reg = SlowClaim(), Registry()
-    release = asyncio.Event()
+    release, running = asyncio.Event(), asyncio.Event()
     entered: list[UUID] = []
 
     @reg.handler("block")
     async def block(ctx: JobContext, payload: Any) -> None:
         entered.append(ctx.job.id)
+        running.set()
         await release.wait()
 
     dispatcher = HandingDispatcher()
     w = worker(store, reg, concurrency=1, dispatcher=dispatcher)  # type: ignore[arg-type]
+    w.signals.init()
     stop = asyncio.Event()
     task = asyncio.create_task(w.run(stop))
-    await asyncio.wait_for(store.in_claim.wait(), 2)  # the second claim is in flight
+    await asyncio.wait_for(store.in_claim.wait(), 5)  # the second claim is in flight
     claimed = store.queued[0]
     handed = make_job("block", w.owner)
     dispatcher.deliver(handed)
-    await asyncio.sleep(0.02)
-    assert entered == []  # held until the claim returns
+    # Held until the claim returns: not started (nor buffered) when delivered.
+    assert w.running == 0 and entered == []
     store.go.set()
-    await asyncio.sleep(0.1)
+    await given_back(w, handed)
+    await asyncio.wait_for(running.wait(), 5)
     assert entered == [claimed.id]
     assert [j.id for j, _ in store.failed] == [handed.id]
     assert store.kinds == [OutcomeKind.RELEASE]
@@ -440,24 +454,25 @@ async def test_a_job_handed_while_a_claim_is_in_flight_waits_for_the_claims_jobs
 
 async def test_a_job_handed_to_a_stopping_worker_is_given_back() -> None:
     store, reg = RecordingStore(), Registry()
-    release = asyncio.Event()
+    release, running = asyncio.Event(), asyncio.Event()
 
     @reg.handler("block")
     async def block(ctx: JobContext, payload: Any) -> None:
+        running.set()
         await release.wait()
 
     dispatcher = HandingDispatcher()
     w = worker(store, reg, concurrency=4, dispatcher=dispatcher)  # type: ignore[arg-type]
     stop = asyncio.Event()
-    task = await started(w, store, stop)
+    task = await started(w, stop)
     dispatcher.deliver(make_job("block", w.owner))  # keeps the shutdown in its drain
-    await asyncio.sleep(0.02)
+    await asyncio.wait_for(running.wait(), 5)
     deliver = dispatcher.deliver
     stop.set()
-    await asyncio.sleep(0.05)
+    assert await w.signals.stopping.wait() is True  # a graceful stop, seen by the worker
     late = make_job("block", w.owner)
     deliver(late)
-    await asyncio.sleep(0.05)
+    await given_back(w, late)
     assert [j.id for j, _ in store.failed] == [late.id]
     assert "stopping" in store.failed[0][1]
     release.set()
@@ -479,17 +494,16 @@ async def test_a_job_stopped_before_its_task_began_is_still_reported_and_freed()
 
     w = worker(store, reg)  # type: ignore[arg-type]
     stop = asyncio.Event()
-    task = asyncio.create_task(w.run(stop))
-    await asyncio.sleep(0.05)
+    task = await started(w, stop)
     job = make_job(owner=w.owner)
-    w._start(job)
-    w._stop(w._running[job.id.int], "cancelled")  # before the task's first step
+    w._runner.start(job)
+    w._state.running[job.id.int].stop("cancelled")  # before the task's first step
     for _ in range(250):
-        if job.id.int not in w._running:
+        if job.id.int not in w._state.running:
             break
         await asyncio.sleep(0.02)
-    assert job.id.int not in w._running
-    assert w._executing == 0
+    assert job.id.int not in w._state.running
+    assert w._state.executing == 0
     assert ran == []
     assert [(j.id, "stopped" in detail) for j, detail in store.failed] == [(job.id, True)]
     stop.set()

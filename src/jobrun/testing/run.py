@@ -1,44 +1,34 @@
 """Run one job's handler the way a worker would, without a worker or a database.
 
-:func:`run_job` looks the handler up in a :class:`~jobrun.registry.Registry`,
-gives it a real :class:`~jobrun.registry.JobContext`, validates the payload
-through the handler's declared type (:meth:`Handler.parse_payload
-<jobrun.registry.Handler.parse_payload>`, the worker's own path), runs it (an
-``async def`` on the loop, a plain ``def`` in a thread, as the worker does)
-within its timeout, and reports what the worker would hand the store: a
-completion with the commit callback (captured, not run), a failure, a cancel
-(``raise Cancel``) or a snooze (``raise Snooze``).
+:func:`run_job` looks the handler up in a :class:`~jobrun.registry.Registry`
+and runs it through the worker's own executor
+(:class:`jobrun.worker.executor.JobExecutor`): a real
+:class:`~jobrun.registry.JobContext`, the payload validated through the
+handler's declared type, an ``async def`` on the loop and a plain ``def`` in
+a thread, the timeout applied as in production (the token set before the
+cancel). It reports what the worker would hand the store: a completion with
+the commit callback (captured, not run), a failure, a cancel (``raise
+Cancel``) or a snooze (``raise Snooze``).
 
 What it leaves out is everything around the handler: no lease, no heartbeat,
 no retry, no store. The captured commit callback can be run on a connection
 the test provides (:meth:`JobResult.commit_with`), in a transaction as the
-store would run it. The worker's executor is not reused (it is bound to the
-worker's lease bookkeeping), so the rules mirrored here are kept short:
-unknown type, payload validation, Cancel, Snooze, timeout, other exceptions,
-and a return value that is not a callback.
+store would run it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
-from jobrun._threads import DaemonThreadPool
-from jobrun.errors import HandlerTimedOut, InvalidJob, JobrunError, UnknownJobType
+from jobrun.errors import HandlerTimedOut, InvalidJob
 from jobrun.job import CommitCallback, Job, NewJob, OutcomeKind
-from jobrun.registry import (
-    Cancel,
-    CancellationToken,
-    Handler,
-    InvalidPayload,
-    JobContext,
-    Registry,
-    Snooze,
-)
+from jobrun.registry import CancellationToken, InvalidPayload, Registry
 from jobrun.testing.factory import make_job
+from jobrun.worker.attempt import one_line
+from jobrun.worker.executor import JobExecutor
 
 __all__ = ["HandlerTimedOut", "JobResult", "run_job", "run_job_sync"]
 
@@ -131,13 +121,6 @@ class JobResult:
         return True
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    if isinstance(exc, JobrunError):
-        return text or type(exc).__name__
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 def _build_job(
     registry: Registry, job: Job | NewJob | str, payload: Any, attempt: int | None
 ) -> Job:
@@ -167,44 +150,6 @@ def _build_job(
         return make_job(NewJob(type=job, payload=payload), attempts=attempt)
     except InvalidJob as exc:
         raise TypeError(f"run_job: the payload of {job!r} is not JSON: {exc}") from None
-
-
-async def _invoke(handler: Handler, ctx: JobContext, payload: Any, limit: float | None) -> Any:
-    loop = asyncio.get_running_loop()
-    threads: DaemonThreadPool | None = None
-    if handler.is_async:
-        call: asyncio.Future[Any] = asyncio.ensure_future(
-            cast(Awaitable[Any], handler.func(ctx, payload))
-        )
-    else:
-        threads = DaemonThreadPool(1, name_prefix="jobrun-testing")
-        call = asyncio.wrap_future(threads.submit(handler.func, ctx, payload))
-    expired = False
-
-    def expire() -> None:
-        # Like the worker: the token first, then (async only) the cancellation;
-        # a thread cannot be interrupted, so a sync handler runs on until it returns.
-        nonlocal expired
-        expired = True
-        ctx.token.set("timeout")
-        if handler.is_async:
-            call.cancel()
-
-    timer = None if limit is None else loop.call_later(limit, expire)
-    try:
-        result = await call
-    except asyncio.CancelledError:
-        if not expired:
-            raise
-    finally:
-        if timer is not None:
-            timer.cancel()
-        if threads is not None:
-            threads.shutdown()
-    if expired:
-        # Also when the handler swallowed the cancellation: the attempt timed out.
-        raise HandlerTimedOut(handler.type, limit or 0.0)
-    return result
 
 
 async def run_job(
@@ -239,32 +184,26 @@ async def run_job(
     built = _build_job(registry, job, payload, attempt)
     if isinstance(timeout, int | float):
         timeout = timedelta(seconds=timeout)
-    ctx = JobContext(built, token)
-    handler = registry.get(built.type)
-    error: Exception
-    if handler is None:
-        error = UnknownJobType(built.type)
-        return JobResult(built, OutcomeKind.FAIL, error=error, detail=_one_line(error))
-    limit = timeout or handler.timeout
-    parsed: Any = None
+    executor = JobExecutor(registry, threads=1, thread_name_prefix="jobrun-testing")
+    run = executor.attempt(built, token=token, timeout=timeout)
+    # Its own task, as in the worker: the job's log context stays in it, and a
+    # timeout cancels it (an async handler) after setting the token.
+    run.task = asyncio.get_running_loop().create_task(executor.execute(run))
     try:
-        parsed = handler.parse_payload(built)
-        commit = await _invoke(
-            handler, ctx, parsed, None if limit is None else limit.total_seconds()
-        )
-    except Cancel as exc:
-        return JobResult(built, OutcomeKind.CANCEL, error=exc, detail=exc.reason, payload=parsed)
-    except Snooze as exc:
-        return JobResult(built, OutcomeKind.SNOOZE, error=exc, delay=exc.delay, payload=parsed)
-    except Exception as exc:
-        return JobResult(built, OutcomeKind.FAIL, error=exc, detail=_one_line(exc), payload=parsed)
-    if commit is not None and not callable(commit):
-        error = TypeError(
-            f"handler for {built.type!r} returned {type(commit).__name__}, "
-            "expected a commit callback or None"
-        )
-        return JobResult(built, OutcomeKind.FAIL, error=error, detail=str(error), payload=parsed)
-    return JobResult(built, OutcomeKind.COMPLETE, commit=commit, payload=parsed)
+        outcome = await run.task
+    finally:
+        executor.shutdown()
+    assert outcome is not None  # only an attempt left at a worker's shutdown has none
+    kind, error = outcome.kind, run.error
+    if kind is OutcomeKind.COMPLETE:
+        return JobResult(built, kind, commit=outcome.commit, payload=run.payload)
+    detail = outcome.detail
+    if kind is OutcomeKind.FAIL:
+        # The reason on one line, where the worker stores a whole traceback.
+        detail = run.reason or (one_line(error) if error is not None else detail)
+    if kind is OutcomeKind.SNOOZE:
+        return JobResult(built, kind, error=error, delay=outcome.delay, payload=run.payload)
+    return JobResult(built, kind, error=error, detail=detail, payload=run.payload)
 
 
 def run_job_sync(

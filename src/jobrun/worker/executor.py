@@ -1,0 +1,223 @@
+"""The executor: one claimed job in, one :class:`~jobrun.job.Outcome` out.
+
+It finds the job's handler, validates the payload through the handler's
+declared type, runs the handler (an ``async def`` on the loop, a plain
+``def`` on a daemon thread, :class:`~jobrun._threads.DaemonThreadPool`)
+within its timeout, and says how the attempt ended:
+
+* the handler returned a commit callback or None: a completion, with the
+  ``ctx.lock`` keys the callback needs;
+* it raised :class:`~jobrun.registry.Cancel` or :class:`~jobrun.registry.Snooze`:
+  a cancel or a snooze;
+* it raised anything else or returned something that is not a callback: a
+  failure, retried on the job's own backoff;
+* the type has no handler or the payload does not validate: a failure on the
+  bounded policy of :mod:`jobrun.unrunnable` (the handler never runs);
+* it was stopped (:meth:`~jobrun.worker.attempt.Attempt.stop`: a timeout, a
+  cancel or lost lease seen by the heartbeat, a shutdown): the stop's
+  outcome, whatever the handler did after.
+
+A timeout sets the attempt's cancellation token *before* cancelling an async
+handler, so the handler sees both at once; a sync handler's thread cannot be
+interrupted, so its attempt ends only when the thread returns.
+
+While a handler runs, :data:`jobrun.observe.current_job` holds its job (for
+:class:`jobrun.observe.JobLogFilter`; a sync handler's thread runs in a copy
+of the attempt's context), and with ``opentelemetry-api`` installed the
+attempt runs in the span ``jobrun.job`` (:mod:`jobrun.tracing`).
+
+The worker runs every attempt through it, and so does
+:func:`jobrun.testing.run_job`: a handler under test runs through the same
+code as in production. It never touches the store: recording the outcome is
+the reporter's (:mod:`jobrun.worker.reporter`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import time
+from datetime import timedelta
+from typing import Any
+
+from jobrun._threads import DaemonThreadPool
+from jobrun.errors import HandlerTimedOut, InvalidPayload, JobrunError, UnknownJobType
+from jobrun.job import CommitCallback, Job, Outcome, OutcomeKind
+from jobrun.observe import current_job
+from jobrun.registry import Cancel, CancellationToken, JobContext, Registry, Snooze
+from jobrun.tracing import job_span
+from jobrun.unrunnable import DEFAULT_UNRUNNABLE, UnrunnableRetry
+from jobrun.worker.attempt import (
+    STOP_SHUTDOWN,
+    STOP_TIMEOUT,
+    Attempt,
+    error_text,
+    one_line,
+)
+
+__all__ = ["JobExecutor"]
+
+
+class _Unrunnable(Exception):
+    """This worker cannot run the job (no handler, a payload that does not validate)."""
+
+    def __init__(self, cause: JobrunError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class JobExecutor:
+    """Runs the handlers of ``registry``, sync ones on at most ``threads`` daemon threads.
+
+    ``job_timeout`` limits each attempt whose handler sets no timeout of its own.
+    A job it cannot run (its type has no handler, its payload does not validate)
+    fails on ``unrunnable`` (:mod:`jobrun.unrunnable`): a few attempts, spaced
+    for a rolling deploy, then dead.
+    """
+
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        job_timeout: timedelta | None = None,
+        threads: int = 10,
+        thread_name_prefix: str = "jobrun-handler",
+        unrunnable: UnrunnableRetry = DEFAULT_UNRUNNABLE,
+    ) -> None:
+        self._registry = registry
+        self._job_timeout = job_timeout
+        self._unrunnable = unrunnable
+        self._max_threads = threads
+        self._thread_name_prefix = thread_name_prefix
+        self._threads: DaemonThreadPool | None = None
+
+    def attempt(
+        self,
+        job: Job,
+        *,
+        token: CancellationToken | None = None,
+        timeout: timedelta | None = None,
+    ) -> Attempt:
+        """A new attempt of ``job``, with its handler, context and time limit.
+
+        ``timeout`` overrides the handler's own limit (``jobrun.testing.run_job``
+        takes one); by default the handler's, else the executor's ``job_timeout``.
+        """
+        handler = self._registry.get(job.type)
+        limit = timeout or (handler.timeout if handler is not None else None) or self._job_timeout
+        ctx = JobContext(job) if token is None else JobContext(job, token)
+        return Attempt(job=job, handler=handler, ctx=ctx, started=time.monotonic(), timeout=limit)
+
+    def shutdown(self) -> None:
+        """Stop the handler threads once idle; threads still running are not waited for."""
+        if self._threads is not None:
+            self._threads.shutdown()
+
+    async def execute(self, run: Attempt) -> Outcome | None:
+        """Run ``run``'s handler and return its attempt's outcome.
+
+        Runs as ``run.task`` (its own task: the job's log context and span stay
+        in it). Returns None for an attempt left leased at shutdown (reporting
+        anything would free the job while its thread may still run it). A
+        cancellation not asked for through :meth:`Attempt.stop
+        <jobrun.worker.attempt.Attempt.stop>` propagates.
+        """
+        run.entered = True
+        job = run.job
+        commit: CommitCallback | None = None
+        ended: Outcome | None = None
+        # This task's own context: handler logs (and a sync handler's thread) see the job.
+        current_job.set(job)
+        try:
+            if run.stop_reason is None:
+                with job_span(job, ok=(Cancel, Snooze, asyncio.CancelledError)):
+                    commit = await self._invoke(run)
+        except asyncio.CancelledError:
+            if run.left:
+                return None
+            if run.stop_reason is None:
+                raise
+            # Ours: report the stop instead of dying with the task.
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+        except Cancel as exc:
+            run.error = exc
+            ended = Outcome(job=job, kind=OutcomeKind.CANCEL, detail=exc.reason)
+        except Snooze as exc:
+            run.error = exc
+            ended = Outcome(job=job, kind=OutcomeKind.SNOOZE, delay=exc.delay)
+        except _Unrunnable as exc:
+            run.error = exc.cause
+            ended = self._unrunnable.outcome(job, str(exc))
+        except JobrunError as exc:
+            run.error = exc
+            ended = Outcome(job=job, kind=OutcomeKind.FAIL, detail=str(exc))
+        except Exception as exc:
+            run.error = exc
+            run.reason = one_line(exc)
+            ended = Outcome(job=job, kind=OutcomeKind.FAIL, detail=error_text(exc))
+        if run.stop_reason is not None:
+            # Also when the handler swallowed the cancellation or ignored the
+            # token: the job was stopped all the same, so its result is discarded.
+            return self._stopped(run)
+        if ended is not None:
+            return ended
+        if commit is not None and not callable(commit):
+            message = (
+                f"handler for {job.type!r} returned {type(commit).__name__}, "
+                "expected a commit callback or None"
+            )
+            run.error = TypeError(message)
+            run.reason = message
+            return Outcome(job=job, kind=OutcomeKind.FAIL, detail=message)
+        keys = run.ctx.lock_keys if commit is not None else ()
+        return Outcome(job=job, commit=commit, lock_keys=keys)
+
+    async def _invoke(self, run: Attempt) -> CommitCallback | None:
+        handler = run.handler
+        if handler is None:
+            raise _Unrunnable(UnknownJobType(run.job.type))
+        try:
+            payload = run.payload = handler.parse_payload(run.job)
+        except InvalidPayload as exc:
+            raise _Unrunnable(exc) from None
+        if handler.is_async:
+            call: Any = handler.func(run.ctx, payload)
+        else:
+            if self._threads is None:
+                self._threads = DaemonThreadPool(
+                    self._max_threads, name_prefix=self._thread_name_prefix
+                )
+            # In a copy of this task's context: the job's log context and span go along.
+            run.thread = self._threads.submit(
+                contextvars.copy_context().run, handler.func, run.ctx, payload
+            )
+            call = asyncio.wrap_future(run.thread)
+        if run.timeout is None:
+            result: CommitCallback | None = await call
+            return result
+        # A timer rather than asyncio.timeout: expiry goes through Attempt.stop,
+        # which sets the token *before* cancelling, so the handler sees both at once.
+        timer = asyncio.get_running_loop().call_later(
+            run.timeout.total_seconds(), run.stop, STOP_TIMEOUT
+        )
+        try:
+            result = await call
+            return result
+        finally:
+            timer.cancel()
+
+    @staticmethod
+    def _stopped(run: Attempt) -> Outcome:
+        job = run.job
+        if run.stop_reason == STOP_TIMEOUT:
+            seconds = run.timeout.total_seconds() if run.timeout else 0.0
+            run.error = HandlerTimedOut(job.type, seconds)
+            return Outcome(job=job, kind=OutcomeKind.FAIL, detail=str(run.error))
+        if run.stop_reason == STOP_SHUTDOWN:
+            reason = "handed back: the worker shut down before the job finished"
+            return Outcome(job=job, kind=OutcomeKind.RELEASE, detail=reason)
+        # A requested cancel ends it cancelled; a lost lease makes it LeaseLost.
+        detail = "stopped: the job was cancelled or its lease was lost"
+        return Outcome(job=job, kind=OutcomeKind.FAIL, detail=detail)

@@ -1,0 +1,350 @@
+"""The worker: claims jobs, runs their handlers, and reports every outcome.
+
+One :class:`Worker` is one owner of leases. It composes services, each in a
+room of its own and all on one event loop:
+
+* **claimer** (:mod:`jobrun.worker.claimer`): leases as many due jobs as
+  there are free slots (:mod:`jobrun.worker.claiming`), in one statement,
+  plus a small buffer claimed ahead while the queues stay busy; waits for a
+  notification or ``poll_every`` when they are drained.
+* **executor** (:mod:`jobrun.worker.executor`): runs each job's handler, as
+  a task (``async def``) or in a bounded thread pool (``def``), and turns the
+  attempt into one :class:`~jobrun.job.Outcome`: a completion (with the
+  handler's commit callback, if any), or a failure (an exception or a
+  timeout, retried on the job's own backoff; an unknown type or a payload
+  that does not validate, on the bounded policy of :mod:`jobrun.unrunnable`),
+  a snooze, a cancel or a hand-back.
+* **reporter** and **completer** (:mod:`jobrun.worker.reporter`,
+  :mod:`jobrun.worker.completer`): outcomes recorded in batches through
+  ``store.record_outcomes``, then logged and counted.
+* **heartbeat** (:mod:`jobrun.worker.heartbeat`): extends the leases of the
+  jobs held; stops those cancelled or whose lease was lost.
+* **handoff** (:mod:`jobrun.worker.handoff`): jobs an enqueue leases straight
+  to this worker's free slots.
+* **reaper**: :class:`~jobrun.reaper.Reaper`, safe on every worker.
+
+Shutdown (:mod:`jobrun.worker.shutdown`): the first SIGTERM/SIGINT (or the
+``stop`` event) stops claiming and lets running jobs finish until
+``shutdown_grace``; whatever still runs then is cancelled and handed back
+(queued, due now, the attempt not counted). A second signal skips the grace
+period. A sync handler's thread cannot be stopped: one that times out or is
+cancelled keeps its job leased (and heartbeated) until the thread returns,
+and one that ignores its token past the shutdown deadline is left leased for
+the reaper, which then decides, counting the attempt.
+
+The clock rule: the worker sends the store no times of its own; leases,
+retry times and snoozes are computed from the database's clock.
+
+The worker depends on the ports in :mod:`jobrun.ports` only, never on psycopg.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import socket
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from jobrun._collector import young_threshold_raised
+from jobrun.config import DEFAULT_CLAIM_AHEAD, DEFAULT_YOUNG_THRESHOLD, Config
+from jobrun.errors import UsageError
+from jobrun.job import Job, Outcome, OutcomeKind
+from jobrun.observe import Observer
+from jobrun.ports import Dispatcher, WorkerStore
+from jobrun.reaper import Reaper
+from jobrun.registry import Registry
+from jobrun.unrunnable import DEFAULT_UNRUNNABLE, UnrunnableRetry
+from jobrun.worker.claimer import Claimer
+from jobrun.worker.completer import Completer, CompletionStats
+from jobrun.worker.executor import JobExecutor
+from jobrun.worker.handoff import Handoff
+from jobrun.worker.heartbeat import Heartbeat
+from jobrun.worker.reporter import Reporter
+from jobrun.worker.runner import Runner
+from jobrun.worker.settings import WorkerSettings
+from jobrun.worker.shutdown import HAND_BACK_TIMEOUT, Shutdown
+from jobrun.worker.signals import WorkerSignals
+from jobrun.worker.state import WorkerState
+
+__all__ = ["DEFAULT_CLAIM_AHEAD", "Completer", "CompletionStats", "Worker", "default_owner"]
+
+_log = logging.getLogger("jobrun.worker")
+
+
+def default_owner() -> str:
+    """``host:pid:random``: unique per worker, and says where a lease came from."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+class Worker:
+    """Runs the handlers of ``registry`` for jobs of ``queues``, ``concurrency`` at a time.
+
+    ``store`` and ``dispatcher`` are ports (:class:`jobrun.ports.WorkerStore`,
+    :class:`jobrun.ports.Dispatcher`); without a dispatcher the worker polls
+    every ``poll_every``. ``lease`` is how long a claim holds a job without a
+    heartbeat; ``heartbeat_every`` must sit well inside it (at most a third)
+    so one slow heartbeat does not lose a lease. ``job_timeout`` limits each
+    attempt unless the handler sets its own; a job the worker cannot run (no
+    handler here, a payload that does not validate) fails on ``unrunnable``
+    (:mod:`jobrun.unrunnable`). ``reap_every=None`` turns the built-in reaper
+    off. ``observer`` (:class:`jobrun.observe.Observer`) is told of every
+    claim, every attempt's outcome and every reap (metrics). With ``handoff``
+    and a dispatcher that can deliver them, enqueues lease jobs straight to
+    its free slots (:mod:`jobrun.worker.handoff`; never in drain mode).
+    ``claim_ahead`` is how much work, in time at the rate jobs have been
+    starting, a busy worker leases ahead of its free slots
+    (:data:`DEFAULT_CLAIM_AHEAD`; ``timedelta(0)``: none). While it runs,
+    CPython's young-generation collection threshold is ``gc_young_threshold``
+    (:mod:`jobrun._collector`: with the interpreter's default the cyclic
+    collector took a sixth of a busy worker's time; ``None`` leaves it alone).
+    Settings are checked here (:class:`~jobrun.worker.settings.WorkerSettings`),
+    raising :class:`~jobrun.errors.ConfigurationError` before anything runs;
+    :meth:`from_config` takes them from a :class:`~jobrun.config.Config`.
+
+    :attr:`signals` tells tests what the worker did (claimed, went idle,
+    recorded outcomes), once they turn it on (:mod:`jobrun.worker.signals`).
+    """
+
+    signals: WorkerSignals
+    """Test signals: off until a test calls ``signals.init()``."""
+
+    def __init__(
+        self,
+        store: WorkerStore,
+        registry: Registry,
+        *,
+        queues: Sequence[str] = ("default",),
+        concurrency: int = 10,
+        dispatcher: Dispatcher | None = None,
+        lease: timedelta = timedelta(seconds=30),
+        heartbeat_every: timedelta = timedelta(seconds=10),
+        poll_every: timedelta = timedelta(seconds=1),
+        job_timeout: timedelta | None = None,
+        shutdown_grace: timedelta = timedelta(seconds=30),
+        owner: str | None = None,
+        reap_every: timedelta | None = timedelta(seconds=5),
+        completion_batch: int = 1000,
+        logger: logging.Logger | None = None,
+        observer: Observer | None = None,
+        handoff: bool = True,
+        gc_young_threshold: int | None = DEFAULT_YOUNG_THRESHOLD,
+        claim_ahead: timedelta = DEFAULT_CLAIM_AHEAD,
+        unrunnable: UnrunnableRetry = DEFAULT_UNRUNNABLE,
+    ) -> None:
+        settings = WorkerSettings(
+            queues=(queues,) if isinstance(queues, str) else tuple(queues),
+            concurrency=concurrency,
+            lease=lease,
+            heartbeat_every=heartbeat_every,
+            poll_every=poll_every,
+            job_timeout=job_timeout,
+            shutdown_grace=shutdown_grace,
+            owner=owner,
+            reap_every=reap_every,
+            completion_batch=completion_batch,
+            handoff=handoff,
+            gc_young_threshold=gc_young_threshold,
+            claim_ahead=claim_ahead,
+            unrunnable=unrunnable,
+        )
+        self._compose(store, registry, settings, dispatcher, observer, logger)
+
+    @classmethod
+    def from_config(
+        cls,
+        store: WorkerStore,
+        registry: Registry,
+        config: Config,
+        *,
+        dispatcher: Dispatcher | None = None,
+        observer: Observer | None = None,
+        logger: logging.Logger | None = None,
+    ) -> Worker:
+        """A worker with ``config``'s worker settings (what ``jobrun worker`` runs)."""
+        settings = WorkerSettings.from_config(config)
+        return cls(
+            store,
+            registry,
+            dispatcher=dispatcher,
+            observer=observer,
+            logger=logger,
+            **settings.keywords(),
+        )
+
+    def _compose(
+        self,
+        store: WorkerStore,
+        registry: Registry,
+        s: WorkerSettings,
+        dispatcher: Dispatcher | None,
+        observer: Observer | None,
+        logger: logging.Logger | None,
+    ) -> None:
+        self._settings = s
+        self.dispatcher = dispatcher
+        """Wakes the idle worker on notifications; None: it only polls."""
+        self._log = log = logger or _log
+        self.owner = owner = s.owner or default_owner()
+        """The lease owner this worker claims as."""
+        self.signals = WorkerSignals()
+        self._state = state = WorkerState(s.concurrency, s.claim_ahead.total_seconds())
+        self._completer = Completer(
+            store, owner, max_batch=s.completion_batch, recorded=self.signals.recorded
+        )
+        submit = self._completer.submit
+        self._executor = executor = JobExecutor(
+            registry, job_timeout=s.job_timeout, threads=s.concurrency, unrunnable=s.unrunnable
+        )
+        reporter = Reporter(submit, owner=owner, observer=observer, log=log)
+        self._runner = runner = Runner(
+            state, executor.attempt, executor.execute, reporter.report, owner=owner, log=log
+        )
+        give_back = self._give_back
+        self._handoff = Handoff(
+            store,
+            state,
+            s,
+            owner=owner,
+            start=runner.start,
+            give_back=give_back,
+            observer=observer,
+            log=log,
+        )
+        self._claimer = Claimer(
+            store,
+            state,
+            s,
+            owner=owner,
+            offers=self._handoff,
+            start_ahead=runner.start_ahead,
+            give_back=give_back,
+            request_stop=self.request_stop,
+            observer=observer,
+            signals=self.signals,
+            log=log,
+        )
+        self._heartbeat = Heartbeat(store, state, s, owner=owner, submit=submit, log=log)
+        self._shutdown = Shutdown(state, s, owner=owner, give_back=give_back, log=log)
+        self._reaper = (
+            Reaper(store, s.reap_every, logger=logger, observer=observer) if s.reap_every else None
+        )
+        self._started = False
+        self._os_signals: list[int] = []
+
+    # -- public surface ---------------------------------------------------------------------
+
+    @property
+    def running(self) -> int:
+        """How many jobs this worker holds right now (running, reporting or claimed ahead)."""
+        return self._state.held
+
+    @property
+    def stats(self) -> CompletionStats:
+        """Running totals of this worker's completions (batches, re-invoked callbacks)."""
+        return self._completer.stats
+
+    def request_stop(self, *, graceful: bool = True) -> None:
+        """Stop claiming; with ``graceful=False`` also skip the grace period for running jobs."""
+        self._state.request_stop(graceful=graceful)
+        self.signals.stopping.emit(graceful)
+
+    def install_signal_handlers(self) -> None:
+        """Stop on SIGTERM and SIGINT: gracefully on the first, at once on the second.
+
+        Call it from inside the event loop that runs :meth:`run` (e.g. in the
+        same ``async def main``, before awaiting ``run``); the handlers are
+        removed when ``run`` returns.
+        """
+        loop = asyncio.get_running_loop()
+        self._state.open()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+            self._os_signals.append(sig)
+
+    async def run(self, stop: asyncio.Event | None = None, *, drain: bool = False) -> None:
+        """Work until ``stop`` is set or a stop is requested, then shut down gracefully.
+
+        With ``drain`` it also stops by itself once a claim finds no due job
+        and nothing runs here. A worker runs once. Cancelling the task that
+        runs it behaves like a second signal: running jobs are handed back at
+        once.
+        """
+        if self._started:
+            raise UsageError("a Worker runs once; create a new one")
+        self._started = True
+        with young_threshold_raised(self._settings.gc_young_threshold):
+            await self._run(stop, drain)
+
+    # -- the run ------------------------------------------------------------------------------
+
+    async def _run(self, stop: asyncio.Event | None, drain: bool) -> None:
+        state = self._state
+        state.open()
+        background: list[asyncio.Task[Any]] = [
+            asyncio.create_task(self._completer.run(), name="jobrun-completer"),
+            asyncio.create_task(self._heartbeat.run(), name="jobrun-heartbeat"),
+            asyncio.create_task(self._handoff.confirm(), name="jobrun-confirm"),
+        ]
+        if self._reaper is not None:
+            background.append(asyncio.create_task(self._reaper.run(), name="jobrun-reaper"))
+        if stop is not None:
+            background.append(asyncio.create_task(self._watch(stop), name="jobrun-stop"))
+        self._log.info(
+            "worker %s started on queues %s, concurrency %d",
+            self.owner,
+            ",".join(self._settings.queues),
+            self._settings.concurrency,
+            extra={"owner": self.owner},
+        )
+        if self._settings.handoff and not drain:
+            self._handoff.open(self.dispatcher)
+        try:
+            await self._claimer.run(self.dispatcher, drain=drain)
+            await self._handoff.retract()
+            await self._shutdown.drain()
+        except asyncio.CancelledError:
+            state.hard.set()
+            await self._shutdown.drain()
+            raise
+        finally:
+            await self._close(background)
+
+    async def _close(self, background: list[asyncio.Task[Any]]) -> None:
+        """Record what is left to record, stop the services, and say how the run went."""
+        self._handoff.close()
+        self._completer.close()
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(background[0]), HAND_BACK_TIMEOUT)
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        # Threads of sync handlers cannot be interrupted; don't wait for them.
+        self._executor.shutdown()
+        loop = asyncio.get_running_loop()
+        for sig in self._os_signals:
+            loop.remove_signal_handler(sig)
+        self._os_signals.clear()
+        self._completer.log_stopped(self._log)
+
+    def _on_signal(self, sig: int) -> None:
+        graceful = not self._state.stopping.is_set()
+        self._log.warning(
+            "received %s: %s",
+            signal.Signals(sig).name,
+            "finishing running jobs" if graceful else "handing running jobs back now",
+        )
+        self.request_stop(graceful=graceful)
+
+    async def _watch(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self.request_stop()
+
+    def _give_back(self, job: Job, reason: str) -> None:
+        """Hand ``job`` back unstarted: queued, due now, the attempt not counted."""
+        self._completer.submit(Outcome(job=job, kind=OutcomeKind.RELEASE, detail=reason))
