@@ -313,6 +313,26 @@ def test_schedules_and_queues_pages(db_url: str, site: str, chrome: webdriver.Ch
     shot(chrome, "queues")
 
 
+def test_the_limit_inputs_show_their_whole_placeholders(
+    db_url: str, site: str, chrome: webdriver.Chrome
+) -> None:
+    with_client(db_url, lambda c: c.store.enqueue(NewJob(type="web.nap", queue="mail")))
+    chrome.get(site + "/queues")
+    # The placeholder's width in the input's own font, against the room inside the input.
+    cut = chrome.execute_script(
+        """const canvas = document.createElement("canvas").getContext("2d");
+        return [...document.querySelectorAll("#queues-table input[placeholder]")].filter((el) => {
+          const style = getComputedStyle(el);
+          canvas.font = style.font;
+          const room = el.clientWidth - parseFloat(style.paddingLeft)
+            - parseFloat(style.paddingRight);
+          return canvas.measureText(el.placeholder).width > room;
+        }).map((el) => el.placeholder);"""
+    )
+    assert cut == []
+    assert len(chrome.find_elements(By.CSS_SELECTOR, "#queues-table input[placeholder]")) == 3
+
+
 def test_read_only_hides_and_refuses_actions(db_url: str, chrome: webdriver.Chrome) -> None:
     [job] = with_client(db_url, lambda c: dead_jobs(c, 1))
     proc, url = serve(db_url, "--read-only")

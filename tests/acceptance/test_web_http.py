@@ -367,3 +367,42 @@ def test_the_jobs_list_shows_every_id_whole_with_a_copy_control(
         assert row is not None, page
         assert f"<code>{job_id}</code>" in row[1]
         assert f'data-copy="{job_id}"' in row[1]
+
+
+# -- issue 27, item 9: what the pages leave out ---------------------------------------------
+
+TRACEBACK = """Traceback (most recent call last):
+  File "/srv/app/mail.py", line 12, in send
+    smtp.send(to)
+SMTPError: 550 mailbox unavailable
+"""
+
+
+def test_the_dead_list_overview_and_schedules_show_errors_cancels_and_utc(
+    db_url: str, web: httpx.Client
+) -> None:
+    async def setup(client: Client) -> str:
+        store = client.store
+        await store.enqueue(NewJob(type="send", queue="mail", max_attempts=1))
+        [claimed] = await store.claim(["mail"], "w", 1, timedelta(minutes=1))
+        dead = await store.fail(claimed, "w", TRACEBACK)
+        await store.cancel((await store.enqueue(NewJob(type="send", queue="mail"))).id)
+        await store.create_schedule(NewSchedule(name="nightly", type="t", cron="0 3 * * *"))
+        return str(dead.id)
+
+    dead_id = with_client(db_url, setup)
+    listing = web.get("/jobs", params={"state": "dead"}).text
+    assert "<th>Last error</th>" in listing
+    row = re.search(rf'<tr data-id="{dead_id}">(.*?)</tr>', listing, re.S)
+    assert row is not None
+    error = re.search(r'<td class="error">(.*?)</td>', row[1], re.S)
+    assert error is not None and error[1] == "SMTPError: 550 mailbox unavailable"
+
+    overview = web.get("/").text
+    assert "<th>Cancelled</th>" in overview
+    cancelled = re.search(r'<td class="cancelled"><a [^>]*>(\d+)</a></td>', overview)
+    assert cancelled is not None and cancelled[1] == "1"
+    assert web.get("/api/overview").json()["queues"][0]["cancelled"] == 1
+
+    schedules = web.get("/schedules").text
+    assert "<th>Next run (UTC)</th>" in schedules and "<th>Last run (UTC)</th>" in schedules

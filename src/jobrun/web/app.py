@@ -85,7 +85,8 @@ CSRF_COOKIE = "jobrun_csrf"
 CSRF_FIELD = "csrf"
 CSRF_HEADER = "x-csrf-token"
 LIST_PAYLOAD_CHARS = 120
-"""Payloads longer than this are cut short in the jobs listing (the job page shows it all)."""
+"""Payloads and error lines longer than this are cut short in the jobs listing (the job page
+shows them whole)."""
 BULK_FILTER_LIMIT = 10_000
 """A bulk action over a whole filter touches at most this many jobs per request."""
 FINISHED = (JobState.SUCCEEDED, JobState.DEAD)
@@ -243,6 +244,7 @@ class _Dashboard:
         self.env.filters["short_payload"] = _short_payload
         self.env.filters["pretty"] = _pretty
         self.env.filters["duration"] = _fmt_duration
+        self.env.filters["error_line"] = _error_line
         # Not Jinja's urlencode, which leaves "/" as it is: see _segment.
         self.env.filters["segment"] = _segment
         self.env.globals["queue_name_problem"] = queue_name_problem
@@ -386,6 +388,15 @@ def _segment(value: Any) -> str:
     converter, so a name holding ``/`` arrives whole.
     """
     return quote(str(value), safe="")
+
+
+def _error_line(value: str | None) -> str:
+    """The line of a stored error that says what failed: a traceback's last, cut short in lists."""
+    lines = [line.strip() for line in (value or "").splitlines() if line.strip()]
+    if not lines:
+        return ""
+    line = lines[-1]
+    return line if len(line) <= LIST_PAYLOAD_CHARS else line[: LIST_PAYLOAD_CHARS - 1] + "…"
 
 
 def _short_payload(value: Any) -> str:
