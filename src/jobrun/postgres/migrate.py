@@ -196,101 +196,119 @@ def parse_migration(file_name: str, text: str) -> Migration:
     version = int(m.group("version"))
     if version < 1:
         raise MigrationError(f"{file_name}: migration versions start at 1")
+    return _MigrationParser(file_name).parse(version, text)
 
-    def fail(lineno: int, why: str) -> MigrationError:
-        return MigrationError(f"{file_name}:{lineno}: {why}")
 
-    sections: dict[str, list[str]] = {"up": [], "down": []}
-    section: str | None = None
-    seen: set[str] = set()
-    use_transaction = True
-    lexer = _Lexer()
-    in_block = False
-    block_start = 0
-    buffer: list[str] = []
-    buffer_has_code = False
+_UNCLOSED = {
+    "quote": "a string",
+    "equote": "a string",
+    "ident": "a quoted identifier",
+    "block": "a /* comment",
+}
 
-    def close_section(lineno: int) -> None:
-        nonlocal buffer, buffer_has_code
-        if in_block:
-            raise fail(block_start, "StatementBegin without a matching StatementEnd")
-        if buffer_has_code:
-            raise fail(lineno, "the last statement of the section does not end with ';'")
-        buffer, buffer_has_code = [], False
 
-    lines = text.splitlines()
-    for lineno, line in enumerate(lines, start=1):
-        annotation = _ANNOTATION.match(line.strip()) if lexer.state == "code" else None
-        if annotation:
-            command = " ".join(annotation.group("command").split()).lower()
-            if command in ("up", "down"):
-                if command in seen:
-                    raise fail(lineno, f"more than one '-- +goose {command.title()}'")
-                if command == "up" and "down" in seen:
-                    raise fail(lineno, "'-- +goose Up' must come before '-- +goose Down'")
-                if section is not None:
-                    close_section(lineno)
-                section = command
-                seen.add(command)
-            elif command == "statementbegin":
-                if section is None:
-                    raise fail(lineno, "StatementBegin before '-- +goose Up'")
-                if in_block:
-                    raise fail(lineno, "StatementBegin inside another StatementBegin")
-                if buffer_has_code:
-                    raise fail(lineno, "the statement before StatementBegin does not end with ';'")
-                in_block, block_start = True, lineno
-                buffer, buffer_has_code = [], False
-            elif command == "statementend":
-                if not in_block or section is None:
-                    raise fail(lineno, "StatementEnd without StatementBegin")
-                statement = "\n".join(buffer).strip()
-                if buffer_has_code:
-                    sections[section].append(statement)
-                in_block = False
-                buffer, buffer_has_code = [], False
-            elif command == "no transaction":
-                use_transaction = False
+class _MigrationParser:
+    """One file's walk: the section it is in, the statement being gathered, the lexer."""
+
+    def __init__(self, file_name: str) -> None:
+        self.file_name = file_name
+        self.sections: dict[str, list[str]] = {"up": [], "down": []}
+        self.section: str | None = None
+        self.seen: set[str] = set()
+        self.use_transaction = True
+        self.lexer = _Lexer()
+        self.in_block = False
+        self.block_start = 0
+        self.buffer: list[str] = []
+        self.buffer_has_code = False
+
+    def fail(self, lineno: int, why: str) -> MigrationError:
+        return MigrationError(f"{self.file_name}:{lineno}: {why}")
+
+    def parse(self, version: int, text: str) -> Migration:
+        lines = text.splitlines()
+        for lineno, line in enumerate(lines, start=1):
+            annotation = _ANNOTATION.match(line.strip()) if self.lexer.state == "code" else None
+            if annotation:
+                self.annotate(lineno, annotation.group("command"))
             else:
-                raise fail(lineno, f"unknown annotation '-- +goose {annotation.group('command')}'")
-            continue
+                self.add_line(lineno, line)
+        last = len(lines)
+        if self.lexer.state != "code":
+            what = _UNCLOSED.get(self.lexer.state) or f"a {self.lexer.dollar_tag} quoted body"
+            raise self.fail(last, f"the file ends inside {what}")
+        if "up" not in self.seen:
+            raise MigrationError(f"{self.file_name}: no '-- +goose Up' annotation")
+        self.close_section(last)
+        return Migration(
+            version=version,
+            file_name=self.file_name,
+            up=tuple(self.sections["up"]),
+            down=tuple(self.sections["down"]),
+            use_transaction=self.use_transaction,
+        )
 
-        finished, rest, rest_has_code = lexer.scan(line, split=not in_block)
-        if section is None:
+    def reset_buffer(self) -> None:
+        self.buffer, self.buffer_has_code = [], False
+
+    def close_section(self, lineno: int) -> None:
+        if self.in_block:
+            raise self.fail(self.block_start, "StatementBegin without a matching StatementEnd")
+        if self.buffer_has_code:
+            raise self.fail(lineno, "the last statement of the section does not end with ';'")
+        self.reset_buffer()
+
+    def annotate(self, lineno: int, written: str) -> None:
+        command = " ".join(written.split()).lower()
+        if command in ("up", "down"):
+            self.open_section(lineno, command)
+        elif command == "statementbegin":
+            if self.section is None:
+                raise self.fail(lineno, "StatementBegin before '-- +goose Up'")
+            if self.in_block:
+                raise self.fail(lineno, "StatementBegin inside another StatementBegin")
+            if self.buffer_has_code:
+                raise self.fail(lineno, "the statement before StatementBegin does not end with ';'")
+            self.in_block, self.block_start = True, lineno
+            self.reset_buffer()
+        elif command == "statementend":
+            if not self.in_block or self.section is None:
+                raise self.fail(lineno, "StatementEnd without StatementBegin")
+            if self.buffer_has_code:
+                self.sections[self.section].append("\n".join(self.buffer).strip())
+            self.in_block = False
+            self.reset_buffer()
+        elif command == "no transaction":
+            self.use_transaction = False
+        else:
+            raise self.fail(lineno, f"unknown annotation '-- +goose {written}'")
+
+    def open_section(self, lineno: int, command: str) -> None:
+        if command in self.seen:
+            raise self.fail(lineno, f"more than one '-- +goose {command.title()}'")
+        if command == "up" and "down" in self.seen:
+            raise self.fail(lineno, "'-- +goose Up' must come before '-- +goose Down'")
+        if self.section is not None:
+            self.close_section(lineno)
+        self.section = command
+        self.seen.add(command)
+
+    def add_line(self, lineno: int, line: str) -> None:
+        finished, rest, rest_has_code = self.lexer.scan(line, split=not self.in_block)
+        if self.section is None:
             if finished or rest_has_code:
-                raise fail(lineno, "SQL before '-- +goose Up'")
-            continue
+                raise self.fail(lineno, "SQL before '-- +goose Up'")
+            return
         for part, part_has_code in finished:
-            buffer.append(part)
-            if buffer_has_code or part_has_code:
-                sections[section].append("\n".join(buffer).strip())
-            buffer, buffer_has_code = [], False
+            self.buffer.append(part)
+            if self.buffer_has_code or part_has_code:
+                self.sections[self.section].append("\n".join(self.buffer).strip())
+            self.reset_buffer()
         if finished and not rest_has_code:
             rest = ""  # a comment trailing a statement on its line belongs to that statement
-        if rest.strip() or buffer:
-            buffer.append(rest)
-        buffer_has_code = buffer_has_code or rest_has_code
-
-    last = len(lines)
-    if lexer.state != "code":
-        what = {
-            "quote": "a string",
-            "equote": "a string",
-            "ident": "a quoted identifier",
-            "dollar": f"a {lexer.dollar_tag} quoted body",
-            "block": "a /* comment",
-        }[lexer.state]
-        raise fail(last, f"the file ends inside {what}")
-    if "up" not in seen:
-        raise MigrationError(f"{file_name}: no '-- +goose Up' annotation")
-    close_section(last)
-    return Migration(
-        version=version,
-        file_name=file_name,
-        up=tuple(sections["up"]),
-        down=tuple(sections["down"]),
-        use_transaction=use_transaction,
-    )
+        if rest.strip() or self.buffer:
+            self.buffer.append(rest)
+        self.buffer_has_code = self.buffer_has_code or rest_has_code
 
 
 def default_migrations_source() -> Traversable:
