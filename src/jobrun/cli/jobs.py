@@ -34,56 +34,62 @@ app.add_typer(jobs_app, name="jobs")
 # -- demo -----------------------------------------------------------------------------------
 
 
+PayloadOption = Annotated[
+    str, typer.Option(envvar="JOBRUN_PAYLOAD", show_envvar=True, help="The payload, as JSON.")
+]
+# Not JOBRUN_QUEUE: that is the worker's list of queues (mail,default), not one to write to.
+EnqueueQueueOption = Annotated[
+    str,
+    typer.Option(
+        "--queue",
+        "-q",
+        envvar="JOBRUN_ENQUEUE_QUEUE",
+        show_envvar=True,
+        help="The queue to put the job in.",
+    ),
+]
+PriorityOption = Annotated[
+    int,
+    typer.Option(envvar="JOBRUN_PRIORITY", show_envvar=True, help="Lower runs first (default 0)."),
+]
+DelayOption = Annotated[
+    str | None,
+    typer.Option(envvar="JOBRUN_DELAY", show_envvar=True, help="Run no sooner than, e.g. 5m."),
+]
+IdempotencyKeyOption = Annotated[
+    str | None,
+    typer.Option(
+        envvar="JOBRUN_IDEMPOTENCY_KEY",
+        show_envvar=True,
+        help="Replaying the same key and body returns the stored job.",
+    ),
+]
+MaxAttemptsOption = Annotated[
+    int | None, typer.Option(envvar="JOBRUN_MAX_ATTEMPTS", show_envvar=True)
+]
+EnqueueAppOption = Annotated[
+    str | None,
+    typer.Option(
+        "--app",
+        envvar="JOBRUN_APP",
+        show_envvar=True,
+        help="module[:attribute] whose Registry the job must fit: an unknown type "
+        "or a payload its handler refuses is an error, and nothing is stored.",
+    ),
+]
+
+
 @app.command("enqueue")
 def enqueue_command(
     job_type: Annotated[str, typer.Argument(metavar="TYPE", help="The job type.")],
     database_url: DatabaseUrlOption = None,
-    payload: Annotated[
-        str,
-        typer.Option(envvar="JOBRUN_PAYLOAD", show_envvar=True, help="The payload, as JSON."),
-    ] = "{}",
-    # Not JOBRUN_QUEUE: that is the worker's list of queues (mail,default), not one to write to.
-    queue: Annotated[
-        str,
-        typer.Option(
-            "--queue",
-            "-q",
-            envvar="JOBRUN_ENQUEUE_QUEUE",
-            show_envvar=True,
-            help="The queue to put the job in.",
-        ),
-    ] = "default",
-    priority: Annotated[
-        int,
-        typer.Option(
-            envvar="JOBRUN_PRIORITY", show_envvar=True, help="Lower runs first (default 0)."
-        ),
-    ] = 0,
-    delay: Annotated[
-        str | None,
-        typer.Option(envvar="JOBRUN_DELAY", show_envvar=True, help="Run no sooner than, e.g. 5m."),
-    ] = None,
-    idempotency_key: Annotated[
-        str | None,
-        typer.Option(
-            envvar="JOBRUN_IDEMPOTENCY_KEY",
-            show_envvar=True,
-            help="Replaying the same key and body returns the stored job.",
-        ),
-    ] = None,
-    max_attempts: Annotated[
-        int | None, typer.Option(envvar="JOBRUN_MAX_ATTEMPTS", show_envvar=True)
-    ] = None,
-    app_ref: Annotated[
-        str | None,
-        typer.Option(
-            "--app",
-            envvar="JOBRUN_APP",
-            show_envvar=True,
-            help="module[:attribute] whose Registry the job must fit: an unknown type "
-            "or a payload its handler refuses is an error, and nothing is stored.",
-        ),
-    ] = None,
+    payload: PayloadOption = "{}",
+    queue: EnqueueQueueOption = "default",
+    priority: PriorityOption = 0,
+    delay: DelayOption = None,
+    idempotency_key: IdempotencyKeyOption = None,
+    max_attempts: MaxAttemptsOption = None,
+    app_ref: EnqueueAppOption = None,
 ) -> None:
     """Enqueue one job and print its id."""
     body_value = read_json("--payload", payload)
