@@ -92,6 +92,15 @@ def _exists(local: datetime, zone: ZoneInfo) -> bool:
     return aware.astimezone(UTC).astimezone(zone).replace(tzinfo=None) == local
 
 
+def _refusal(expr: str, exc: Exception) -> InvalidSchedule:
+    """The one message for an expression cronsim rejects or that never matches a date."""
+    if isinstance(exc, StopIteration):
+        return InvalidSchedule(
+            f"cron expression {expr!r} never fires: no date in 50 years matches it"
+        )
+    return InvalidSchedule(f"cron expression {expr!r} is invalid: {exc}")
+
+
 def validate_cron(expr: str, timezone: str) -> None:
     """Raise :class:`InvalidSchedule` unless ``expr`` is a cron expression that fires.
 
@@ -103,12 +112,8 @@ def validate_cron(expr: str, timezone: str) -> None:
     try:
         sim = CronSim(" ".join(fields), datetime(2000, 1, 1, tzinfo=zone))
         next(sim)
-    except CronSimError as exc:
-        raise InvalidSchedule(f"cron expression {expr!r} is invalid: {exc}") from exc
-    except StopIteration as exc:
-        raise InvalidSchedule(
-            f"cron expression {expr!r} never fires: no date in 50 years matches it"
-        ) from exc
+    except (CronSimError, StopIteration) as exc:
+        raise _refusal(expr, exc) from exc
 
 
 def next_fire(expr: str, timezone: str, after: datetime) -> datetime:
@@ -136,12 +141,8 @@ def next_fire(expr: str, timezone: str, after: datetime) -> datetime:
             # ``after`` (it already ran on the first pass): skip it.
             if fire > after_utc:
                 return fire
-    except CronSimError as exc:
-        raise InvalidSchedule(f"cron expression {expr!r} is invalid: {exc}") from exc
-    except StopIteration as exc:
-        raise InvalidSchedule(
-            f"cron expression {expr!r} never fires: no date in 50 years matches it"
-        ) from exc
+    except (CronSimError, StopIteration) as exc:
+        raise _refusal(expr, exc) from exc
 
 
 def _place_wall_clock(local: datetime, zone: ZoneInfo) -> datetime:
