@@ -96,6 +96,12 @@ class Client:
         config: Config | None = None,
         **settings: Any,
     ) -> None:
+        if registry is not None and not isinstance(registry, Registry):
+            # Client(Config(...)) is an easy slip; say so instead of failing at open().
+            raise ConfigurationError(
+                f"Client's first argument is a jobrun.Registry, got {type(registry).__name__}"
+                + (": pass the settings as config=" if isinstance(registry, Config) else "")
+            )
         if config is None:
             config = Config(**settings)
         elif settings:
