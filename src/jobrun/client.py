@@ -312,7 +312,7 @@ class Client:
 
     def worker(self) -> Worker:
         """A Worker wired from the config, without a dispatcher (see :meth:`run_worker`)."""
-        return Worker.from_config(self.store, self.registry, self.config, observer=self._metrics)
+        return Worker(self.store, self.registry, self.config, observer=self._metrics)
 
     async def run_worker(
         self,
