@@ -174,7 +174,9 @@ class Worker:
             log=log,
         )
         self._heartbeat = Heartbeat(store, state, s, owner=owner, submit=submit, log=log)
-        self._shutdown = Shutdown(state, s, owner=owner, give_back=give_back, log=log)
+        self._shutdown = Shutdown(
+            state, s, owner=owner, give_back=give_back, log=log, draining=self.signals.draining
+        )
         self._reaper = (
             Reaper(store, s.reap_every, logger=logger, observer=observer) if s.reap_every else None
         )
