@@ -33,15 +33,21 @@ def store(pool: Pool) -> Store:
 
 
 def make_worker(
-    store: Store, reg: Registry, *, dispatcher: Notifier | None = None, **settings: Any
+    store: Store,
+    reg: Registry,
+    *,
+    dispatcher: Notifier | None = None,
+    owner: str | None = None,
+    **settings: Any,
 ) -> Worker:
+    """A worker with quick test settings (``settings`` are :class:`Config` fields)."""
     settings.setdefault("concurrency", 10)
     settings.setdefault("poll", timedelta(milliseconds=50))
     settings.setdefault("lease", timedelta(seconds=3))
     settings.setdefault("heartbeat_every", timedelta(milliseconds=100))
     settings.setdefault("reap_every", timedelta(milliseconds=200))
     settings.setdefault("shutdown_grace", timedelta(seconds=5))
-    return Worker(store, reg, Config(**settings), dispatcher=dispatcher)
+    return Worker(store, reg, Config(**settings), dispatcher=dispatcher, owner=owner)
 
 
 @asynccontextmanager
