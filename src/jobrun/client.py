@@ -361,10 +361,7 @@ class Client:
                 services.append(asyncio.create_task(runner.run(done), name="jobrun-scheduler"))
             if self.config.maintenance:
                 maintenance = Maintenance(
-                    self.store,
-                    self.locker("jobrun-maintenance"),
-                    self.config.retention,
-                    every=self.config.maintenance_every,
+                    self.store, self.locker("jobrun-maintenance"), self.config
                 )
                 services.append(
                     asyncio.create_task(maintenance.run(done), name="jobrun-maintenance")
