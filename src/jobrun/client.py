@@ -318,7 +318,7 @@ class Client:
 
     def worker(self) -> Worker:
         """A Worker wired from the config, without a dispatcher (see :meth:`run_worker`)."""
-        return Worker.from_config(self.store, self.registry, self.config, observer=self._metrics)
+        return Worker(self.store, self.registry, self.config, observer=self._metrics)
 
     async def run_worker(
         self,
@@ -367,10 +367,7 @@ class Client:
                 services.append(asyncio.create_task(runner.run(done), name="jobrun-scheduler"))
             if self.config.maintenance:
                 maintenance = Maintenance(
-                    self.store,
-                    self.locker("jobrun-maintenance"),
-                    self.config.retention,
-                    every=self.config.maintenance_every,
+                    self.store, self.locker("jobrun-maintenance"), self.config
                 )
                 services.append(
                     asyncio.create_task(maintenance.run(done), name="jobrun-maintenance")
