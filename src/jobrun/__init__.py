@@ -9,6 +9,7 @@ PostgreSQL store lives in :mod:`jobrun.postgres`, the ports in
 :mod:`jobrun.scheduler`.
 """
 
+from jobrun._version import version as _version
 from jobrun.client import Client
 from jobrun.config import Config
 from jobrun.errors import (
@@ -58,6 +59,9 @@ from jobrun.job import (
 )
 from jobrun.registry import Cancel, JobContext, Registry, Snooze
 from jobrun.sync_client import SyncClient
+
+__version__: str = _version()
+"""The installed package's version (``[project] version`` in pyproject.toml)."""
 
 __all__ = [
     "Backoff",
