@@ -31,9 +31,9 @@ from jobrun.job import (
     OutcomeKind,
 )
 from jobrun.postgres import Store
-from jobrun.postgres._base import HANDOFF_MAX_BYTES
 from jobrun.postgres.convert import job_from_handoff
 from jobrun.postgres.pool import Pool, open_pool
+from jobrun.postgres.preparing import HANDOFF_MAX_BYTES
 from jobrun.testing import eventually
 
 OWNER = "worker-a"

@@ -14,7 +14,7 @@ from datetime import timedelta
 import pytest
 
 from jobrun.job import NewJob
-from jobrun.postgres._base import (
+from jobrun.postgres.preparing import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     HANDOFF_MAX_BYTES,
     handoff_allowed,

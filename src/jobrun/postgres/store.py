@@ -23,12 +23,12 @@ can never be lost or orphaned. Multi-statement transitions:
   ``executemany`` per SQL text). A lost lease or any error rolls the
   callbacks' writes back with everything else.
   The whole transaction is bounded in wall time by ``commit_timeout``
-  (:class:`~jobrun.postgres._base.CommitDeadline`): in the async store a
+  (:class:`~jobrun.postgres.deadlines.CommitDeadline`): in the async store a
   callback still waiting on something when it runs out is cancelled, the
   transaction rolls back and the job's result is CommitTimeout. The sync twin
   cannot interrupt a thread: it rolls back when the late callback returns,
   and holds the row lock until then (see
-  :class:`~jobrun.postgres._base.SyncCommitDeadline`).
+  :class:`~jobrun.postgres.deadlines.SyncCommitDeadline`).
 * reap: lock expired leases with SKIP LOCKED, verdicts from each job's own
   policy, one batched update (+ events).
 

@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from jobrun.errors import ConfigurationError
 from jobrun.job import notify_channel_problem
-from jobrun.postgres import _base
+from jobrun.postgres import preparing
 from jobrun.postgres.pool import DEFAULT_CONNECT_TIMEOUT, SyncPool, open_sync_pool
 from jobrun.postgres.store_sync import DEFAULT_NOTIFY_CHANNEL, SyncStore
 
@@ -76,7 +76,7 @@ class SyncProducer(SyncStore):
         *,
         notify_channel: str = DEFAULT_NOTIFY_CHANNEL,
         payload_models: Mapping[str, type[BaseModel]] | None = None,
-        max_payload_bytes: int = _base.DEFAULT_MAX_PAYLOAD_BYTES,
+        max_payload_bytes: int = preparing.DEFAULT_MAX_PAYLOAD_BYTES,
         job_types: Iterable[str] | None = None,
         max_pool_size: int = 4,
         connect_timeout: timedelta = DEFAULT_CONNECT_TIMEOUT,
