@@ -3,7 +3,7 @@
 At enqueue, :func:`current_trace_meta` reads the current span's context and
 returns it in W3C form (``traceparent``, and ``tracestate`` when there is
 one); the store writes it to the job's ``meta`` column. When a worker runs
-the job, :func:`job_span` starts the span ``jobrun.job`` as a child of that
+the job, :func:`job_span` starts the span ``"jobrun.job"`` as a child of that
 context *and* linked to it, so the request that enqueued a job and the job
 itself are one trace, and a backend that shows links still finds the producer
 when the job runs hours later.
@@ -84,7 +84,7 @@ _NO_SPAN = contextlib.nullcontext()
 def job_span(
     job: Job, *, ok: tuple[type[BaseException], ...] = ()
 ) -> contextlib.AbstractContextManager[None]:
-    """Run one attempt of ``job`` inside the span ``jobrun.job`` (``with job_span(job): ...``).
+    """Run one attempt of ``job`` inside the span ``"jobrun.job"`` (``with job_span(job): ...``).
 
     The span is a child of the trace context stored at enqueue (a new trace
     when there was none) and links to it. An exception other than those in

@@ -11,8 +11,8 @@ import pytest
 
 import jobrun
 import jobrun.cli
+import jobrun.domain
 import jobrun.errors
-import jobrun.job
 import jobrun.ports
 import jobrun.postgres
 import jobrun.testing
@@ -21,7 +21,7 @@ PACKAGES = [
     jobrun,
     jobrun.cli,
     jobrun.errors,
-    jobrun.job,
+    jobrun.domain,
     jobrun.ports,
     jobrun.postgres,
     jobrun.testing,
@@ -57,7 +57,7 @@ def test_every_error_is_exported_from_the_package() -> None:
     assert public_errors == set(jobrun.errors.__all__)
     assert public_errors <= set(jobrun.__all__)
     # The errors have one home: the domain module no longer re-exports them.
-    assert not public_errors & set(jobrun.job.__all__)
+    assert not public_errors & set(jobrun.domain.__all__)
 
 
 def test_every_error_descends_from_the_one_root() -> None:

@@ -24,7 +24,7 @@ interrupted, so its attempt ends only when the thread returns.
 While a handler runs, :data:`jobrun.observe.current_job` holds its job (for
 :class:`jobrun.observe.JobLogFilter`; a sync handler's thread runs in a copy
 of the attempt's context), and with ``opentelemetry-api`` installed the
-attempt runs in the span ``jobrun.job`` (:mod:`jobrun.tracing`).
+attempt runs in the span ``"jobrun.job"`` (:mod:`jobrun.tracing`).
 
 The worker runs every attempt through it, and so does
 :func:`jobrun.testing.run_job`: a handler under test runs through the same
