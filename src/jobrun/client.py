@@ -33,14 +33,13 @@ import contextlib
 import importlib
 import logging
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
 from types import ModuleType, TracebackType
-from typing import Any
+from typing import Any, Unpack
 from uuid import UUID
 
 from jobrun.config import Config
 from jobrun.errors import ConfigurationError, IdempotencyConflict
-from jobrun.job import DEFAULT_BACKOFF, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Backoff, Job, NewJob
+from jobrun.job import Job, JobOptions, NewJob
 from jobrun.maintenance import Maintenance
 from jobrun.observe import Observer
 from jobrun.postgres import (
@@ -265,30 +264,15 @@ class Client:
         job_type: str,
         payloads: Iterable[Any],
         *,
-        queue: str = DEFAULT_QUEUE,
-        priority: int = 0,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        backoff: Backoff = DEFAULT_BACKOFF,
-        delay: timedelta | None = None,
-        run_at: datetime | None = None,
         conn: Any | None = None,
+        **options: Unpack[JobOptions],
     ) -> list[UUID]:
         """Enqueue one job of ``job_type`` per payload, alike in all else; their ids, in order.
 
         The fast path for bulk work: see :meth:`Store.enqueue_many
         <jobrun.postgres.Store.enqueue_many>`.
         """
-        return await self.store.enqueue_many(
-            job_type,
-            payloads,
-            queue=queue,
-            priority=priority,
-            max_attempts=max_attempts,
-            backoff=backoff,
-            delay=delay,
-            run_at=run_at,
-            conn=conn,
-        )
+        return await self.store.enqueue_many(job_type, payloads, conn=conn, **options)
 
     async def migrate(self) -> list[int]:
         """Apply pending migrations (safe to run concurrently); return the versions applied.
