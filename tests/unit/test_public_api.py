@@ -15,6 +15,7 @@ import jobrun.domain
 import jobrun.errors
 import jobrun.ports
 import jobrun.postgres
+import jobrun.telemetry
 import jobrun.testing
 
 PACKAGES = [
@@ -24,6 +25,7 @@ PACKAGES = [
     jobrun.domain,
     jobrun.ports,
     jobrun.postgres,
+    jobrun.telemetry,
     jobrun.testing,
 ]
 

@@ -1,4 +1,4 @@
-"""The worker's collector tuning: raised while held, put back after, never lowered."""
+"""The worker's garbage-collector tuning: raised while held, put back after, never lowered."""
 
 from __future__ import annotations
 
