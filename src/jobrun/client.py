@@ -64,9 +64,9 @@ METRICS_EXTRA = "pip install 'jobrun[metrics]'"
 
 
 def load_metrics() -> ModuleType:
-    """:mod:`jobrun.metrics`, imported now; ConfigurationError naming the extra when missing."""
+    """:mod:`jobrun.telemetry.prometheus`, imported now; ConfigurationError without its extra."""
     try:
-        return importlib.import_module("jobrun.metrics")
+        return importlib.import_module("jobrun.telemetry.prometheus")
     except ModuleNotFoundError as exc:
         if (exc.name or "").partition(".")[0] != "prometheus_client":
             raise
@@ -224,7 +224,7 @@ class Client:
 
     @property
     def metrics(self) -> Observer | None:
-        """The :class:`jobrun.metrics.PrometheusObserver` when ``metrics_port`` is set.
+        """The :class:`jobrun.telemetry.prometheus.PrometheusObserver` when ``metrics_port`` is set.
 
         Its ``registry`` holds every jobrun metric of this client, to expose
         from a service's own endpoint as well.
@@ -333,21 +333,18 @@ class Client:
         if listen_url is not None:
             notifier = await Notifier.start(listen_url, self.store.notify_channel)
         worker.dispatcher = notifier
-        self._log_connections(listen_url)
+        _log_connections(self.config, self.database_url, listen_url)
         self._worker = worker
         done = asyncio.Event()
         services: list[asyncio.Task[None]] = []
         try:
             if self._metrics is not None:
-                services.append(await self._start_metrics(done))
+                self._metrics_server, publisher = await _serve_metrics(self, done)
+                services.append(publisher)
             if handle_signals:
                 worker.install_signal_handlers()
             if self.config.scheduler:
-                runner = Scheduler(
-                    self.store,
-                    self.locker(),
-                    tick=self.config.scheduler_tick,
-                )
+                runner = Scheduler(self.store, self.locker(), tick=self.config.scheduler_tick)
                 services.append(asyncio.create_task(runner.run(done), name="jobrun-scheduler"))
             if self.config.maintenance:
                 maintenance = Maintenance(
@@ -370,48 +367,48 @@ class Client:
             self._worker = None
         return worker.stats
 
-    def _log_connections(self, listen_url: str | None) -> None:
-        """Say where the session-level connections go (never a password)."""
-        config = self.config
 
-        def where(url: str) -> str:
-            host, port, dbname = database_location(url)
-            return f"{host}:{port}/{dbname}"
+def _log_connections(config: Config, database_url: str, listen_url: str | None) -> None:
+    """Say where a worker's session-level connections go (never a password)."""
 
-        if listen_url is None:
+    def where(url: str) -> str:
+        host, port, dbname = database_location(url)
+        return f"{host}:{port}/{dbname}"
+
+    if listen_url is None:
+        _log.info(
+            "no LISTEN (%s): idle workers poll every %gs",
+            "behind PgBouncer without a direct URL" if config.listen else "listen is off",
+            config.poll.total_seconds(),
+        )
+    if config.pgbouncer:
+        if config.direct_url is None:
             _log.info(
-                "no LISTEN (%s): idle workers poll every %gs",
-                "behind PgBouncer without a direct URL" if config.listen else "listen is off",
-                config.poll.total_seconds(),
+                "PgBouncer mode: pool through %s; leader locks transaction-scoped "
+                "through the bouncer",
+                where(database_url),
             )
-        if config.pgbouncer:
-            if config.direct_url is None:
-                _log.info(
-                    "PgBouncer mode: pool through %s; leader locks transaction-scoped "
-                    "through the bouncer",
-                    where(self.database_url),
-                )
-            else:
-                _log.info(
-                    "PgBouncer mode: pool through %s; LISTEN and leader locks direct to %s",
-                    where(self.database_url),
-                    where(config.direct_url),
-                )
+        else:
+            _log.info(
+                "PgBouncer mode: pool through %s; LISTEN and leader locks direct to %s",
+                where(database_url),
+                where(config.direct_url),
+            )
 
-    async def _start_metrics(self, done: asyncio.Event) -> asyncio.Task[None]:
-        """Serve /metrics, /healthz, /readyz and run the queue-gauge leader until ``done``."""
-        metrics = load_metrics()
-        config = self.config
-        assert config.metrics_port is not None
-        server = metrics.MetricsServer(
-            self._metrics, self.ready, host=config.metrics_host, port=config.metrics_port
-        )
-        await server.start()
-        self._metrics_server = server
-        publisher = metrics.QueueStatsPublisher(
-            self.store,
-            self.locker(),
-            self._metrics,
-            every=config.queue_stats_every,
-        )
-        return asyncio.create_task(publisher.run(done), name="jobrun-queue-stats")
+
+async def _serve_metrics(client: Client, done: asyncio.Event) -> tuple[Any, asyncio.Task[None]]:
+    """Serve /metrics, /healthz, /readyz for ``client``; run its queue-gauge leader until ``done``.
+
+    Returns the started server (the caller closes it) and the publisher's task.
+    """
+    metrics = load_metrics()
+    config = client.config
+    assert config.metrics_port is not None
+    server = metrics.MetricsServer(
+        client.metrics, client.ready, host=config.metrics_host, port=config.metrics_port
+    )
+    await server.start()
+    publisher = metrics.QueueStatsPublisher(
+        client.store, client.locker(), client.metrics, every=config.queue_stats_every
+    )
+    return server, asyncio.create_task(publisher.run(done), name="jobrun-queue-stats")

@@ -3,9 +3,10 @@
 :class:`Observer` is the one interface the store, the worker and the reaper
 report to: jobs enqueued, claimed, finished, reaped. Its methods do nothing;
 an implementation overrides the ones it needs
-(:class:`jobrun.telemetry.prometheus.PrometheusObserver` counts them for Prometheus). Nothing here imports a metrics library, and a
-component without an observer skips the calls altogether, so the hooks cost
-the no-op path one ``is None`` test per batch.
+(:class:`jobrun.telemetry.prometheus.PrometheusObserver` counts them for
+Prometheus). Nothing here imports a metrics library, and a component without
+an observer skips the calls altogether, so the hooks cost the no-op path one
+``is None`` test per batch.
 
 While a handler runs, :data:`current_job` holds its job (a contextvar: set by
 the worker in the job's own task and copied into a sync handler's thread), so
