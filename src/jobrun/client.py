@@ -38,10 +38,9 @@ from typing import Any, Unpack
 from uuid import UUID
 
 from jobrun.config import Config
+from jobrun.domain import Job, JobOptions, NewJob
 from jobrun.errors import ConfigurationError, IdempotencyConflict
-from jobrun.job import Job, JobOptions, NewJob
 from jobrun.maintenance import Maintenance
-from jobrun.observe import Observer
 from jobrun.postgres import (
     Notifier,
     Pool,
@@ -54,6 +53,7 @@ from jobrun.postgres.lock import AdvisoryLocker
 from jobrun.postgres.migrate import check_schema, migrate
 from jobrun.registry import Registry
 from jobrun.scheduler import Scheduler
+from jobrun.telemetry.hooks import Observer
 from jobrun.worker import CompletionStats, Worker
 
 __all__ = ["Client", "load_metrics"]

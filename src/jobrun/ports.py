@@ -34,8 +34,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol, Unpack, runtime_checkable
 from uuid import UUID
 
-from jobrun.errors import IdempotencyConflict
-from jobrun.job import (
+from jobrun.domain import (
     CommitCallback,
     Event,
     HandoffOffer,
@@ -54,6 +53,7 @@ from jobrun.job import (
     Schedule,
     SchedulePatch,
 )
+from jobrun.errors import IdempotencyConflict
 
 __all__ = [
     "Admin",
@@ -123,7 +123,7 @@ class Executor(Protocol):
         """Lease up to ``limit`` due jobs of ``queues`` for ``owner``.
 
         The same call rewrites ``owner``'s handoff offers: with ``offer``, the
-        slots it leaves free are offered (see :class:`~jobrun.job.HandoffOffer`);
+        slots it leaves free are offered (see :class:`~jobrun.domain.HandoffOffer`);
         without, they are withdrawn.
         """
         ...

@@ -26,8 +26,8 @@ from typing import Any, Unpack
 from uuid import UUID
 
 from jobrun.config import Config
+from jobrun.domain import Job, JobOptions, NewJob
 from jobrun.errors import ConfigurationError, IdempotencyConflict
-from jobrun.job import Job, JobOptions, NewJob
 from jobrun.postgres import SyncProducer, resolve_database_url
 from jobrun.registry import Registry
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from jobrun._collector import young_threshold_raised
+from jobrun._gc_tuning import young_threshold_raised
 
 
 @pytest.fixture(autouse=True)

@@ -21,15 +21,7 @@ from psycopg import AsyncConnection, BaseConnection
 from psycopg.pq import TransactionStatus
 from pydantic import BaseModel, ValidationError
 
-from jobrun.errors import (
-    CommitTimeout,
-    ConfigurationError,
-    IdempotencyConflict,
-    InvalidJob,
-    JobrunError,
-    UsageError,
-)
-from jobrun.job import (
+from jobrun.domain import (
     BackoffKind,
     Job,
     JobFilter,
@@ -41,6 +33,14 @@ from jobrun.job import (
     new_job_problem,
     queue_limits_problem,
     queue_name_problem,
+)
+from jobrun.errors import (
+    CommitTimeout,
+    ConfigurationError,
+    IdempotencyConflict,
+    InvalidJob,
+    JobrunError,
+    UsageError,
 )
 from jobrun.postgres.convert import (
     encode_payload,

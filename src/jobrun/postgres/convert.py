@@ -21,18 +21,7 @@ from psycopg_pool import PoolTimeout
 from psycopg_pool.base import BasePool
 from pydantic import BaseModel
 
-from jobrun.errors import (
-    CommitTimeout,
-    DatabaseUnavailable,
-    InvalidJob,
-    InvalidTransition,
-    JobNotFound,
-    JobrunError,
-    PayloadTooLarge,
-    PoolExhausted,
-    SchemaMissing,
-)
-from jobrun.job import (
+from jobrun.domain import (
     MAX_PAYLOAD_DEPTH,
     Backoff,
     BackoffKind,
@@ -47,6 +36,17 @@ from jobrun.job import (
     Schedule,
     WorkerOffer,
     payload_problem,
+)
+from jobrun.errors import (
+    CommitTimeout,
+    DatabaseUnavailable,
+    InvalidJob,
+    InvalidTransition,
+    JobNotFound,
+    JobrunError,
+    PayloadTooLarge,
+    PoolExhausted,
+    SchemaMissing,
 )
 from jobrun.sqlc import models
 

@@ -8,16 +8,16 @@ from uuid import UUID
 
 import psycopg
 
-from jobrun.errors import (
-    IdempotencyConflict,
-    JobrunError,
-)
-from jobrun.job import (
+from jobrun.domain import (
     EventMode,
     Job,
     JobOptions,
     NewJob,
     new_job_ids,
+)
+from jobrun.errors import (
+    IdempotencyConflict,
+    JobrunError,
 )
 from jobrun.postgres import _base
 from jobrun.postgres.convert import (
@@ -36,7 +36,7 @@ from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import models
 from jobrun.sqlc import system as system_queries
-from jobrun.tracing import current_trace_meta
+from jobrun.telemetry.tracing import current_trace_meta
 
 __all__ = ["EnqueueMethods"]
 

@@ -15,8 +15,8 @@ from uuid import UUID
 
 import psycopg
 
+from jobrun.domain import EventMode, Job, JobOptions, NewJob, new_job_ids
 from jobrun.errors import IdempotencyConflict, JobrunError
-from jobrun.job import EventMode, Job, JobOptions, NewJob, new_job_ids
 from jobrun.postgres import _base
 from jobrun.postgres.convert import job_from_new, job_from_row, utc
 from jobrun.postgres.copyrows import JobCopyEncoder, copy_data
@@ -25,7 +25,7 @@ from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import models
 from jobrun.sqlc import system as system_queries
-from jobrun.tracing import current_trace_meta
+from jobrun.telemetry.tracing import current_trace_meta
 
 __all__ = ["SyncEnqueueMethods"]
 

@@ -23,14 +23,14 @@ from typing import Any, cast
 import psycopg
 from pydantic import BaseModel
 
+from jobrun.domain import DEFAULT_NOTIFY_CHANNEL, EventMode, notify_channel_problem
 from jobrun.errors import ConfigurationError, JobrunError
-from jobrun.job import DEFAULT_NOTIFY_CHANNEL, EventMode, notify_channel_problem
-from jobrun.observe import Observer
 from jobrun.postgres import _base
 from jobrun.postgres.convert import map_error, utc
 from jobrun.postgres.lean import LeanConnection
 from jobrun.postgres.pool import SyncPool, database_location
 from jobrun.sqlc import system as system_queries
+from jobrun.telemetry.hooks import Observer
 
 __all__ = ["DEFAULT_NOTIFY_CHANNEL", "SyncStoreCore"]
 

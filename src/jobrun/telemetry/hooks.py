@@ -24,7 +24,7 @@ import logging
 from collections.abc import Sequence
 from contextvars import ContextVar
 
-from jobrun.job import Job
+from jobrun.domain import Job
 
 __all__ = ["FINISHED_OUTCOMES", "JobLogFilter", "Observer", "current_job"]
 

@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from jobrun.job import Job
+from jobrun.domain import Job
 
 __all__ = ["SPAN_NAME", "current_trace_meta", "job_span", "tracing_available"]
 

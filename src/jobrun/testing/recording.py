@@ -44,14 +44,14 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
-from jobrun.errors import IdempotencyConflict, InvalidJob, JobNotFound
-from jobrun.job import (
+from jobrun.domain import (
     Job,
     JobOptions,
     NewJob,
     new_job_ids,
     parse_job_id,
 )
+from jobrun.errors import IdempotencyConflict, InvalidJob, JobNotFound
 
 # The real store's validation and replay rule, shared rather than copied: a
 # recorder that decided differently would let tests pass that production fails.
@@ -210,7 +210,7 @@ class _Recorder:
         """Assert that a job of ``type`` matching the criteria was enqueued; return the latest.
 
         ``payload`` compares as JSON (a model instance is dumped first);
-        ``fields`` are other :class:`~jobrun.job.Job` fields (``queue=``,
+        ``fields`` are other :class:`~jobrun.domain.Job` fields (``queue=``,
         ``priority=``, ``idempotency_key=``, ...) compared for equality.
         ``count`` asserts exactly that many matching jobs (at least 1; see
         :meth:`assert_not_enqueued` for none). Raises AssertionError listing
