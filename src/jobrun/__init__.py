@@ -12,29 +12,7 @@ PostgreSQL store lives in :mod:`jobrun.postgres`, the ports in
 from jobrun._version import version as _version
 from jobrun.client import Client
 from jobrun.config import Config
-from jobrun.errors import (
-    CommitTimeout,
-    ConfigurationError,
-    DatabaseUnavailable,
-    DurationError,
-    HandlerTimedOut,
-    IdempotencyConflict,
-    InvalidJob,
-    InvalidPayload,
-    InvalidSchedule,
-    InvalidTransition,
-    JobNotFound,
-    JobrunError,
-    LeaseLost,
-    MigrationError,
-    PayloadTooLarge,
-    PoolExhausted,
-    ScheduleNotFound,
-    SchemaMissing,
-    UnknownJobType,
-    UsageError,
-)
-from jobrun.job import (
+from jobrun.domain import (
     Backoff,
     BackoffKind,
     CommitCallback,
@@ -56,6 +34,28 @@ from jobrun.job import (
     SchedulePatch,
     SyncCommitCallback,
     SyncOutcome,
+)
+from jobrun.errors import (
+    CommitTimeout,
+    ConfigurationError,
+    DatabaseUnavailable,
+    DurationError,
+    HandlerTimedOut,
+    IdempotencyConflict,
+    InvalidJob,
+    InvalidPayload,
+    InvalidSchedule,
+    InvalidTransition,
+    JobNotFound,
+    JobrunError,
+    LeaseLost,
+    MigrationError,
+    PayloadTooLarge,
+    PoolExhausted,
+    ScheduleNotFound,
+    SchemaMissing,
+    UnknownJobType,
+    UsageError,
 )
 from jobrun.registry import Cancel, JobContext, Registry, Snooze
 from jobrun.sync_client import SyncClient

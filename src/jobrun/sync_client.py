@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 from uuid import UUID
 
 from jobrun.config import Config
+from jobrun.domain import Job, JobOptions, NewJob
 from jobrun.errors import ConfigurationError, IdempotencyConflict
-from jobrun.job import Job, NewJob
 from jobrun.postgres import SyncProducer, resolve_database_url
 from jobrun.registry import Registry
 
@@ -112,13 +112,20 @@ class SyncClient:
         """Enqueue many jobs in one transaction; one result per input, in order."""
         return self.store.enqueue_batch(jobs, conn=conn)
 
-    def enqueue_many(self, job_type: str, payloads: Iterable[Any], **options: Any) -> list[UUID]:
+    def enqueue_many(
+        self,
+        job_type: str,
+        payloads: Iterable[Any],
+        *,
+        conn: Any | None = None,
+        **options: Unpack[JobOptions],
+    ) -> list[UUID]:
         """Enqueue one job of ``job_type`` per payload, alike in all else; their ids, in order.
 
-        ``options`` are the shared fields and ``conn``, as
-        :meth:`jobrun.postgres.SyncStore.enqueue_many` takes them.
+        ``options`` are the fields the jobs share (:class:`~jobrun.domain.JobOptions`),
+        as :meth:`jobrun.postgres.SyncStore.enqueue_many` takes them.
         """
-        return self.store.enqueue_many(job_type, payloads, **options)
+        return self.store.enqueue_many(job_type, payloads, conn=conn, **options)
 
     def get(self, job_id: UUID) -> Job:
         """The job with ``job_id`` as stored now; JobNotFound when there is none."""

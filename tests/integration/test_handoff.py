@@ -20,8 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from jobrun.errors import LeaseLost
-from jobrun.job import (
+from jobrun.domain import (
     HANDOFF_CONFIRM_WITHIN,
     HandoffOffer,
     Job,
@@ -30,6 +29,7 @@ from jobrun.job import (
     Outcome,
     OutcomeKind,
 )
+from jobrun.errors import LeaseLost
 from jobrun.postgres import Store
 from jobrun.postgres.convert import job_from_handoff
 from jobrun.postgres.pool import Pool, open_pool

@@ -15,8 +15,8 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
+from jobrun.domain import Job, JobState, NewJob, Outcome, OutcomeKind
 from jobrun.errors import DatabaseUnavailable, SchemaMissing
-from jobrun.job import Job, JobState, NewJob, Outcome, OutcomeKind
 from jobrun.postgres import Pool, SyncPool, open_pool, open_sync_pool
 from jobrun.postgres.store import Store
 from jobrun.postgres.store_sync import SyncStore

@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import pytest
 
-from jobrun.job import NewJob
+from jobrun.domain import NewJob
 from jobrun.postgres.preparing import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     HANDOFF_MAX_BYTES,

@@ -21,8 +21,8 @@ from jobrun.cli.durations import format_duration, human_duration
 from jobrun.cli.inputs import read_duration, read_job_id, read_json, read_state, validation_exit
 from jobrun.cli.rendering import events_table, stdout, when
 from jobrun.cli.worker import load_registry
+from jobrun.domain import JobFilter, JobState, NewJob, QueueDepth, QueueStats
 from jobrun.errors import JobrunError
-from jobrun.job import JobFilter, JobState, NewJob, QueueDepth, QueueStats
 from jobrun.postgres.store import Store
 
 __all__ = ["jobs_app"]

@@ -15,8 +15,8 @@ from rich.table import Table
 from jobrun.cli.app import DatabaseUrlOption, app, fail, run_with_store
 from jobrun.cli.inputs import read_duration, read_json
 from jobrun.cli.rendering import stdout, trigger, when
+from jobrun.domain import NewSchedule
 from jobrun.errors import JobrunError
-from jobrun.job import NewSchedule
 
 __all__ = ["schedules_app"]
 

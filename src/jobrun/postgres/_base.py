@@ -17,17 +17,17 @@ from uuid import UUID
 from psycopg import AsyncConnection, BaseConnection
 from psycopg.pq import TransactionStatus
 
-from jobrun.errors import (
-    ConfigurationError,
-    UsageError,
-)
-from jobrun.job import (
+from jobrun.domain import (
     JobFilter,
     JobPage,
     JobState,
     duration_problem,
     queue_limits_problem,
     queue_name_problem,
+)
+from jobrun.errors import (
+    ConfigurationError,
+    UsageError,
 )
 from jobrun.postgres.convert import (
     job_from_row,

@@ -8,16 +8,16 @@ from typing import Any, cast
 
 import psycopg
 
-from jobrun.errors import (
-    LeaseLost,
-)
-from jobrun.job import (
+from jobrun.domain import (
     CommitCallback,
     Effect,
     Job,
     Outcome,
     OutcomeKind,
     key_lock_id,
+)
+from jobrun.errors import (
+    LeaseLost,
 )
 from jobrun.postgres import deadlines
 from jobrun.postgres.convert import (

@@ -15,8 +15,8 @@ from typing import Any, cast
 
 import psycopg
 
+from jobrun.domain import Effect, Job, OutcomeKind, SyncCommitCallback, SyncOutcome, key_lock_id
 from jobrun.errors import LeaseLost
-from jobrun.job import Effect, Job, OutcomeKind, SyncCommitCallback, SyncOutcome, key_lock_id
 from jobrun.postgres import deadlines
 from jobrun.postgres.convert import job_recorded
 from jobrun.postgres.store_core_sync import SyncStoreCore, log, one_exchange

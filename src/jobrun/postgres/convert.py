@@ -16,13 +16,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
-from jobrun.errors import (
-    InvalidJob,
-    InvalidTransition,
-    JobNotFound,
-    PayloadTooLarge,
-)
-from jobrun.job import (
+from jobrun.domain import (
     MAX_PAYLOAD_DEPTH,
     Backoff,
     BackoffKind,
@@ -37,6 +31,12 @@ from jobrun.job import (
     Schedule,
     WorkerOffer,
     payload_problem,
+)
+from jobrun.errors import (
+    InvalidJob,
+    InvalidTransition,
+    JobNotFound,
+    PayloadTooLarge,
 )
 from jobrun.sqlc import models
 

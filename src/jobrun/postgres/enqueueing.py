@@ -3,25 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Unpack
 from uuid import UUID
 
 import psycopg
 
+from jobrun.domain import (
+    EventMode,
+    Job,
+    JobOptions,
+    NewJob,
+    new_job_ids,
+)
 from jobrun.errors import (
     IdempotencyConflict,
     JobrunError,
-)
-from jobrun.job import (
-    DEFAULT_BACKOFF,
-    DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_QUEUE,
-    Backoff,
-    EventMode,
-    Job,
-    NewJob,
-    new_job_ids,
 )
 from jobrun.postgres import preparing
 from jobrun.postgres.convert import (
@@ -40,7 +36,7 @@ from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import models
 from jobrun.sqlc import system as system_queries
-from jobrun.tracing import current_trace_meta
+from jobrun.telemetry.tracing import current_trace_meta
 
 __all__ = ["EnqueueMethods"]
 
@@ -186,13 +182,8 @@ class EnqueueMethods(StoreCore):
         job_type: str,
         payloads: Iterable[Any],
         *,
-        queue: str = DEFAULT_QUEUE,
-        priority: int = 0,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        backoff: Backoff = DEFAULT_BACKOFF,
-        delay: timedelta | None = None,
-        run_at: datetime | None = None,
         conn: psycopg.AsyncConnection[Any] | None = None,
+        **options: Unpack[JobOptions],
     ) -> list[UUID]:
         """Insert one job of ``job_type`` per payload, alike in all else, in one transaction.
 
@@ -204,16 +195,8 @@ class EnqueueMethods(StoreCore):
         :meth:`enqueue_batch`. With ``conn`` the jobs join the caller's
         transaction.
         """
-        fields = dict(
-            queue=queue,
-            priority=priority,
-            max_attempts=max_attempts,
-            backoff=backoff,
-            delay=delay,
-            run_at=run_at,
-        )
         many = preparing.prepare_many(
-            job_type, payloads, fields, self.payload_models, self.max_payload_bytes, self.job_types
+            job_type, payloads, options, self.payload_models, self.max_payload_bytes, self.job_types
         )
         if not many.texts:
             return []

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from jobrun.job import (
+from jobrun.domain import (
     EventMode,
     HandoffOffer,
     Job,

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from jobrun.job import EventMode, HandoffOffer, Job, WorkerOffer
+from jobrun.domain import EventMode, HandoffOffer, Job, WorkerOffer
 from jobrun.postgres.convert import job_from_row, offer_from_row
 from jobrun.postgres.store_core_sync import NO_OFFER_TTL, SyncStoreCore, one_exchange
 from jobrun.sqlc import jobs as job_queries

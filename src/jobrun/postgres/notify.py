@@ -6,7 +6,7 @@ never wake before the row is visible, and a rolled-back enqueue wakes nobody.
 This module is the receiving end: the :class:`Notifier` implements the
 :class:`~jobrun.ports.Dispatcher` port, and :class:`~jobrun.ports.HandoffReceiver`:
 on a second channel of its own it receives whole jobs that an enqueue leased
-straight to one of its idle workers (see :class:`~jobrun.job.HandoffOffer`).
+straight to one of its idle workers (see :class:`~jobrun.domain.HandoffOffer`).
 
 Invariants:
 
@@ -43,9 +43,9 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import sql
 
+from jobrun.domain import Job, notify_channel_problem
 from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError, UsageError
-from jobrun.job import Job, notify_channel_problem
 from jobrun.postgres.convert import job_from_handoff
 from jobrun.postgres.pool import unavailable_error
 

@@ -16,17 +16,17 @@ from uuid import UUID
 
 from pydantic import BaseModel, ValidationError
 
-from jobrun.errors import (
-    IdempotencyConflict,
-    InvalidJob,
-    JobrunError,
-)
-from jobrun.job import (
+from jobrun.domain import (
     BackoffKind,
     Job,
     NewJob,
     jobs_alike,
     new_job_problem,
+)
+from jobrun.errors import (
+    IdempotencyConflict,
+    InvalidJob,
+    JobrunError,
 )
 from jobrun.postgres.convert import (
     encode_payload,

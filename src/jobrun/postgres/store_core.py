@@ -16,16 +16,15 @@ from typing import Any, cast
 import psycopg
 from pydantic import BaseModel
 
-from jobrun.errors import (
-    ConfigurationError,
-    JobrunError,
-)
-from jobrun.job import (
+from jobrun.domain import (
     DEFAULT_NOTIFY_CHANNEL,
     EventMode,
     notify_channel_problem,
 )
-from jobrun.observe import Observer
+from jobrun.errors import (
+    ConfigurationError,
+    JobrunError,
+)
 from jobrun.postgres import _base, preparing
 from jobrun.postgres.convert import (
     utc,
@@ -34,6 +33,7 @@ from jobrun.postgres.errors_map import map_error
 from jobrun.postgres.one_exchange import AsyncOneExchangeConnection
 from jobrun.postgres.pool import Pool, database_location
 from jobrun.sqlc import system as system_queries
+from jobrun.telemetry.hooks import Observer
 
 __all__ = ["DEFAULT_NOTIFY_CHANNEL", "StoreCore"]
 

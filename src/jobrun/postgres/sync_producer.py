@@ -25,8 +25,8 @@ from typing import Any
 from psycopg_pool import ConnectionPool
 from pydantic import BaseModel
 
+from jobrun.domain import notify_channel_problem
 from jobrun.errors import ConfigurationError
-from jobrun.job import notify_channel_problem
 from jobrun.postgres import preparing
 from jobrun.postgres.pool import DEFAULT_CONNECT_TIMEOUT, SyncPool, open_sync_pool
 from jobrun.postgres.store_sync import DEFAULT_NOTIFY_CHANNEL, SyncStore

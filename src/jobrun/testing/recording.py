@@ -38,23 +38,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Unpack
 from uuid import UUID
 
 from pydantic import BaseModel
 
-from jobrun.errors import IdempotencyConflict, InvalidJob, JobNotFound
-from jobrun.job import (
-    DEFAULT_BACKOFF,
-    DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_QUEUE,
-    Backoff,
+from jobrun.domain import (
     Job,
+    JobOptions,
     NewJob,
     new_job_ids,
     parse_job_id,
 )
+from jobrun.errors import IdempotencyConflict, InvalidJob, JobNotFound
 
 # The real store's validation and replay rule, shared rather than copied: a
 # recorder that decided differently would let tests pass that production fails.
@@ -154,7 +151,7 @@ class _Recorder:
         return results
 
     def _record_many(
-        self, job_type: str, payloads: Iterable[Any], fields: dict[str, Any]
+        self, job_type: str, payloads: Iterable[Any], fields: Mapping[str, Any]
     ) -> list[UUID]:
         many = preparing.prepare_many(
             job_type, payloads, fields, self.payload_models, self.max_payload_bytes, self.job_types
@@ -213,7 +210,7 @@ class _Recorder:
         """Assert that a job of ``type`` matching the criteria was enqueued; return the latest.
 
         ``payload`` compares as JSON (a model instance is dumped first);
-        ``fields`` are other :class:`~jobrun.job.Job` fields (``queue=``,
+        ``fields`` are other :class:`~jobrun.domain.Job` fields (``queue=``,
         ``priority=``, ``idempotency_key=``, ...) compared for equality.
         ``count`` asserts exactly that many matching jobs (at least 1; see
         :meth:`assert_not_enqueued` for none). Raises AssertionError listing
@@ -281,27 +278,11 @@ class RecordingProducer(_Recorder):
         job_type: str,
         payloads: Iterable[Any],
         *,
-        queue: str = DEFAULT_QUEUE,
-        priority: int = 0,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        backoff: Backoff = DEFAULT_BACKOFF,
-        delay: timedelta | None = None,
-        run_at: datetime | None = None,
         conn: Any | None = None,
+        **options: Unpack[JobOptions],
     ) -> list[UUID]:
         """Record one job of ``job_type`` per payload, alike in all else; their ids, in order."""
-        return self._record_many(
-            job_type,
-            payloads,
-            dict(
-                queue=queue,
-                priority=priority,
-                max_attempts=max_attempts,
-                backoff=backoff,
-                delay=delay,
-                run_at=run_at,
-            ),
-        )
+        return self._record_many(job_type, payloads, options)
 
     async def get(self, job_id: UUID) -> Job:
         """One recorded job by id; JobNotFound when there is none."""
@@ -336,27 +317,11 @@ class SyncRecordingProducer(_Recorder):
         job_type: str,
         payloads: Iterable[Any],
         *,
-        queue: str = DEFAULT_QUEUE,
-        priority: int = 0,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        backoff: Backoff = DEFAULT_BACKOFF,
-        delay: timedelta | None = None,
-        run_at: datetime | None = None,
         conn: Any | None = None,
+        **options: Unpack[JobOptions],
     ) -> list[UUID]:
         """Record one job of ``job_type`` per payload, alike in all else; their ids, in order."""
-        return self._record_many(
-            job_type,
-            payloads,
-            dict(
-                queue=queue,
-                priority=priority,
-                max_attempts=max_attempts,
-                backoff=backoff,
-                delay=delay,
-                run_at=run_at,
-            ),
-        )
+        return self._record_many(job_type, payloads, options)
 
     def get(self, job_id: UUID) -> Job:
         """One recorded job by id; JobNotFound when there is none."""
