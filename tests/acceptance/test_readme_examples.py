@@ -1,4 +1,4 @@
-"""The code examples of the README and of the documentation site run, as written, against a real database.
+"""The README's and the site's code examples run, as written, against a real database.
 
 Every Python block is one of three kinds, named by its first line:
 

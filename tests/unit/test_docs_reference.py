@@ -12,12 +12,12 @@ import re
 from pathlib import Path
 
 import typer.main
+from jobrun_tools.docs_reference import render_all
 
 import jobrun
 import jobrun.testing
 from jobrun.cli import app
 from jobrun.config import Config
-from jobrun_tools.docs_reference import render_all
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "docs" / "reference"
