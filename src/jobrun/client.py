@@ -96,6 +96,12 @@ class Client:
         config: Config | None = None,
         **settings: Any,
     ) -> None:
+        if registry is not None and not isinstance(registry, Registry):
+            # Client(Config(...)) is an easy slip; say so instead of failing at open().
+            raise ConfigurationError(
+                f"Client's first argument is a jobrun.Registry, got {type(registry).__name__}"
+                + (": pass the settings as config=" if isinstance(registry, Config) else "")
+            )
         if config is None:
             config = Config(**settings)
         elif settings:
@@ -312,7 +318,7 @@ class Client:
 
     def worker(self) -> Worker:
         """A Worker wired from the config, without a dispatcher (see :meth:`run_worker`)."""
-        return Worker.from_config(self.store, self.registry, self.config, observer=self._metrics)
+        return Worker(self.store, self.registry, self.config, observer=self._metrics)
 
     async def run_worker(
         self,
@@ -361,10 +367,7 @@ class Client:
                 services.append(asyncio.create_task(runner.run(done), name="jobrun-scheduler"))
             if self.config.maintenance:
                 maintenance = Maintenance(
-                    self.store,
-                    self.locker("jobrun-maintenance"),
-                    self.config.retention,
-                    every=self.config.maintenance_every,
+                    self.store, self.locker("jobrun-maintenance"), self.config
                 )
                 services.append(
                     asyncio.create_task(maintenance.run(done), name="jobrun-maintenance")

@@ -79,7 +79,12 @@ def queue_list(text: str) -> list[str]:
 
 
 def _queues(value: Any) -> Any:
-    return queue_list(value) if isinstance(value, str) else value
+    if isinstance(value, str):
+        value = queue_list(value)
+    if isinstance(value, list | tuple):
+        # Each queue once, in the order given.
+        return list(dict.fromkeys(value))
+    return value
 
 
 def _off(value: Any) -> Any:
@@ -234,7 +239,6 @@ class Config(BaseSettings):
         for name in (
             "lease",
             "poll",
-            "shutdown_grace",
             "commit_timeout",
             "scheduler_tick",
             "queue_stats_every",
@@ -242,8 +246,12 @@ class Config(BaseSettings):
             "unrunnable_retry",
         ):
             value: timedelta = getattr(self, name)
-            if value < timedelta(0) or (name != "shutdown_grace" and value == timedelta(0)):
+            if value <= timedelta(0):
                 raise ValueError(f"{name} must be positive, got {value}")
+        for name in ("shutdown_grace", "claim_ahead"):  # zero: none
+            value = getattr(self, name)
+            if value < timedelta(0):
+                raise ValueError(f"{name} must not be negative, got {value}")
         for name in ("heartbeat_every", "job_timeout", "reap_every"):
             maybe: timedelta | None = getattr(self, name)
             if maybe is not None and maybe <= timedelta(0):
@@ -277,7 +285,8 @@ class Config(BaseSettings):
         if self.heartbeat_every is not None and self.heartbeat_every > self.lease / 3:
             raise ValueError(
                 f"heartbeat_every ({self.heartbeat_every}) must be at most a third of "
-                f"the lease ({self.lease})"
+                f"the lease ({self.lease}), so a late heartbeat still lands before the "
+                "lease expires"
             )
         return self
 

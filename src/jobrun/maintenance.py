@@ -7,7 +7,9 @@ one (``Config.maintenance``, on by default); an advisory lock on
 elector (:class:`jobrun.leadership.Elector`), as for the scheduler, so N
 workers cost one pass per tick, not N.
 
-Each tick (``every``, default 1 minute) the leader deletes, in this order:
+Each tick (``Config.maintenance_every``, by default 1 minute) the leader
+deletes, in this order, by the ages of ``Config.retention`` (defaults in
+brackets):
 
 * succeeded jobs finished more than ``Retention.succeeded`` ago (1 day),
 * cancelled jobs finished more than ``Retention.cancelled`` ago (7 days),
@@ -50,6 +52,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from jobrun._waiting import sleep_unless
+from jobrun.config import Config
 from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError, JobrunError
 from jobrun.job import JobState
@@ -60,7 +63,6 @@ from jobrun.retention import Retention, retention_problem
 __all__ = [
     "DEFAULT_BATCH_PAUSE",
     "DEFAULT_BATCH_SIZE",
-    "DEFAULT_EVERY",
     "DEFAULT_RETRY_LEADERSHIP_EVERY",
     "DEFAULT_STATISTICS_EVERY",
     "MAINTENANCE_LOCK_KEY",
@@ -69,9 +71,6 @@ __all__ = [
     "Retention",
     "retention_problem",
 ]
-
-DEFAULT_EVERY = timedelta(minutes=1)
-"""Time between two pruning passes of the leader."""
 
 DEFAULT_BATCH_SIZE = 1000
 """Rows deleted by one batch (one short transaction)."""
@@ -121,10 +120,13 @@ class Pruned:
 
 
 class Maintenance:
-    """Prune by ``retention`` every ``every`` while leading; stand by while not.
+    """Prune by ``config.retention`` every ``config.maintenance_every`` while leading.
 
-    While leading it also refreshes the statistics of tables that outgrew them,
-    every ``statistics_every``.
+    ``config`` (:class:`~jobrun.config.Config`) owns those settings and has
+    checked them; the keywords are the service's own tunings, which no
+    configuration sets. While leading it also refreshes the statistics of
+    tables that outgrew them, every ``statistics_every``; while not, it
+    stands by.
 
     ``run(stop)`` returns when ``stop`` is set, releasing the lock if held.
     Store and locker errors are logged and retried on the next tick, never
@@ -136,22 +138,19 @@ class Maintenance:
         self,
         store: Pruning,
         locker: Locker,
-        retention: Retention | None = None,
+        config: Config,
         *,
-        every: timedelta = DEFAULT_EVERY,
         key: int = MAINTENANCE_LOCK_KEY,
         batch_size: int = DEFAULT_BATCH_SIZE,
         pause: timedelta = DEFAULT_BATCH_PAUSE,
         retry_leadership_every: timedelta = DEFAULT_RETRY_LEADERSHIP_EVERY,
         statistics_every: timedelta = DEFAULT_STATISTICS_EVERY,
     ) -> None:
-        if every <= timedelta(0):
-            raise ConfigurationError(f"maintenance interval must be positive, got {every}")
         if batch_size < 1:
             raise ConfigurationError(f"batch_size must be at least 1, got {batch_size}")
         self._store = store
-        self._retention = retention if retention is not None else Retention()
-        self._every = every.total_seconds()
+        self._retention = config.retention
+        self._every = config.maintenance_every.total_seconds()
         self._batch = batch_size
         self._pause = positive_seconds("pause", pause, allow_zero=True)
         self._retry = positive_seconds("retry_leadership_every", retry_leadership_every)
@@ -187,7 +186,7 @@ class Maintenance:
         return list(self._analyzed)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Compete for leadership and prune every ``every`` while leading, until ``stop``."""
+        """Compete for leadership and prune on schedule while leading, until ``stop``."""
         await self._elector.run(stop, self._lead)
 
     async def prune_once(

@@ -1,10 +1,10 @@
-"""How long each kind of finished row is kept: the retention settings, checked once.
+"""How long each kind of finished row is kept: the retention ages, as the pruner reads them.
 
 :class:`Retention` is the value the maintenance service prunes by
-(:class:`jobrun.maintenance.Maintenance`) and :class:`jobrun.config.Config`
-builds from its ``retention_*`` settings; :func:`retention_problem` is the one
-check of those ages, shared by both so a bad combination is refused with the
-same words wherever it is given.
+(:class:`jobrun.maintenance.Maintenance`), built by
+:class:`jobrun.config.Config` from its ``retention_*`` settings, which own the
+defaults. :func:`retention_problem` is the one check of those ages: ``Config``
+runs it once, so a ``Retention`` is never checked again.
 """
 
 from __future__ import annotations
@@ -12,44 +12,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from jobrun.errors import ConfigurationError
 from jobrun.job import JobState, duration_problem
 
 __all__ = ["Retention", "retention_problem"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Retention:
-    """How long each kind of row is kept; the defaults are jobrun's documented ones.
+    """How long each kind of row is kept (``Config.retention`` builds it, checked).
 
     Job ages count from when the job finished; event and ledger ages from
-    when the row was written. ``effects`` must be at least ``succeeded``: a
+    when the row was written. ``effects`` is at least ``succeeded``: a
     ledger row should outlive the succeeded job it guards, so an idempotency
     key replayed after the job is purged still finds its effect recorded.
     """
 
-    succeeded: timedelta = timedelta(days=1)
+    succeeded: timedelta
     """Succeeded jobs are deleted this long after they finished."""
-    cancelled: timedelta = timedelta(days=7)
+    cancelled: timedelta
     """Cancelled jobs are deleted this long after they finished."""
-    dead: timedelta = timedelta(days=14)
+    dead: timedelta
     """Dead jobs (attempts spent) are deleted this long after they died."""
-    events: timedelta = timedelta(days=14)
+    events: timedelta
     """Events are deleted this long after they were recorded."""
-    effects: timedelta = timedelta(days=90)
+    effects: timedelta
     """Ledger rows are deleted this long after their effect, once no job of their key is left."""
-
-    def __post_init__(self) -> None:
-        problem = retention_problem(
-            "retention.",
-            succeeded=self.succeeded,
-            cancelled=self.cancelled,
-            dead=self.dead,
-            events=self.events,
-            effects=self.effects,
-        )
-        if problem is not None:
-            raise ConfigurationError(problem)
 
     def job_ages(self) -> list[tuple[JobState, timedelta]]:
         """Each terminal state with its retention, in the order a pass purges them."""

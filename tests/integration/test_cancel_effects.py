@@ -24,6 +24,7 @@ from tests.integration.test_effects import INSERT, claimed_jobs, effects_db, not
 from tests.integration.test_store import Stores, stores
 from tests.integration.test_worker import wait_state
 
+from jobrun.config import Config
 from jobrun.job import Effect, Job, JobState, NewJob, Outcome
 from jobrun.observe import Observer
 from jobrun.postgres import Pool
@@ -47,16 +48,15 @@ class Outcomes(Observer):
 @asynccontextmanager
 async def quiet_worker(store: Store, reg: Registry, observer: Observer) -> AsyncIterator[None]:
     """A worker whose heartbeat comes too late to see a cancel during the test."""
-    worker = Worker(
-        store,
-        reg,
-        poll_every=timedelta(milliseconds=50),
+    config = Config(
+        concurrency=10,
+        poll=timedelta(milliseconds=50),
         lease=timedelta(minutes=5),
         heartbeat_every=timedelta(minutes=1),
         reap_every=timedelta(minutes=1),
         shutdown_grace=timedelta(seconds=5),
-        observer=observer,
     )
+    worker = Worker(store, reg, config, observer=observer)
     stop = asyncio.Event()
     task = asyncio.create_task(worker.run(stop))
     try:

@@ -22,9 +22,10 @@ from jobrun.job import JobState, NewJob
 from jobrun.postgres import Pool
 from jobrun.postgres.store import Store
 from jobrun.registry import JobContext, Registry
+from jobrun.testing import eventually
 from jobrun.worker import Worker
 
-from .test_worker import make_worker, running, wait_for, wait_state
+from .test_worker import make_worker, running, wait_state
 
 
 @pytest.fixture
@@ -102,7 +103,7 @@ async def test_a_stopping_worker_hands_back_the_jobs_it_claimed_ahead(store: Sto
         async def buffered() -> bool:
             return worker.running >= 6
 
-        await wait_for(buffered)
+        await eventually(buffered)
         stop.set()
     assert executing[1] <= 1
     assert len(ran) == len(set(ran))
@@ -134,7 +135,7 @@ async def test_a_job_cancelled_while_claimed_ahead_ends_cancelled_without_runnin
         async def last_leased() -> bool:
             return (await store.get(last)).state is JobState.LEASED
 
-        await wait_for(last_leased)
+        await eventually(last_leased)
         # Leased but far from its turn (eleven jobs of 60 ms each before it).
         assert last not in ran
         assert (await store.cancel(last)).cancel_requested
@@ -152,13 +153,17 @@ async def test_jobs_stuck_behind_a_slow_job_are_handed_back_for_other_workers(
     reg = Registry()
     ran: list[UUID] = []
 
+    slow_may_end = asyncio.Event()
+
     @reg.handler("nap")
     async def nap(ctx: JobContext, payload: Any) -> None:
         ran.append(ctx.job.id)
+        if payload.get("slow"):
+            await slow_may_end.wait()
         await asyncio.sleep(payload["sleep"])
 
     fast = await store.enqueue_many("nap", [{"sleep": 0.005}] * 40)
-    slow = (await store.enqueue(NewJob(type="nap", payload={"sleep": 3.0}))).id
+    slow = (await store.enqueue(NewJob(type="nap", payload={"sleep": 0, "slow": True}))).id
     behind = await store.enqueue_many("nap", [{"sleep": 0.005}] * 20)
     # 100 ms of starts ahead at about 150 starts a second: the buffer is full
     # (ten jobs) when the slow job starts, and a buffered job's patience is 1 s.
@@ -168,7 +173,7 @@ async def test_jobs_stuck_behind_a_slow_job_are_handed_back_for_other_workers(
         async def slow_started() -> bool:
             return slow in ran
 
-        await wait_for(slow_started)
+        await eventually(slow_started)
         handed: list[UUID] = []
 
         async def some_handed_back() -> bool:
@@ -179,9 +184,10 @@ async def test_jobs_stuck_behind_a_slow_job_are_handed_back_for_other_workers(
                     assert job.state is JobState.QUEUED and job.attempts == 0
             return bool(handed)
 
-        # Well before the slow job's 3 s are over: free for another worker.
-        await wait_for(some_handed_back, within=2.5)
+        # While the slow job still runs (it ends only when told): free for another worker.
+        await eventually(some_handed_back)
         assert ran[-1] == slow
+        slow_may_end.set()
         # The handed-back jobs are due again as of their hand-back, after the rest.
         for job_id in behind:
             await wait_state(store, job_id, JobState.SUCCEEDED, within=20)

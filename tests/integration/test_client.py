@@ -168,6 +168,12 @@ async def test_a_client_that_is_not_open_says_so() -> None:
         _ = client.store
 
 
+def test_a_config_passed_where_the_registry_goes_is_named() -> None:
+    config = Config(database_url="postgresql://nobody@127.0.0.1:1/none")
+    with pytest.raises(ConfigurationError, match=r"got Config: pass the settings as config="):
+        Client(config)  # type: ignore[arg-type]
+
+
 def test_config_reads_jobrun_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JOBRUN_CONCURRENCY", "7")
     monkeypatch.setenv("JOBRUN_LEASE", "1m")

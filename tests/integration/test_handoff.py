@@ -34,6 +34,7 @@ from jobrun.postgres import Store
 from jobrun.postgres._base import HANDOFF_MAX_BYTES
 from jobrun.postgres.convert import job_from_handoff
 from jobrun.postgres.pool import Pool, open_pool
+from jobrun.testing import eventually
 
 OWNER = "worker-a"
 CHANNEL = "jobrun.handoff.test0000"
@@ -320,8 +321,14 @@ async def test_a_queue_with_controls_is_never_handed_to(store: Store, control: s
 
 
 async def test_an_expired_offer_is_not_taken(store: Store) -> None:
-    await idle_claim(store, offer=HandoffOffer(channel=CHANNEL, ttl=timedelta(milliseconds=50)))
-    await asyncio.sleep(0.2)
+    ttl = timedelta(milliseconds=50)
+    await idle_claim(store, offer=HandoffOffer(channel=CHANNEL, ttl=ttl))
+    offered_by = await store.now()  # the offer was made before this
+
+    async def expired() -> bool:
+        return await store.now() > offered_by + ttl
+
+    await eventually(expired)
     made = await store.enqueue(NewJob(type="ping"))
     assert made.state is JobState.QUEUED
 
@@ -382,7 +389,12 @@ async def test_the_reaper_gives_back_a_handed_job_nobody_confirmed_without_count
     made = await store.enqueue(NewJob(type="ping", max_attempts=1))
     assert made.state is JobState.LEASED
     assert made.lease_expires_at is not None
-    await asyncio.sleep((made.lease_expires_at - await store.now()).total_seconds() + 0.1)
+    expires = made.lease_expires_at
+
+    async def expired() -> bool:
+        return await store.now() > expires
+
+    await eventually(expired)
     (reaped,) = await store.reap_expired()
     # Even on its last attempt: the worker never had it, so nothing was spent.
     assert (reaped.state, reaped.attempts, reaped.lease_owner) == (JobState.QUEUED, 0, None)
@@ -458,13 +470,11 @@ SHORT = timedelta(milliseconds=200)
 
 async def reaped_back(store: Store, job: Job, within: float = 10.0) -> Job:
     """Reap until ``job`` is given back (its short lease has run out); the job as reaped."""
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        reaped = [j for j in await store.reap_expired() if j.id == job.id]
-        if reaped:
-            return reaped[0]
-        assert asyncio.get_running_loop().time() < deadline, "the handed job was never reaped"
-        await asyncio.sleep(0.02)
+
+    async def reaped() -> list[Job]:
+        return [j for j in await store.reap_expired() if j.id == job.id]
+
+    return (await eventually(reaped, within=within, what="the handed job reaped"))[0]
 
 
 async def test_a_handed_job_is_leased_for_the_confirm_time_and_a_heartbeat_gives_it_the_whole_lease(
@@ -525,7 +535,7 @@ async def test_a_worker_stops_a_handed_job_whose_confirmation_is_refused(
     # job's short lease ran out and another worker claimed it (a stalled
     # worker, a slow network). The worker starts it, but its confirmation is
     # refused, so it stops the run long before its first heartbeat (20 s).
-    from tests.integration.test_worker import make_worker, running, wait_for
+    from tests.integration.test_worker import make_worker, running
 
     from jobrun.postgres.notify import Notifier
     from jobrun.registry import JobContext, Registry
@@ -557,14 +567,14 @@ async def test_a_worker_stops_a_handed_job_whose_confirmation_is_refused(
             owner=owner,
             lease=timedelta(seconds=60),
             heartbeat_every=timedelta(seconds=20),
-            poll_every=timedelta(seconds=30),
+            poll=timedelta(seconds=30),
         )
         async with running(worker):
 
             async def offering() -> bool:
                 return any(o.channel == notifier.handoff_channel for o in await store.offers())
 
-            await wait_for(offering)
+            await eventually(offering)
             async with pool.connection() as conn:
                 await conn.execute("SELECT pg_notify(%s, %s)", (notifier.handoff_channel, note))
             await asyncio.wait_for(started.wait(), 10)

@@ -13,9 +13,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from jobrun.config import Config
 from jobrun.errors import ConfigurationError
 from jobrun.job import Effect, Job, JobState, NewJob
-from jobrun.maintenance import Maintenance, Pruned, Retention
+from jobrun.maintenance import Maintenance, Pruned
 from jobrun.postgres import Pool, SyncStore, open_sync_pool
 from jobrun.postgres.lock import AdvisoryLocker
 from jobrun.postgres.store import Store
@@ -87,7 +88,7 @@ async def test_a_pass_deletes_each_finished_state_by_its_own_age(
         await finished(store, db_url, JobState.DEAD, now - 15 * days),
     }
     maintenance = Maintenance(
-        store, NoLocker(), Retention(), batch_size=batch_size, pause=timedelta(0)
+        store, NoLocker(), Config(), batch_size=batch_size, pause=timedelta(0)
     )
 
     pruned = await maintenance.prune_once(now=now)
@@ -110,8 +111,8 @@ async def test_custom_ages_are_honoured(pool: Pool, db_url: str) -> None:
     now = await store.now()
     young = await finished(store, db_url, JobState.DEAD, now - timedelta(hours=2))
     old = await finished(store, db_url, JobState.DEAD, now - timedelta(hours=4))
-    retention = Retention(dead=timedelta(hours=3))
-    pruned = await Maintenance(store, NoLocker(), retention).prune_once(now=now)
+    config = Config(retention_dead=timedelta(hours=3))
+    pruned = await Maintenance(store, NoLocker(), config).prune_once(now=now)
     assert pruned == Pruned(dead=1)
     assert await job_ids(db_url) == {young}
     assert old not in await job_ids(db_url)
@@ -141,9 +142,9 @@ async def test_events_and_ledger_rows_are_pruned_by_their_own_age(pool: Pool, db
                 now - timedelta(days=89),
             ),
         )
-    pruned = await Maintenance(store, NoLocker(), batch_size=1, pause=timedelta(0)).prune_once(
-        now=now
-    )
+    pruned = await Maintenance(
+        store, NoLocker(), Config(), batch_size=1, pause=timedelta(0)
+    ).prune_once(now=now)
     assert pruned == Pruned(events=1, effects=1)
     assert [e.kind for e in await store.events(live.id)] == ["note"]
     async with await psycopg.AsyncConnection.connect(db_url) as conn:
@@ -164,7 +165,7 @@ async def test_a_ledger_row_outlives_its_purged_job_while_a_replay_of_its_key_wa
     (claimed,) = await store.claim(["mail"], "w1", 1, LEASE)
     await store.complete(claimed, "w1", Effect(sent.sql, (claimed.id,)))
     now = await store.now()
-    maintenance = Maintenance(store, NoLocker(), Retention(), pause=timedelta(0))
+    maintenance = Maintenance(store, NoLocker(), Config(), pause=timedelta(0))
     # Two days on, the succeeded job is purged; its ledger row is young and stays.
     assert await maintenance.prune_once(now=now + timedelta(days=2)) == Pruned(succeeded=1)
     replay = await store.enqueue(NewJob(**welcome, delay=timedelta(seconds=1)))
@@ -201,7 +202,7 @@ async def test_a_job_of_another_type_with_the_same_queue_and_key_does_not_hold_a
     (claimed,) = await store.claim(["q"], "w1", 1, LEASE)
     await store.complete(claimed, "w1", Effect("SELECT 1"))
     now = await store.now()
-    maintenance = Maintenance(store, NoLocker(), Retention(), pause=timedelta(0))
+    maintenance = Maintenance(store, NoLocker(), Config(), pause=timedelta(0))
     assert await maintenance.prune_once(now=now + timedelta(days=2)) == Pruned(succeeded=1)
     await store.enqueue(NewJob(type="b", queue="q", idempotency_key="k"))
     pruned = await maintenance.prune_once(now=now + timedelta(days=91))
@@ -245,9 +246,9 @@ async def test_a_stop_request_ends_a_pass_between_batches(pool: Pool, db_url: st
         await finished(store, db_url, JobState.SUCCEEDED, now - timedelta(days=2))
     stop = asyncio.Event()
     stop.set()
-    pruned = await Maintenance(store, NoLocker(), batch_size=1, pause=timedelta(0)).prune_once(
-        now=now, stop=stop
-    )
+    pruned = await Maintenance(
+        store, NoLocker(), Config(), batch_size=1, pause=timedelta(0)
+    ).prune_once(now=now, stop=stop)
     assert pruned == Pruned(succeeded=1, complete=False)
     assert await count(db_url, "jobs") == 2
 
@@ -298,8 +299,9 @@ async def running(
                 application_name="jobrun-maint-test",
                 probe_every=timedelta(milliseconds=200),
             ),
-            Retention(succeeded=timedelta(hours=1)),
-            every=timedelta(seconds=0.1),
+            Config(
+                retention_succeeded=timedelta(hours=1), maintenance_every=timedelta(seconds=0.1)
+            ),
             key=key,
             retry_leadership_every=timedelta(milliseconds=200),
         )

@@ -17,6 +17,7 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
+from jobrun.config import Config
 from jobrun.errors import DatabaseUnavailable, InvalidSchedule, PoolExhausted, SchemaMissing
 from jobrun.job import JobState, NewJob, NewSchedule, SchedulePatch
 from jobrun.postgres import Pool, SyncProducer, open_pool
@@ -252,16 +253,15 @@ async def test_a_worker_logs_one_line_per_failure_and_one_when_the_database_is_b
         started.set()
         await finish.wait()
 
-    worker = Worker(
-        store,
-        registry,
+    config = Config(
         concurrency=2,
-        poll_every=timedelta(milliseconds=200),
+        poll=timedelta(milliseconds=200),
         lease=timedelta(seconds=60),
         heartbeat_every=timedelta(milliseconds=300),
         reap_every=timedelta(milliseconds=300),
         shutdown_grace=timedelta(seconds=5),
     )
+    worker = Worker(store, registry, config)
 
     def messages(prefix: str) -> list[logging.LogRecord]:
         return [r for r in caplog.records if r.getMessage().startswith(prefix)]

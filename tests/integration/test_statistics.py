@@ -27,6 +27,7 @@ from jobrun_tools.claimplan import fill_synthetic
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from jobrun.config import Config
 from jobrun.maintenance import Maintenance
 from jobrun.postgres import Pool, open_pool
 from jobrun.postgres.lock import AdvisoryLocker
@@ -220,7 +221,7 @@ async def test_the_maintenance_leader_refreshes_the_statistics_of_a_grown_table(
     maintenance = Maintenance(
         Store(pool),
         AdvisoryLocker(db_url, application_name="jobrun-stats-test"),
-        every=timedelta(hours=1),
+        Config(maintenance_every=timedelta(hours=1)),
         statistics_every=timedelta(milliseconds=100),
     )
     stop = asyncio.Event()

@@ -15,12 +15,13 @@ from uuid import UUID
 import pytest
 from pydantic import BaseModel
 
+from jobrun.config import Config
 from jobrun.job import Backoff, BackoffKind, Job, JobState, NewJob, Outcome
 from jobrun.postgres import Pool
 from jobrun.postgres.notify import Notifier
 from jobrun.postgres.store import Store
 from jobrun.registry import JobContext, Registry, Snooze
-from jobrun.unrunnable import UnrunnableRetry
+from jobrun.testing import eventually
 from jobrun.worker import Worker
 
 FAST_RETRY = Backoff(kind=BackoffKind.CONSTANT, base=timedelta(milliseconds=50))
@@ -31,13 +32,22 @@ def store(pool: Pool) -> Store:
     return Store(pool)
 
 
-def make_worker(store: Store, reg: Registry, **kw: Any) -> Worker:
-    kw.setdefault("poll_every", timedelta(milliseconds=50))
-    kw.setdefault("lease", timedelta(seconds=3))
-    kw.setdefault("heartbeat_every", timedelta(milliseconds=100))
-    kw.setdefault("reap_every", timedelta(milliseconds=200))
-    kw.setdefault("shutdown_grace", timedelta(seconds=5))
-    return Worker(store, reg, **kw)
+def make_worker(
+    store: Store,
+    reg: Registry,
+    *,
+    dispatcher: Notifier | None = None,
+    owner: str | None = None,
+    **settings: Any,
+) -> Worker:
+    """A worker with quick test settings (``settings`` are :class:`Config` fields)."""
+    settings.setdefault("concurrency", 10)
+    settings.setdefault("poll", timedelta(milliseconds=50))
+    settings.setdefault("lease", timedelta(seconds=3))
+    settings.setdefault("heartbeat_every", timedelta(milliseconds=100))
+    settings.setdefault("reap_every", timedelta(milliseconds=200))
+    settings.setdefault("shutdown_grace", timedelta(seconds=5))
+    return Worker(store, reg, Config(**settings), dispatcher=dispatcher, owner=owner)
 
 
 @asynccontextmanager
@@ -51,14 +61,6 @@ async def running(worker: Worker) -> AsyncIterator[asyncio.Event]:
         await asyncio.wait_for(task, 20)
 
 
-async def wait_for(check: Callable[[], Awaitable[bool]], within: float = 10.0) -> None:
-    deadline = time.monotonic() + within
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
-
-
 async def wait_state(store: Store, job_id: UUID, *states: JobState, within: float = 10.0) -> Job:
     found: list[Job] = []
 
@@ -68,7 +70,7 @@ async def wait_state(store: Store, job_id: UUID, *states: JobState, within: floa
         return job.state in states
 
     try:
-        await wait_for(check, within)
+        await eventually(check, within=within)
     except AssertionError:
         raise AssertionError(f"job stayed {found[0].state}, wanted {states}") from None
     return found[0]
@@ -285,8 +287,7 @@ async def test_a_payload_that_does_not_validate_fails_without_running(store: Sto
         NewJob(type="email", payload={"too": "x"}, max_attempts=2, backoff=FAST_RETRY)
     )
     # Retried on the policy for jobs a worker cannot run, not the job's backoff.
-    fast = UnrunnableRetry(retry=timedelta(milliseconds=50))
-    async with running(make_worker(store, reg, unrunnable=fast)):
+    async with running(make_worker(store, reg, unrunnable_retry=timedelta(milliseconds=50))):
         dead = await wait_state(store, job.id, JobState.DEAD)
     assert ran == []
     assert dead.attempts == 2
@@ -328,7 +329,7 @@ async def test_graceful_shutdown_finishes_quick_jobs_and_hands_back_the_rest(
     async def all_started() -> bool:
         return len(started) == 3
 
-    await wait_for(all_started)
+    await eventually(all_started)
     stop.set()
     try:
         # Far sooner than the stuck handlers would end (60 s): the grace period
@@ -368,10 +369,12 @@ async def test_a_second_stop_request_skips_the_grace_period(store: Store) -> Non
 
     job = await store.enqueue(NewJob(type="stuck"))
     worker = make_worker(store, reg, shutdown_grace=timedelta(seconds=30))
+    worker.signals.init()
     task = asyncio.create_task(worker.run())
     await asyncio.wait_for(started.wait(), 5)
     worker.request_stop()
-    await asyncio.sleep(0.1)
+    # The claim loop has ended and the grace period waits for the stuck job.
+    assert await worker.signals.draining.wait() == 1
     assert not task.done()
     worker.request_stop(graceful=False)
     await asyncio.wait_for(task, 5)
@@ -402,7 +405,7 @@ async def test_a_notification_wakes_an_idle_worker(store: Store, db_url: str) ->
         ran.set()
 
     async with Notifier(db_url) as notifier:
-        worker = make_worker(store, reg, dispatcher=notifier, poll_every=timedelta(seconds=60))
+        worker = make_worker(store, reg, dispatcher=notifier, poll=timedelta(seconds=60))
         worker.signals.init()
         async with running(worker):
             # Idle on the dispatcher: without a notification, its next claim is 60 s away.
@@ -427,7 +430,7 @@ async def test_many_jobs_complete_in_groups(store: Store) -> None:
             depth = await store.depth()
             return sum(d.count for d in depth if d.state is JobState.SUCCEEDED) == 2000
 
-        await wait_for(drained, 30)
+        await eventually(drained, within=30)
     assert worker.stats.batches < 2000 / 5
 
 
@@ -557,7 +560,7 @@ async def test_a_drain_claims_again_when_an_outcome_commits_while_its_claim_runs
                 await asyncio.wait_for(committed.wait(), 10)
                 # Let the job's task finish leaving the worker before this
                 # claim's empty result is seen.
-                await asyncio.sleep(0.05)
+                await eventually(lambda: worker.running == 0, what="the job left the worker")
             return jobs
 
     wrapped = ClaimAcrossTheSnooze(pool)

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
+from jobrun.config import Config
 from jobrun.postgres import open_pool
 from jobrun.postgres.notify import Notifier
 from jobrun.postgres.store import Store
@@ -73,17 +74,15 @@ async def main() -> None:
         return counting(ctx.job.id)
 
     async with Notifier(args.url) as notifier:
-        worker = Worker(
-            store,
-            registry,
+        config = Config(
             concurrency=args.concurrency,
-            dispatcher=notifier,
             lease=timedelta(seconds=args.lease),
             heartbeat_every=timedelta(seconds=args.heartbeat),
             shutdown_grace=timedelta(seconds=args.grace),
             reap_every=timedelta(seconds=args.reap),
-            poll_every=timedelta(seconds=args.poll),
+            poll=timedelta(seconds=args.poll),
         )
+        worker = Worker(store, registry, config, dispatcher=notifier)
         worker.install_signal_handlers()
         await worker.run()
     await pool.close()

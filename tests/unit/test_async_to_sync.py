@@ -10,8 +10,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-STORE = "src/jobrun/postgres/store.py"
-STORE_SYNC = "src/jobrun/postgres/store_sync.py"
+# The store is one module per group of methods; these tests edit two of them.
+CORE = "src/jobrun/postgres/store_core.py"
+CORE_SYNC = "src/jobrun/postgres/store_core_sync.py"
+ENQUEUEING_SYNC = "src/jobrun/postgres/enqueueing_sync.py"
 SCHEDULES_SYNC = "src/jobrun/postgres/schedules_sync.py"
 
 
@@ -59,12 +61,12 @@ def test_checked_in_twins_are_up_to_date(tmp_path: Path) -> None:
 
 def test_check_names_a_hand_edited_twin_and_leaves_the_tree_alone(tmp_path: Path) -> None:
     repo = repo_copy(tmp_path)
-    twin = repo / STORE_SYNC
+    twin = repo / ENQUEUEING_SYNC
     twin.write_text(twin.read_text().replace("def enqueue(", "def enqueue_edited(", 1))
     before = digest(repo)
     stale = run(repo, "--check")
     assert stale.returncode == 1
-    assert f"stale: {STORE_SYNC} differs" in stale.stderr
+    assert f"stale: {ENQUEUEING_SYNC} differs" in stale.stderr
     assert SCHEDULES_SYNC not in stale.stderr
     assert "+    def enqueue(" in stale.stderr  # the diff shows what regenerating restores
     assert digest(repo) == before
@@ -77,25 +79,25 @@ def test_check_names_a_hand_edited_twin_and_leaves_the_tree_alone(tmp_path: Path
 
 def test_an_edit_of_the_async_source_reaches_the_twin(tmp_path: Path) -> None:
     repo = repo_copy(tmp_path)
-    source = repo / STORE
+    source = repo / CORE
     source.write_text(
         source.read_text().replace(
-            "    async def get(self, job_id: UUID) -> Job:",
+            "    async def now(self) -> datetime:",
             "    async def probe(self) -> datetime:\n"
             '        """A probe."""\n'
             "        async with self._connection() as conn:\n"
             "            return await system_queries.AsyncQuerier(conn).database_now()\n\n"
             "    async def unwanted(self) -> None:  # sync: skip\n"
             '        """Only for the async store."""\n\n'
-            "    async def get(self, job_id: UUID) -> Job:",
+            "    async def now(self) -> datetime:",
             1,
         )
     )
     assert run(repo, "--check").returncode == 1
     result = run(repo)
     assert result.returncode == 0, result.stderr
-    assert STORE_SYNC in result.stdout
-    twin = (repo / STORE_SYNC).read_text()
+    assert CORE_SYNC in result.stdout
+    twin = (repo / CORE_SYNC).read_text()
     assert "    def probe(self) -> datetime:" in twin
     assert "with self._connection() as conn:" in twin
     assert "return system_queries.Querier(conn).database_now()" in twin
@@ -105,14 +107,14 @@ def test_an_edit_of_the_async_source_reaches_the_twin(tmp_path: Path) -> None:
 
 def test_a_construct_it_cannot_convert_fails_naming_file_and_line(tmp_path: Path) -> None:
     repo = repo_copy(tmp_path)
-    source = repo / STORE
+    source = repo / CORE
     text = source.read_text().replace(
-        "import contextlib\n", "import asyncio\nimport contextlib\n", 1
+        "from contextlib import", "import asyncio\nfrom contextlib import", 1
     )
     source.write_text(text)
     line = text.splitlines().index("import asyncio") + 1
     before = digest(repo)
     result = run(repo)
     assert result.returncode == 2
-    assert f"{STORE}:{line}: cannot convert 'asyncio'" in result.stderr
+    assert f"{CORE}:{line}: cannot convert 'asyncio'" in result.stderr
     assert digest(repo) == before  # nothing written

@@ -12,6 +12,7 @@ import jobrun
 import jobrun.registry
 from jobrun import errors
 from jobrun._threads import DaemonThreadPool
+from jobrun.config import Config
 from jobrun.cron import next_fire
 from jobrun.postgres.lock import AdvisoryLocker
 from jobrun.postgres.notify import Notifier
@@ -75,7 +76,7 @@ def test_thread_pool_settings_and_misuse() -> None:
 
 
 def test_worker_misuse() -> None:
-    w = Worker(None, Registry(), owner="w", reap_every=None)  # type: ignore[arg-type]
+    w = Worker(None, Registry(), Config(concurrency=10, reap_every=None), owner="w")  # type: ignore[arg-type]
     with pytest.raises(errors.UsageError, match="not running"):
         w.request_stop()
 

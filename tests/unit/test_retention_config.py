@@ -34,7 +34,6 @@ def test_the_documented_defaults() -> None:
     assert config.retention == Retention(
         succeeded=DAY, cancelled=7 * DAY, dead=14 * DAY, events=14 * DAY, effects=90 * DAY
     )
-    assert Retention() == config.retention
     assert MAINTENANCE_LOCK_KEY != SCHEDULER_LOCK_KEY
 
 
@@ -77,16 +76,18 @@ def test_unworkable_retention_is_refused_naming_the_setting(
         Config(**changes)
 
 
-def test_retention_and_maintenance_refuse_unworkable_values_too() -> None:
-    with pytest.raises(ConfigurationError, match=r"retention\.succeeded must be positive"):
-        Retention(succeeded=timedelta(0))
-    with pytest.raises(ConfigurationError, match=r"at least retention\.succeeded"):
-        Retention(effects=timedelta(hours=1))
-    with pytest.raises(ConfigurationError, match="interval"):
-        Maintenance(object(), object(), every=timedelta(0))  # type: ignore[arg-type]
+def test_config_refuses_unworkable_retention_and_maintenance_keeps_its_own_checks() -> None:
+    # What Retention and Maintenance(every=...) refused themselves, Config refuses once.
+    with pytest.raises(ConfigurationError, match=r"retention_succeeded must be positive"):
+        Config(retention_succeeded=timedelta(0))
+    with pytest.raises(ConfigurationError, match=r"at least retention_succeeded"):
+        Config(retention_effects=timedelta(hours=1))
+    with pytest.raises(ConfigurationError, match="maintenance_every must be positive"):
+        Config(maintenance_every=timedelta(0))
+    config = Config()
     with pytest.raises(ConfigurationError, match="batch_size"):
-        Maintenance(object(), object(), batch_size=0)  # type: ignore[arg-type]
+        Maintenance(object(), object(), config, batch_size=0)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="statistics_every"):
-        Maintenance(object(), object(), statistics_every=timedelta(0))  # type: ignore[arg-type]
+        Maintenance(object(), object(), config, statistics_every=timedelta(0))  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="statistics_every"):
-        Maintenance(object(), object(), statistics_every=timedelta(seconds=-1))  # type: ignore[arg-type]
+        Maintenance(object(), object(), config, statistics_every=timedelta(seconds=-1))  # type: ignore[arg-type]

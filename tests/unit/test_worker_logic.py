@@ -15,6 +15,7 @@ from uuid import UUID, uuid4
 
 import pytest
 
+from jobrun.config import Config
 from jobrun.errors import ConfigurationError, JobrunError, LeaseLost, UsageError
 from jobrun.job import Backoff, HandoffOffer, Job, JobState, Outcome, OutcomeKind
 from jobrun.registry import JobContext, Registry
@@ -108,35 +109,51 @@ class RecordingStore:
         return []
 
 
-def worker(store: RecordingStore, reg: Registry, **kw: Any) -> Worker:
-    kw.setdefault("poll_every", timedelta(milliseconds=20))
-    kw.setdefault("reap_every", None)
-    return Worker(store, reg, **kw)  # type: ignore[arg-type]
+def worker(
+    store: RecordingStore,
+    reg: Registry,
+    *,
+    dispatcher: Any = None,
+    owner: str | None = None,
+    **settings: Any,
+) -> Worker:
+    """A worker with quick test settings (``settings`` are :class:`Config` fields)."""
+    settings.setdefault("concurrency", 10)
+    settings.setdefault("poll", timedelta(milliseconds=20))
+    settings.setdefault("reap_every", None)
+    config = Config(**settings)
+    return Worker(store, reg, config, dispatcher=dispatcher, owner=owner)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
+    ("settings", "message"),
     [
         ({"concurrency": 0}, "concurrency"),
         ({"queues": ()}, "queue"),
         ({"lease": timedelta(0)}, "lease"),
         ({"heartbeat_every": timedelta(seconds=11)}, "third of the lease"),
-        ({"poll_every": timedelta(seconds=-1)}, "poll_every"),
+        ({"poll": timedelta(seconds=-1)}, "poll must be positive"),
         ({"job_timeout": timedelta(0)}, "job_timeout"),
         ({"shutdown_grace": timedelta(seconds=-1)}, "shutdown_grace"),
         ({"reap_every": timedelta(0)}, "reap"),
-        ({"owner": ""}, "owner"),
         ({"claim_ahead": timedelta(milliseconds=-1)}, "claim_ahead"),
     ],
 )
-def test_bad_settings_are_refused_at_construction(kwargs: dict[str, Any], message: str) -> None:
+def test_bad_worker_settings_are_refused_by_the_config(
+    settings: dict[str, Any], message: str
+) -> None:
     with pytest.raises(ConfigurationError, match=message):
-        Worker(RecordingStore(), Registry(), **kwargs)  # type: ignore[arg-type]
+        Config(**settings)
+
+
+def test_an_empty_owner_is_refused_at_construction() -> None:
+    with pytest.raises(ConfigurationError, match="owner"):
+        Worker(RecordingStore(), Registry(), Config(), owner="")  # type: ignore[arg-type]
 
 
 def test_default_owner_is_host_pid_random() -> None:
-    a = Worker(RecordingStore(), Registry())  # type: ignore[arg-type]
-    b = Worker(RecordingStore(), Registry())  # type: ignore[arg-type]
+    a = Worker(RecordingStore(), Registry(), Config())  # type: ignore[arg-type]
+    b = Worker(RecordingStore(), Registry(), Config())  # type: ignore[arg-type]
     assert a.owner != b.owner
     assert a.owner.count(":") == 2
 
@@ -211,10 +228,7 @@ async def test_claims_are_sized_to_free_slots_and_batches_group() -> None:
     w = worker(store, reg, concurrency=100)
     stop = asyncio.Event()
     task = asyncio.create_task(w.run(stop))
-    for _ in range(200):
-        if len(store.completed) == 250:
-            break
-        await asyncio.sleep(0.01)
+    await eventually(lambda: len(store.completed) == 250)
     stop.set()
     await asyncio.wait_for(task, 5)
     assert len(store.completed) == 250
@@ -235,10 +249,7 @@ async def test_a_failing_handler_reports_a_fail_outcome_with_its_traceback() -> 
     w = worker(store, reg)
     stop = asyncio.Event()
     task = asyncio.create_task(w.run(stop))
-    for _ in range(100):
-        if store.failed:
-            break
-        await asyncio.sleep(0.01)
+    await eventually(lambda: store.failed)
     stop.set()
     await asyncio.wait_for(task, 5)
     # The worker decides no retry time: the store computes it from the job's
@@ -248,7 +259,7 @@ async def test_a_failing_handler_reports_a_fail_outcome_with_its_traceback() -> 
 
 
 async def test_stop_event_with_an_idle_worker_returns_promptly() -> None:
-    w = worker(RecordingStore(), Registry(), poll_every=timedelta(seconds=60))
+    w = worker(RecordingStore(), Registry(), poll=timedelta(seconds=60))
     w.signals.init()
     stop = asyncio.Event()
     task = asyncio.create_task(w.run(stop))
@@ -348,7 +359,7 @@ async def test_an_idle_worker_offers_its_free_slots_and_runs_what_is_handed_to_i
         ran.set()
 
     dispatcher = HandingDispatcher()
-    w = worker(store, reg, concurrency=4, dispatcher=dispatcher)  # type: ignore[arg-type]
+    w = worker(store, reg, concurrency=4, dispatcher=dispatcher)
     stop = asyncio.Event()
     task = await started(w, stop)
     offer = store.offers[0]
@@ -367,7 +378,7 @@ async def test_a_worker_offers_nothing_while_its_inbox_is_not_ready() -> None:
     store = RecordingStore()
     dispatcher = HandingDispatcher()
     dispatcher.ready = False
-    w = worker(store, Registry(), dispatcher=dispatcher)  # type: ignore[arg-type]
+    w = worker(store, Registry(), dispatcher=dispatcher)
     stop = asyncio.Event()
     task = await started(w, stop)
     stop.set()
@@ -387,7 +398,7 @@ async def test_a_handed_job_beyond_the_free_slots_is_given_back_uncounted() -> N
         await release.wait()
 
     dispatcher = HandingDispatcher()
-    w = worker(store, reg, concurrency=1, dispatcher=dispatcher)  # type: ignore[arg-type]
+    w = worker(store, reg, concurrency=1, dispatcher=dispatcher)
     stop = asyncio.Event()
     task = await started(w, stop)
     first, second = make_job("block", w.owner), make_job("block", w.owner)
@@ -431,7 +442,7 @@ async def test_a_job_handed_while_a_claim_is_in_flight_waits_for_the_claims_jobs
         await release.wait()
 
     dispatcher = HandingDispatcher()
-    w = worker(store, reg, concurrency=1, dispatcher=dispatcher)  # type: ignore[arg-type]
+    w = worker(store, reg, concurrency=1, dispatcher=dispatcher)
     w.signals.init()
     stop = asyncio.Event()
     task = asyncio.create_task(w.run(stop))
@@ -462,7 +473,7 @@ async def test_a_job_handed_to_a_stopping_worker_is_given_back() -> None:
         await release.wait()
 
     dispatcher = HandingDispatcher()
-    w = worker(store, reg, concurrency=4, dispatcher=dispatcher)  # type: ignore[arg-type]
+    w = worker(store, reg, concurrency=4, dispatcher=dispatcher)
     stop = asyncio.Event()
     task = await started(w, stop)
     dispatcher.deliver(make_job("block", w.owner))  # keeps the shutdown in its drain
@@ -492,16 +503,13 @@ async def test_a_job_stopped_before_its_task_began_is_still_reported_and_freed()
     async def noop(ctx: JobContext, payload: Any) -> None:
         ran.append(ctx.job.id)
 
-    w = worker(store, reg)  # type: ignore[arg-type]
+    w = worker(store, reg)
     stop = asyncio.Event()
     task = await started(w, stop)
     job = make_job(owner=w.owner)
     w._runner.start(job)
     w._state.running[job.id.int].stop("cancelled")  # before the task's first step
-    for _ in range(250):
-        if job.id.int not in w._state.running:
-            break
-        await asyncio.sleep(0.02)
+    await eventually(lambda: job.id.int not in w._state.running)
     assert job.id.int not in w._state.running
     assert w._state.executing == 0
     assert ran == []

@@ -18,6 +18,7 @@ from uuid import UUID
 
 import pytest
 
+from jobrun.config import Config
 from jobrun.errors import LeaseLost
 from jobrun.job import HandoffOffer, Job, JobState, Outcome, OutcomeKind
 from jobrun.observe import Observer
@@ -33,6 +34,12 @@ from jobrun.worker.shutdown import Shutdown
 from jobrun.worker.state import WorkerState
 
 LOG = logging.getLogger("jobrun.worker")
+
+
+def worker_settings(**config: Any) -> WorkerSettings:
+    """The worker settings of a ``Config`` with ``config`` (the old worker default concurrency)."""
+    config.setdefault("concurrency", 10)
+    return WorkerSettings.from_config(Config(**config))
 
 
 def state(concurrency: int = 2, claim_ahead: float = 0.05) -> WorkerState:
@@ -112,7 +119,7 @@ async def test_the_heartbeat_stops_what_was_not_kept_and_reports_dropped_buffere
     st.ahead.extend([(buffered_kept, 0.0), (buffered_lost, 0.0)])
     store = Beats({kept.job.id, buffered_kept.id})
     submitted: list[Outcome] = []
-    settings = WorkerSettings(
+    settings = worker_settings(
         lease=timedelta(milliseconds=30), heartbeat_every=timedelta(milliseconds=1)
     )
     beat = Heartbeat(store, st, settings, owner="w", submit=submitted.append, log=LOG)  # type: ignore[arg-type]
@@ -163,7 +170,7 @@ def handoff(st: WorkerState) -> tuple[Handoff, Receiver, list[Job], list[tuple[J
     service = Handoff(
         Beats(set()),  # type: ignore[arg-type]
         st,
-        WorkerSettings(poll_every=timedelta(seconds=2)),
+        worker_settings(poll=timedelta(seconds=2)),
         owner="w",
         start=started.append,
         give_back=lambda job, reason: given.append((job, reason)),
@@ -239,7 +246,7 @@ async def test_a_handed_job_whose_confirmation_is_refused_is_stopped(
         st.running[job.id.int] = run
         runs.append(run)
 
-    settings = WorkerSettings(
+    settings = worker_settings(
         lease=timedelta(milliseconds=300), heartbeat_every=timedelta(milliseconds=100)
     )
     service = Handoff(
@@ -353,7 +360,7 @@ async def test_the_shutdown_hands_buffered_jobs_back_and_stops_what_outlives_the
     buffered = make_job()
     st.ahead.append((buffered, 0.0))
     given: list[tuple[Job, str]] = []
-    settings = WorkerSettings(shutdown_grace=timedelta(0))
+    settings = worker_settings(shutdown_grace=timedelta(0))
     shutdown = Shutdown(
         st, settings, owner="w", give_back=lambda j, r: given.append((j, r)), log=LOG
     )

@@ -15,9 +15,8 @@ first one after *now*, not a storm of catch-ups.
 from __future__ import annotations
 
 import logging
-from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from pydantic import ValidationError
@@ -34,6 +33,7 @@ from jobrun.postgres.convert import (
     schedule_from_row,
     utc,
 )
+from jobrun.postgres.store_core import StoreCore
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import models
 from jobrun.sqlc import schedules as schedule_queries
@@ -67,19 +67,8 @@ def _next_run(
     return next_interval(every, anchor, after)
 
 
-class ScheduleMethods:
+class ScheduleMethods(StoreCore):
     """Mixed into :class:`jobrun.postgres.store.Store`; uses its transaction helpers."""
-
-    notify_channel: str
-    max_payload_bytes: int
-
-    if TYPE_CHECKING:
-
-        def _with_tx(
-            self, conn: psycopg.AsyncConnection[Any] | None = None
-        ) -> AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]: ...
-
-        def _connection(self) -> AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]: ...
 
     async def create_schedule(self, schedule: NewSchedule) -> Schedule:
         """Store a new schedule; its first run is the first fire time after database now."""

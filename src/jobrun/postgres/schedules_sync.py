@@ -22,9 +22,8 @@ first one after *now*, not a storm of catch-ups.
 from __future__ import annotations
 
 import logging
-from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from pydantic import ValidationError
@@ -41,6 +40,7 @@ from jobrun.postgres.convert import (
     schedule_from_row,
     utc,
 )
+from jobrun.postgres.store_core_sync import SyncStoreCore
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import models
 from jobrun.sqlc import schedules as schedule_queries
@@ -73,18 +73,8 @@ def _next_run(
     return next_interval(every, anchor, after)
 
 
-class SyncScheduleMethods:
+class SyncScheduleMethods(SyncStoreCore):
     """Mixed into :class:`jobrun.postgres.store_sync.SyncStore`; uses its transaction helpers."""
-
-    notify_channel: str
-    max_payload_bytes: int
-    if TYPE_CHECKING:
-
-        def _with_tx(
-            self, conn: psycopg.Connection[Any] | None = None
-        ) -> AbstractContextManager[psycopg.Connection[Any]]: ...
-
-        def _connection(self) -> AbstractContextManager[psycopg.Connection[Any]]: ...
 
     def create_schedule(self, schedule: NewSchedule) -> Schedule:
         """Store a new schedule; its first run is the first fire time after database now."""

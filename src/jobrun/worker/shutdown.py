@@ -26,6 +26,7 @@ from jobrun._endings import plural
 from jobrun.job import Job
 from jobrun.worker.attempt import STOP_SHUTDOWN, Attempt
 from jobrun.worker.settings import WorkerSettings
+from jobrun.worker.signals import Signal
 from jobrun.worker.state import WorkerState
 
 __all__ = ["HAND_BACK_TIMEOUT", "Shutdown"]
@@ -41,7 +42,8 @@ _TOKEN_NOTICE = 0.5
 class Shutdown:
     """Drains ``state``'s jobs within ``settings.shutdown_grace`` when its worker stops.
 
-    ``give_back`` hands the buffered ones back.
+    ``give_back`` hands the buffered ones back; ``draining`` (a test signal) is told when
+    the grace period begins.
     """
 
     def __init__(
@@ -52,8 +54,10 @@ class Shutdown:
         owner: str,
         give_back: Callable[[Job, str], None],
         log: logging.Logger,
+        draining: Signal[int] | None = None,
     ) -> None:
         self._state = state
+        self._draining = draining
         self._grace = settings.shutdown_grace.total_seconds()
         self._lease = settings.lease
         self._owner = owner
@@ -65,6 +69,8 @@ class Shutdown:
         state = self._state
         for job in state.take_ahead():
             self._give_back(job, "handed back: the worker shut down before the job started")
+        if self._draining is not None:
+            self._draining.emit(len(state.running))
         await self._grace_period()
         if not state.running:
             return

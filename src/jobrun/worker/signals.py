@@ -86,7 +86,7 @@ class Signal(Generic[T]):
 class WorkerSignals:
     """The moments a :class:`~jobrun.worker.Worker` signals, all off until :meth:`init`."""
 
-    __slots__ = ("claimed", "idle", "recorded", "stopping")
+    __slots__ = ("claimed", "draining", "idle", "recorded", "stopping")
 
     def __init__(self) -> None:
         self.claimed: Signal[Sequence[Job]] = Signal("claimed")
@@ -99,8 +99,10 @@ class WorkerSignals:
         """After each completion batch: every outcome in it with its result."""
         self.stopping: Signal[bool] = Signal("stopping")
         """A stop was requested (``True`` when graceful)."""
+        self.draining: Signal[int] = Signal("draining")
+        """The claim loop has ended and the grace period begins: how many jobs it waits for."""
 
     def init(self) -> None:
         """Turn every signal on."""
-        for signal in (self.claimed, self.idle, self.recorded, self.stopping):
+        for signal in (self.claimed, self.idle, self.recorded, self.stopping, self.draining):
             signal.init()

@@ -47,19 +47,16 @@ import os
 import secrets
 import signal
 import socket
-from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
 from jobrun._collector import young_threshold_raised
-from jobrun.config import DEFAULT_CLAIM_AHEAD, DEFAULT_YOUNG_THRESHOLD, Config
-from jobrun.errors import UsageError
+from jobrun.config import DEFAULT_CLAIM_AHEAD, Config
+from jobrun.errors import ConfigurationError, UsageError
 from jobrun.job import Job, Outcome, OutcomeKind
 from jobrun.observe import Observer
 from jobrun.ports import Dispatcher, WorkerStore
 from jobrun.reaper import Reaper
 from jobrun.registry import Registry
-from jobrun.unrunnable import DEFAULT_UNRUNNABLE, UnrunnableRetry
 from jobrun.worker.claimer import Claimer
 from jobrun.worker.completer import Completer, CompletionStats
 from jobrun.worker.executor import JobExecutor
@@ -83,29 +80,22 @@ def default_owner() -> str:
 
 
 class Worker:
-    """Runs the handlers of ``registry`` for jobs of ``queues``, ``concurrency`` at a time.
+    """Runs the handlers of ``registry`` for the queues of ``config``, as many at once as it says.
 
+    Every setting comes from ``config`` (:class:`~jobrun.config.Config`), which
+    owns their defaults and has already refused bad values; the worker reads
+    them through :meth:`~jobrun.worker.settings.WorkerSettings.from_config`
+    and checks nothing again. What is not a setting is passed beside it:
     ``store`` and ``dispatcher`` are ports (:class:`jobrun.ports.WorkerStore`,
     :class:`jobrun.ports.Dispatcher`); without a dispatcher the worker polls
-    every ``poll_every``. ``lease`` is how long a claim holds a job without a
-    heartbeat; ``heartbeat_every`` must sit well inside it (at most a third)
-    so one slow heartbeat does not lose a lease. ``job_timeout`` limits each
-    attempt unless the handler sets its own; a job the worker cannot run (no
-    handler here, a payload that does not validate) fails on ``unrunnable``
-    (:mod:`jobrun.unrunnable`). ``reap_every=None`` turns the built-in reaper
-    off. ``observer`` (:class:`jobrun.observe.Observer`) is told of every
-    claim, every attempt's outcome and every reap (metrics). With ``handoff``
-    and a dispatcher that can deliver them, enqueues lease jobs straight to
-    its free slots (:mod:`jobrun.worker.handoff`; never in drain mode).
-    ``claim_ahead`` is how much work, in time at the rate jobs have been
-    starting, a busy worker leases ahead of its free slots
-    (:data:`DEFAULT_CLAIM_AHEAD`; ``timedelta(0)``: none). While it runs,
-    CPython's young-generation collection threshold is ``gc_young_threshold``
-    (:mod:`jobrun._collector`: with the interpreter's default the cyclic
-    collector took a sixth of a busy worker's time; ``None`` leaves it alone).
-    Settings are checked here (:class:`~jobrun.worker.settings.WorkerSettings`),
-    raising :class:`~jobrun.errors.ConfigurationError` before anything runs;
-    :meth:`from_config` takes them from a :class:`~jobrun.config.Config`.
+    every ``config.poll``. ``owner`` is the lease owner it claims as
+    (:func:`default_owner` when not given). ``observer``
+    (:class:`jobrun.observe.Observer`) is told of every claim, every attempt's
+    outcome and every reap (metrics). With ``config.handoff`` and a dispatcher
+    that can deliver them, enqueues lease jobs straight to its free slots
+    (:mod:`jobrun.worker.handoff`; never in drain mode). While it runs,
+    CPython's young-generation collection threshold is
+    ``config.gc_young_threshold`` (:mod:`jobrun._collector`).
 
     :attr:`signals` tells tests what the worker did (claimed, went idle,
     recorded outcomes), once they turn it on (:mod:`jobrun.worker.signals`).
@@ -118,70 +108,24 @@ class Worker:
         self,
         store: WorkerStore,
         registry: Registry,
-        *,
-        queues: Sequence[str] = ("default",),
-        concurrency: int = 10,
-        dispatcher: Dispatcher | None = None,
-        lease: timedelta = timedelta(seconds=30),
-        heartbeat_every: timedelta = timedelta(seconds=10),
-        poll_every: timedelta = timedelta(seconds=1),
-        job_timeout: timedelta | None = None,
-        shutdown_grace: timedelta = timedelta(seconds=30),
-        owner: str | None = None,
-        reap_every: timedelta | None = timedelta(seconds=5),
-        completion_batch: int = 1000,
-        logger: logging.Logger | None = None,
-        observer: Observer | None = None,
-        handoff: bool = True,
-        gc_young_threshold: int | None = DEFAULT_YOUNG_THRESHOLD,
-        claim_ahead: timedelta = DEFAULT_CLAIM_AHEAD,
-        unrunnable: UnrunnableRetry = DEFAULT_UNRUNNABLE,
-    ) -> None:
-        settings = WorkerSettings(
-            queues=(queues,) if isinstance(queues, str) else tuple(queues),
-            concurrency=concurrency,
-            lease=lease,
-            heartbeat_every=heartbeat_every,
-            poll_every=poll_every,
-            job_timeout=job_timeout,
-            shutdown_grace=shutdown_grace,
-            owner=owner,
-            reap_every=reap_every,
-            completion_batch=completion_batch,
-            handoff=handoff,
-            gc_young_threshold=gc_young_threshold,
-            claim_ahead=claim_ahead,
-            unrunnable=unrunnable,
-        )
-        self._compose(store, registry, settings, dispatcher, observer, logger)
-
-    @classmethod
-    def from_config(
-        cls,
-        store: WorkerStore,
-        registry: Registry,
         config: Config,
         *,
+        owner: str | None = None,
         dispatcher: Dispatcher | None = None,
         observer: Observer | None = None,
         logger: logging.Logger | None = None,
-    ) -> Worker:
-        """A worker with ``config``'s worker settings (what ``jobrun worker`` runs)."""
+    ) -> None:
+        if owner is not None and not owner:
+            raise ConfigurationError("owner must not be empty")
         settings = WorkerSettings.from_config(config)
-        return cls(
-            store,
-            registry,
-            dispatcher=dispatcher,
-            observer=observer,
-            logger=logger,
-            **settings.keywords(),
-        )
+        self._compose(store, registry, settings, owner, dispatcher, observer, logger)
 
     def _compose(
         self,
         store: WorkerStore,
         registry: Registry,
         s: WorkerSettings,
+        owner: str | None,
         dispatcher: Dispatcher | None,
         observer: Observer | None,
         logger: logging.Logger | None,
@@ -190,7 +134,7 @@ class Worker:
         self.dispatcher = dispatcher
         """Wakes the idle worker on notifications; None: it only polls."""
         self._log = log = logger or _log
-        self.owner = owner = s.owner or default_owner()
+        self.owner = owner = owner or default_owner()
         """The lease owner this worker claims as."""
         self.signals = WorkerSignals()
         self._state = state = WorkerState(s.concurrency, s.claim_ahead.total_seconds())
@@ -230,7 +174,9 @@ class Worker:
             log=log,
         )
         self._heartbeat = Heartbeat(store, state, s, owner=owner, submit=submit, log=log)
-        self._shutdown = Shutdown(state, s, owner=owner, give_back=give_back, log=log)
+        self._shutdown = Shutdown(
+            state, s, owner=owner, give_back=give_back, log=log, draining=self.signals.draining
+        )
         self._reaper = (
             Reaper(store, s.reap_every, logger=logger, observer=observer) if s.reap_every else None
         )

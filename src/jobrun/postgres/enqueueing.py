@@ -1,0 +1,268 @@
+"""The Store's enqueue methods: one job, a batch, many jobs alike, and idempotent replays."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import psycopg
+
+from jobrun.errors import (
+    IdempotencyConflict,
+    JobrunError,
+)
+from jobrun.job import (
+    DEFAULT_BACKOFF,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_QUEUE,
+    Backoff,
+    EventMode,
+    Job,
+    NewJob,
+    new_job_ids,
+)
+from jobrun.postgres import _base
+from jobrun.postgres.convert import (
+    job_from_new,
+    job_from_row,
+    utc,
+)
+from jobrun.postgres.copyrows import JobCopyEncoder, copy_data
+from jobrun.postgres.store_core import (
+    COPY_CHUNK,
+    StoreCore,
+    copy_in,
+    lean,
+)
+from jobrun.sqlc import events as event_queries
+from jobrun.sqlc import jobs as job_queries
+from jobrun.sqlc import models
+from jobrun.sqlc import system as system_queries
+from jobrun.tracing import current_trace_meta
+
+__all__ = ["EnqueueMethods"]
+
+
+class EnqueueMethods(StoreCore):
+    """Enqueueing, mixed into :class:`jobrun.postgres.store.Store`."""
+
+    async def enqueue(
+        self, job: NewJob, *, conn: psycopg.AsyncConnection[Any] | None = None
+    ) -> Job:
+        """Insert ``job``, or return the stored job when it replays an idempotency key.
+
+        A replay (same key, same body) returns the stored job, whose ``id``
+        differs from ``job.id``; a different body raises IdempotencyConflict.
+        With ``conn`` the job joins the caller's transaction and commits (and
+        notifies) with it or not at all.
+        """
+        (item,) = _base.prepare_jobs(
+            [job], self.payload_models, self.max_payload_bytes, self.job_types
+        )
+        meta = current_trace_meta()
+        if conn is None:
+            # The common path: one statement on an autocommit pooled connection
+            # inserts the job and its event and notifies, or hands the job to
+            # an idle worker's offer; it commits as it ends.
+            params = _base.insert_args(
+                item,
+                self.notify_channel,
+                meta,
+                handoff=_base.handoff_allowed(item, meta),
+                record_claim=self.event_mode is EventMode.ALL,
+            )
+            async with self._connection() as pooled:
+                queries = job_queries.AsyncQuerier(lean(pooled))
+                row = await queries.job_insert_notify(params=params)
+                if row is None:
+                    return await self._replay(queries, item, params)
+        else:
+            # Never handed off: the caller's transaction may commit long after
+            # the lease it would start, or not at all.
+            params = _base.insert_args(item, self.notify_channel, meta)
+            async with self._with_tx(conn) as tx:
+                queries = job_queries.AsyncQuerier(tx)
+                row = await queries.job_insert_notify(params=params)
+                if row is None:
+                    return await self._replay(queries, item, params)
+        made = _base.inserted_job(item, row, params.meta)
+        if self.observer is not None:
+            self.observer.enqueued((made,))
+        return made
+
+    async def _replay(
+        self,
+        queries: job_queries.AsyncQuerier,
+        item: _base.PreparedJob,
+        params: job_queries.JobInsertNotifyParams,
+    ) -> Job:
+        """The stored job that ``item``'s insert conflicted with, or ``item`` inserted after all.
+
+        Runs where the insert ran (the pooled connection, or the caller's
+        transaction). Raises IdempotencyConflict when the stored body differs.
+        """
+        job = item.job
+        stored = await queries.job_get_by_idempotency_key(
+            queue=job.queue, idempotency_key=job.idempotency_key or ""
+        )
+        if stored is not None:
+            return _base.check_replay(item, job_from_row(stored))
+        # The conflicting row was purged between our insert and read: retry once.
+        row = await queries.job_insert_notify(params=params)
+        if row is None:
+            raise JobrunError(f"could not insert or read job key {job.idempotency_key}")
+        made = _base.inserted_job(item, row, params.meta)
+        if self.observer is not None:
+            self.observer.enqueued((made,))
+        return made
+
+    async def enqueue_batch(
+        self, jobs: Sequence[NewJob], *, conn: psycopg.AsyncConnection[Any] | None = None
+    ) -> list[Job | IdempotencyConflict]:
+        """Insert many jobs in one transaction; one result per input, in order.
+
+        Jobs without an idempotency key go through COPY; keyed jobs through
+        one ``INSERT .. ON CONFLICT DO NOTHING``, so a replay returns the
+        stored job and a conflicting body is reported as an IdempotencyConflict
+        in its slot while the rest are inserted. Every payload is validated
+        before anything is written.
+        """
+        if not jobs:
+            return []
+        prepared = _base.prepare_jobs(
+            jobs, self.payload_models, self.max_payload_bytes, self.job_types
+        )
+        results: list[Job | IdempotencyConflict | None] = [None] * len(prepared)
+        meta = current_trace_meta()
+        fresh: list[Job] = []
+        async with self._with_tx(conn) as tx:
+            db_now = await system_queries.AsyncQuerier(tx).database_now()
+            assert db_now is not None
+            now = utc(db_now)
+            queries = job_queries.AsyncQuerier(tx)
+            events = event_queries.AsyncQuerier(tx)
+            queues: set[str] = set()
+            plain, keyed = _base.split_batch(prepared)
+            encoder = JobCopyEncoder(now, meta)
+            # Chunks bound the memory of one COPY and of the id array its events take.
+            for start in range(0, len(plain), COPY_CHUNK):
+                rows = []
+                ids = []
+                for index in plain[start : start + COPY_CHUNK]:
+                    item = prepared[index]
+                    job = item.job
+                    run_at = _base.run_at_of(job, now)
+                    rows.append(
+                        encoder.row(
+                            job.id, job.queue, job.type, item.text, job.priority,
+                            job.max_attempts, job.backoff, run_at, None,
+                        )
+                    )  # fmt: skip
+                    made = job_from_new(job, item.payload, run_at, now, meta)
+                    ids.append(made.id)
+                    results[index] = made
+                    queues.add(made.queue)
+                    fresh.append(made)
+                await copy_in(tx, encoder.statement, copy_data(rows))
+                await events.event_insert_enqueued_many(job_ids=ids, at=now)
+            if keyed:
+                new_jobs = await self._insert_keyed(queries, prepared, keyed, now, results, meta)
+                fresh += new_jobs
+                if new_jobs:
+                    await events.event_insert_enqueued_many(
+                        job_ids=[j.id for j in new_jobs], at=now
+                    )
+                    queues.update(j.queue for j in new_jobs)
+            for queue in sorted(queues):
+                await queries.job_notify(channel=self.notify_channel, queue=queue)
+        if self.observer is not None and fresh:
+            self.observer.enqueued(fresh)
+        return [r for r in results if r is not None]
+
+    async def enqueue_many(
+        self,
+        job_type: str,
+        payloads: Iterable[Any],
+        *,
+        queue: str = DEFAULT_QUEUE,
+        priority: int = 0,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff: Backoff = DEFAULT_BACKOFF,
+        delay: timedelta | None = None,
+        run_at: datetime | None = None,
+        conn: psycopg.AsyncConnection[Any] | None = None,
+    ) -> list[UUID]:
+        """Insert one job of ``job_type`` per payload, alike in all else, in one transaction.
+
+        The bulk path: the shared fields (``queue``, ``priority``,
+        ``max_attempts``, ``backoff``, ``delay`` or ``run_at``, as NewJob
+        takes them) are validated once, each payload as JSON, all before
+        anything is written; the jobs go in by COPY. Returns the new jobs' ids
+        in payload order. Jobs with idempotency keys go through
+        :meth:`enqueue_batch`. With ``conn`` the jobs join the caller's
+        transaction.
+        """
+        fields = dict(
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+            backoff=backoff,
+            delay=delay,
+            run_at=run_at,
+        )
+        many = _base.prepare_many(
+            job_type, payloads, fields, self.payload_models, self.max_payload_bytes, self.job_types
+        )
+        if not many.texts:
+            return []
+        meta = current_trace_meta()
+        ids = new_job_ids(len(many.texts))
+        async with self._with_tx(conn) as tx:
+            db_now = await system_queries.AsyncQuerier(tx).database_now()
+            assert db_now is not None
+            now = utc(db_now)
+            due = _base.run_at_of(many.template, now)
+            queries = job_queries.AsyncQuerier(tx)
+            events = event_queries.AsyncQuerier(tx)
+            encoder = JobCopyEncoder(now, meta)
+            job = many.template
+            for start in range(0, len(ids), COPY_CHUNK):
+                chunk = ids[start : start + COPY_CHUNK]
+                texts = many.texts[start : start + COPY_CHUNK]
+                rows = encoder.alike(
+                    chunk, texts, queue=job.queue, job_type=job.type, priority=job.priority,
+                    max_attempts=job.max_attempts, backoff=job.backoff, run_at=due,
+                )  # fmt: skip
+                await copy_in(tx, encoder.statement, copy_data(rows))
+                await events.event_insert_enqueued_many(job_ids=chunk, at=now)
+            await queries.job_notify(channel=self.notify_channel, queue=many.template.queue)
+        if self.observer is not None:
+            self.observer.enqueued(_base.many_jobs(many, ids, due, now, meta))
+        return ids
+
+    async def _insert_keyed(
+        self,
+        queries: job_queries.AsyncQuerier,
+        prepared: list[_base.PreparedJob],
+        keyed: list[int],
+        now: Any,
+        results: list[Job | IdempotencyConflict | None],
+        meta: dict[str, str] | None,
+    ) -> list[Job]:
+        inserted: list[Job] = []
+        for start in range(0, len(keyed), COPY_CHUNK):
+            chunk = keyed[start : start + COPY_CHUNK]
+            items = [prepared[i] for i in chunk]
+            params = _base.keyed_arrays(items, now, meta)
+            new_ids = set(await queries.job_insert_keyed_many(params=params))
+            missing = [i for i in chunk if prepared[i].job.id not in new_ids]
+            stored: list[models.Job] = []
+            if missing:
+                stored = await queries.job_get_by_idempotency_keys(
+                    queues=[prepared[i].job.queue for i in missing],
+                    idempotency_keys=[prepared[i].job.idempotency_key or "" for i in missing],
+                )
+            inserted += _base.keyed_results(prepared, chunk, new_ids, stored, now, results, meta)
+        return inserted

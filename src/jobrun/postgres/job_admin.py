@@ -1,0 +1,107 @@
+"""The Store's operator methods on jobs: read, list, cancel, retry, events and queue depth."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from jobrun.errors import (
+    JobNotFound,
+)
+from jobrun.job import (
+    Event,
+    Job,
+    JobFilter,
+    JobPage,
+    QueueDepth,
+    QueueStats,
+    parse_job_id,
+)
+from jobrun.postgres import _base
+from jobrun.postgres.convert import (
+    depth_from_row,
+    event_from_row,
+    job_from_row,
+    job_from_transition,
+    queue_stats_from_row,
+)
+from jobrun.postgres.store_core import (
+    StoreCore,
+)
+from jobrun.sqlc import events as event_queries
+from jobrun.sqlc import jobs as job_queries
+
+__all__ = ["JobAdminMethods"]
+
+
+class JobAdminMethods(StoreCore):
+    """Job actions and reads, mixed into :class:`jobrun.postgres.store.Store`."""
+
+    async def get(self, job_id: UUID) -> Job:
+        """One job by id; JobNotFound when there is none, InvalidJob for a malformed id."""
+        job_id = parse_job_id(job_id)
+        async with self._connection() as conn:
+            row = await job_queries.AsyncQuerier(conn).job_get(id=job_id)
+        if row is None:
+            raise JobNotFound(job_id)
+        return job_from_row(row)
+
+    async def list_jobs(
+        self, filter: JobFilter | None = None, *, limit: int = 50, cursor: UUID | None = None
+    ) -> JobPage:
+        """A page of jobs matching ``filter``, newest first; keyset-paginated by id."""
+        if cursor is not None:
+            cursor = parse_job_id(cursor)
+        args = _base.list_args(filter, limit, cursor)
+        async with self._connection() as conn:
+            rows = await job_queries.AsyncQuerier(conn).job_list(params=args)
+        return _base.page_of(rows, limit)
+
+    async def cancel(self, job_id: UUID, *, actor: str | None = None) -> Job:
+        """Cancel a job: a queued one ends cancelled now; a leased one gets a cancel request.
+
+        The worker holding a cancel-requested job stops it at its next
+        heartbeat, and the job ends cancelled. A finished job raises
+        InvalidTransition. ``actor`` (who asked) is recorded in the event's
+        detail as ``by <actor>``.
+        """
+        job_id = parse_job_id(job_id)
+        async with self._with_tx() as tx:
+            row = await job_queries.AsyncQuerier(tx).job_cancel(id=job_id, now=None, actor=actor)
+        return job_from_transition(job_id, "cancel", row)
+
+    async def retry(self, job_id: UUID, *, actor: str | None = None) -> Job:
+        """Put a dead or cancelled job back in its queue, due now, and wake a worker.
+
+        ``actor`` (who asked) is recorded in the event's detail as ``by <actor>``.
+        """
+        job_id = parse_job_id(job_id)
+        async with self._with_tx() as tx:
+            queries = job_queries.AsyncQuerier(tx)
+            row = await queries.job_retry(id=job_id, now=None, actor=actor)
+            job = job_from_transition(job_id, "retry", row)
+            await queries.job_notify(channel=self.notify_channel, queue=job.queue)
+        return job
+
+    async def depth(self) -> list[QueueDepth]:
+        """Job counts per queue and state, with the oldest creation time of each."""
+        async with self._connection() as conn:
+            rows = await job_queries.AsyncQuerier(conn).job_depth()
+        return [depth_from_row(r.queue, r.state, r.count, r.oldest_created_at) for r in rows]
+
+    async def queue_stats(self) -> list[QueueStats]:
+        """Per queue: jobs queued, due, leased, and the lag of the oldest due job.
+
+        Reads only the claim and lease indexes, so its cost follows the backlog,
+        not the table (finished jobs are never counted): cheap enough for a
+        metrics timer.
+        """
+        async with self._connection() as conn:
+            rows = await job_queries.AsyncQuerier(conn).job_queue_stats()
+        return [queue_stats_from_row(r) for r in rows]
+
+    async def events(self, job_id: UUID) -> list[Event]:
+        """The recorded transitions of a job, oldest first; InvalidJob for a malformed id."""
+        job_id = parse_job_id(job_id)
+        async with self._connection() as conn:
+            rows = await event_queries.AsyncQuerier(conn).event_list_by_job(job_id=job_id)
+        return [event_from_row(r) for r in rows]

@@ -1,0 +1,188 @@
+"""The Store's core: its settings, its pool, and the one way each transaction opens.
+
+Every group of the Store's methods (:mod:`jobrun.postgres.enqueueing`, ...) derives
+from :class:`StoreCore`, which :class:`jobrun.postgres.store.Store` composes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+import psycopg
+from pydantic import BaseModel
+
+from jobrun.errors import (
+    ConfigurationError,
+    JobrunError,
+)
+from jobrun.job import (
+    DEFAULT_NOTIFY_CHANNEL,
+    EventMode,
+    notify_channel_problem,
+)
+from jobrun.observe import Observer
+from jobrun.postgres import _base
+from jobrun.postgres.convert import (
+    map_error,
+    utc,
+)
+from jobrun.postgres.lean import AsyncLeanConnection
+from jobrun.postgres.pool import Pool, database_location
+from jobrun.sqlc import system as system_queries
+
+__all__ = ["DEFAULT_NOTIFY_CHANNEL", "StoreCore"]
+
+log = logging.getLogger("jobrun.store")
+
+DEFAULT_RETRY_JITTER = 0.1
+"""A failed job's wait is its backoff spread by up to 10% either way (never past its max)."""
+MAX_RETRY_JITTER = 0.5
+
+
+COPY_CHUNK = 5_000
+# The claim statement takes an offer lifetime even when it offers nothing.
+NO_OFFER_TTL = timedelta(0)
+
+
+async def copy_in(tx: psycopg.AsyncConnection[Any], statement: str, data: bytes) -> None:
+    """Run the generated COPY ``statement`` with ``data``, a whole binary COPY stream."""
+    async with tx.cursor() as cur, cur.copy(cast(Any, statement)) as copy:
+        await copy.write(data)
+
+
+def lean(conn: psycopg.AsyncConnection[Any]) -> psycopg.AsyncConnection[Any]:
+    """``conn`` (pooled, autocommit) as the generated querier takes it, run without a cursor."""
+    return cast(psycopg.AsyncConnection[Any], AsyncLeanConnection(conn))
+
+
+class StoreCore:
+    """Settings, pool and transaction helpers shared by every group of the Store's methods.
+
+    Its constructor is :class:`jobrun.postgres.store.Store`'s: see there for the settings.
+    """
+
+    def __init__(
+        self,
+        pool: Pool,
+        *,
+        event_mode: EventMode | str = EventMode.ALL,
+        commit_timeout: timedelta = timedelta(seconds=30),
+        retry_jitter: float = DEFAULT_RETRY_JITTER,
+        notify_channel: str = DEFAULT_NOTIFY_CHANNEL,
+        payload_models: Mapping[str, type[BaseModel]] | None = None,
+        max_payload_bytes: int = _base.DEFAULT_MAX_PAYLOAD_BYTES,
+        observer: Observer | None = None,
+        job_types: Iterable[str] | None = None,
+    ) -> None:
+        if commit_timeout <= timedelta(0):
+            raise ConfigurationError("commit_timeout must be positive")
+        if not 0 <= retry_jitter <= MAX_RETRY_JITTER:
+            raise ConfigurationError(
+                f"retry_jitter must be between 0 and {MAX_RETRY_JITTER}, got {retry_jitter}"
+            )
+        channel_problem = notify_channel_problem(notify_channel)
+        if channel_problem is not None:
+            raise ConfigurationError(channel_problem)
+        if max_payload_bytes < 1:
+            raise ConfigurationError("max_payload_bytes must be positive")
+        self._pool = pool
+        self._pid = os.getpid()
+        self.event_mode = EventMode(event_mode)
+        self.commit_timeout = commit_timeout
+        self.retry_jitter = retry_jitter
+        self.notify_channel = notify_channel
+        self.payload_models: dict[str, type[BaseModel]] = dict(payload_models or {})
+        self.job_types: frozenset[str] | None = (
+            frozenset(job_types) if job_types is not None else None
+        )
+        self.max_payload_bytes = max_payload_bytes
+        self.observer = observer
+        """Told of every job enqueued through this store (metrics); None: nobody."""
+        self._timeout_setting = f"{max(1, int(commit_timeout.total_seconds() * 1000))}ms"
+        self._location = database_location(str(pool.conninfo))
+
+    @property
+    def pool(self) -> Pool:
+        """The pool this store runs on."""
+        return self._pool
+
+    # -- plumbing -----------------------------------------------------------------
+
+    def _forked(self) -> None:
+        """Called when the pool is about to be used in a fork of the process that opened it.
+
+        Refuses: the pool's connections belong to the parent too. SyncProducer,
+        which knows how its own pool was opened, opens a new one instead.
+        """
+        raise _base.forked_pool_error(self._pid)
+
+    @asynccontextmanager
+    async def _with_tx(
+        self, conn: psycopg.AsyncConnection[Any] | None = None
+    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """The one way a transaction opens: on ``conn`` (joining its transaction) or the pool.
+
+        On a caller's connection that already has a transaction open this is a
+        savepoint inside it, so the caller's commit or rollback decides.
+        """
+        try:
+            if conn is not None:
+                if not isinstance(conn, psycopg.AsyncConnection):
+                    raise _base.wrong_connection(psycopg.AsyncConnection)
+                if _base.needs_transaction_block(conn):
+                    # Autocommit: our own atomic transaction. Inside the
+                    # caller's transaction: a savepoint, so a failure here
+                    # leaves their transaction usable.
+                    async with conn.transaction():
+                        yield conn
+                else:
+                    # psycopg's implicit transaction has not begun yet: our
+                    # first statement begins it and the caller commits it.
+                    yield conn
+                return
+            if self._pid != os.getpid():
+                self._forked()
+            async with self._pool.connection() as pooled, pooled.transaction():
+                yield pooled
+        except psycopg.Error as exc:
+            raise map_error(exc, self._location, self._pool) from exc
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A pooled connection for a single statement (its own implicit transaction).
+
+        On jobrun's pools (autocommit) the statement commits as it ends, and
+        the commit ``pool.connection()`` sends on exit would do nothing at the
+        cost of a pass through psycopg's wait machinery, so the connection is
+        only borrowed and returned. A caller's pool without autocommit opens
+        a transaction on the first statement: the connection's own block
+        commits it (or rolls it back on an error), as ``pool.connection()``
+        does, before it goes back.
+        """
+        if self._pid != os.getpid():
+            self._forked()
+        try:
+            conn = await self._pool.getconn()
+            try:
+                if conn.autocommit:
+                    yield conn
+                else:
+                    async with conn:
+                        yield conn
+            finally:
+                await self._pool.putconn(conn)
+        except psycopg.Error as exc:
+            raise map_error(exc, self._location, self._pool) from exc
+
+    async def now(self) -> datetime:
+        """The database clock, in UTC."""
+        async with self._connection() as conn:
+            now = await system_queries.AsyncQuerier(conn).database_now()
+        if now is None:  # pragma: no cover - now() always returns a row
+            raise JobrunError("the database returned no time")
+        return utc(now)
