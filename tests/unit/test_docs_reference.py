@@ -9,6 +9,7 @@ something would fail them too.
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import typer.main
@@ -81,3 +82,43 @@ def test_the_test_kit_is_in_the_api_reference() -> None:
     # HandlerTimedOut is one error, documented once, as jobrun.HandlerTimedOut.
     names = [n for n in jobrun.testing.__all__ if n not in jobrun.__all__]
     assert [n for n in names if f"jobrun.testing.{n}" not in documented] == []
+
+
+SH_BLOCK = re.compile(r"^```sh\n(.*?)^```", re.S | re.M)
+
+
+def _shell_commands(text: str) -> list[list[str]]:
+    """Each ``jobrun`` command line of the page's sh blocks, as its words."""
+    found = []
+    for block in SH_BLOCK.findall(text):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            while words and re.fullmatch(r"[A-Z_]+=.*", words[0]):
+                words.pop(0)  # VAR=value before the command
+            if words and words[0].endswith("jobrun"):
+                found.append(words)
+    return found
+
+
+def test_every_jobrun_command_line_in_the_docs_names_real_commands_and_options() -> None:
+    root = typer.main.get_command(app)
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    checked = 0
+    for page in pages:
+        for words in _shell_commands(page.read_text()):
+            command, rest = root, words[1:]
+            while rest and hasattr(command, "list_commands") and not rest[0].startswith("-"):
+                context = type(command).context_class(command)
+                sub = command.get_command(context, rest[0])
+                if sub is None:
+                    break
+                command, rest = sub, rest[1:]
+            assert command is not root, f"{page.name}: no such command: {' '.join(words)}"
+            known = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
+            known.add("--help")
+            for word in rest:
+                if word.startswith("-") and not re.fullmatch(r"-\d.*", word):
+                    option = word.split("=", 1)[0]
+                    assert option in known, f"{page.name}: {option} is not an option of {words}"
+            checked += 1
+    assert checked > 30
