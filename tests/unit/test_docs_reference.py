@@ -122,3 +122,10 @@ def test_every_jobrun_command_line_in_the_docs_names_real_commands_and_options()
                     assert option in known, f"{page.name}: {option} is not an option of {words}"
             checked += 1
     assert checked > 30
+
+
+def test_the_readmes_links_into_the_repository_resolve() -> None:
+    # mkdocs checks the site's own links; the README is outside the site.
+    targets = re.findall(r"\]\(((?!https?:)[^)#\s]+)", (ROOT / "README.md").read_text())
+    assert targets
+    assert [t for t in targets if not (ROOT / t).exists()] == []
