@@ -57,9 +57,21 @@ def schedules_add_command(
     timezone: Annotated[
         str, typer.Option(envvar="JOBRUN_TIMEZONE", show_envvar=True, help="IANA zone for cron.")
     ] = "UTC",
-    priority: Annotated[int, typer.Option(envvar="JOBRUN_PRIORITY", show_envvar=True)] = 0,
+    priority: Annotated[
+        int,
+        typer.Option(
+            envvar="JOBRUN_PRIORITY",
+            show_envvar=True,
+            help="Its jobs' priority (lower runs first).",
+        ),
+    ] = 0,
     max_attempts: Annotated[
-        int | None, typer.Option(envvar="JOBRUN_MAX_ATTEMPTS", show_envvar=True)
+        int | None,
+        typer.Option(
+            envvar="JOBRUN_MAX_ATTEMPTS",
+            show_envvar=True,
+            help="Its jobs' attempts before they end dead (default 25).",
+        ),
     ] = None,
 ) -> None:
     """Create a schedule that enqueues a job on a cron expression or a fixed interval."""
