@@ -33,7 +33,7 @@ import contextlib
 import importlib
 import logging
 from collections.abc import Iterable, Sequence
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any, Unpack
 from uuid import UUID
 
@@ -51,7 +51,7 @@ from jobrun.postgres import (
 )
 from jobrun.postgres.lock import AdvisoryLocker
 from jobrun.postgres.migrate import check_schema, migrate
-from jobrun.registry import Registry
+from jobrun.registry import Registry, registry_given
 from jobrun.scheduler import Scheduler
 from jobrun.telemetry.hooks import Observer
 from jobrun.worker import CompletionStats, Worker
@@ -95,19 +95,9 @@ class Client:
         config: Config | None = None,
         **settings: Any,
     ) -> None:
-        if registry is not None and not isinstance(registry, Registry):
-            # Client(Config(...)) is an easy slip; say so instead of failing at open().
-            raise ConfigurationError(
-                f"Client's first argument is a jobrun.Registry, got {type(registry).__name__}"
-                + (": pass the settings as config=" if isinstance(registry, Config) else "")
-            )
-        if config is None:
-            config = Config(**settings)
-        elif settings:
-            config = config.replace(**settings)
-        self.config = config
+        self.config = Config.given(config, **settings)
         """The settings this client runs with."""
-        self.registry = registry if registry is not None else Registry()
+        self.registry = registry_given(registry, "Client")
         """The handlers its workers run."""
         self._url: str | None = None
         self._pool: Pool | None = None
@@ -157,12 +147,7 @@ class Client:
     async def __aenter__(self) -> Client:
         return await self.open()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     # -- the parts ------------------------------------------------------------------------

@@ -339,6 +339,17 @@ class Config(BaseSettings):
                 names.append(choice)
         return names
 
+    @classmethod
+    def given(cls, config: Config | None, **settings: Any) -> Config:
+        """``config`` with ``settings`` over it, or the settings alone (and ``JOBRUN_*``).
+
+        How a composition root (:class:`jobrun.Client`, :class:`jobrun.SyncClient`)
+        takes its settings: a ``config``, keyword arguments, or both.
+        """
+        if config is None:
+            return cls(**settings)
+        return config.replace(**settings) if settings else config
+
     def replace(self, **changes: Any) -> Config:
         """A copy with ``changes``, validated like a new configuration (environment ignored)."""
         values = {name: getattr(self, name) for name in type(self).model_fields}

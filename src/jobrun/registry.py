@@ -372,3 +372,21 @@ class Registry(Mapping[str, Handler]):
 
 registry = Registry()
 """The default registry, for applications that need only one."""
+
+
+def registry_given(registry: object, root: str) -> Registry:
+    """``registry``, or an empty one for None; one clear error for anything else.
+
+    ``Client(Config(...))`` is an easy slip (the registry comes first): it is
+    named at once instead of failing when the client opens.
+    """
+    if registry is None:
+        return Registry()
+    if isinstance(registry, Registry):
+        return registry
+    hint = ""
+    if type(registry).__name__ == "Config":
+        hint = ": pass the settings as config="
+    raise ConfigurationError(
+        f"{root}'s first argument is a jobrun.Registry, got {type(registry).__name__}{hint}"
+    )

@@ -37,7 +37,6 @@ import random
 import secrets
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -192,12 +191,7 @@ class Notifier:
         await self.open()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     @property

@@ -39,7 +39,6 @@ import re
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any, cast
 
 import psycopg
@@ -292,12 +291,7 @@ class _AsyncOneExchangeCursor(_Rows):
     async def __aenter__(self) -> _AsyncOneExchangeCursor:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         self._result = None
 
     async def execute(self, query: str, params: Mapping[str, Any] | None = None) -> None:
@@ -371,12 +365,7 @@ class _OneExchangeCursor(_Rows):
     def __enter__(self) -> _OneExchangeCursor:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._result = None
 
     def execute(self, query: str, params: Mapping[str, Any] | None = None) -> None:

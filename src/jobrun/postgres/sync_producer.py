@@ -19,7 +19,6 @@ import os
 import threading
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
-from types import TracebackType
 from typing import Any
 
 from psycopg_pool import ConnectionPool
@@ -137,10 +136,5 @@ class SyncProducer(SyncStore):
     def __enter__(self) -> SyncProducer:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
