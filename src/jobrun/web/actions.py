@@ -25,8 +25,8 @@ from urllib.parse import urlencode
 from uuid import UUID
 
 from jobrun.errors import InvalidTransition, JobNotFound, JobrunError, ScheduleNotFound
-from jobrun.job import Job, JobFilter, QueueControls, Schedule
-from jobrun.ports import Admin, ScheduleStore
+from jobrun.job import Job, JobFilter, QueueControls
+from jobrun.ports import Admin
 from jobrun.web.bodies import (
     FILTER_FIELDS,
     BadRequest,
@@ -133,32 +133,37 @@ async def _matching(store: Admin, flt: JobFilter) -> list[UUID]:
     return ids[:BULK_FILTER_LIMIT]
 
 
-async def pause_schedule(store: ScheduleStore, *, name: str, actor: str) -> Schedule:
-    """Stop the schedule ``name`` from firing."""
-    schedule = await store.pause_schedule(name, actor=actor)
-    _audit(f"schedule {name!r} pause", actor)
-    return schedule
+def _control(method: str, kind: str, verb: str, doc: str) -> Callable[..., Awaitable[Any]]:
+    """An action that changes one queue's or schedule's controls by name: the store's ``method``."""
+
+    async def control(store: Any, *, name: str, actor: str) -> Any:
+        changed = await getattr(store, method)(name, actor=actor)
+        _audit(f"{kind} {name!r} {verb}", actor)
+        return changed
+
+    control.__name__ = control.__qualname__ = method
+    control.__doc__ = doc
+    return control
 
 
-async def resume_schedule(store: ScheduleStore, *, name: str, actor: str) -> Schedule:
-    """Let the schedule ``name`` fire again (the runs it missed are skipped)."""
-    schedule = await store.resume_schedule(name, actor=actor)
-    _audit(f"schedule {name!r} resume", actor)
-    return schedule
-
-
-async def pause_queue(store: Admin, *, name: str, actor: str) -> QueueControls:
-    """Stop workers claiming from queue ``name``."""
-    queue = await store.pause_queue(name, actor=actor)
-    _audit(f"queue {name!r} pause", actor)
-    return queue
-
-
-async def resume_queue(store: Admin, *, name: str, actor: str) -> QueueControls:
-    """Let workers claim from queue ``name`` again."""
-    queue = await store.resume_queue(name, actor=actor)
-    _audit(f"queue {name!r} resume", actor)
-    return queue
+pause_schedule = _control(
+    "pause_schedule", "schedule", "pause", "Stop the schedule ``name`` from firing."
+)
+resume_schedule = _control(
+    "resume_schedule",
+    "schedule",
+    "resume",
+    "Let the schedule ``name`` fire again (the runs it missed are skipped).",
+)
+pause_queue = _control(
+    "pause_queue", "queue", "pause", "Stop workers claiming from queue ``name``."
+)
+resume_queue = _control(
+    "resume_queue", "queue", "resume", "Let workers claim from queue ``name`` again."
+)
+clear_queue_limits = _control(
+    "clear_queue_limits", "queue", "clear limits", "Remove both limits of queue ``name``."
+)
 
 
 async def set_queue_limits(
@@ -173,13 +178,6 @@ async def set_queue_limits(
     queue = await store.set_queue_limits(name, concurrency=concurrency, rate=rate, actor=actor)
     shown = f"rate {rate[0]}/{rate[1].total_seconds():g}s" if rate else "rate unchanged"
     _audit(f"queue {name!r} limits: concurrency {concurrency}, {shown}", actor)
-    return queue
-
-
-async def clear_queue_limits(store: Admin, *, name: str, actor: str) -> QueueControls:
-    """Remove both limits of queue ``name``."""
-    queue = await store.clear_queue_limits(name, actor=actor)
-    _audit(f"queue {name!r} clear limits", actor)
     return queue
 
 

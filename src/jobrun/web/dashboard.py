@@ -73,10 +73,9 @@ class Dashboard:
     ) -> None:
         self.source = source
         self.read_only = read_only
-        self.database_url = database_url
-        self.notify_channel = notify_channel
-        self.poll = poll
-        self.sample_every = sample_every
+        # Where live updates LISTEN; a Client falls back on its own URL and channel.
+        self.database_url, self.notify_channel = database_url, notify_channel
+        self.poll, self.sample_every = poll, sample_every
         self.throughput = Throughput()
         self._opened_client = False
         self._start_lock = asyncio.Lock()
@@ -142,8 +141,7 @@ class Dashboard:
         sampler, self._sampler = self._sampler, None
         if sampler is not None:
             sampler.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sampler
+            await asyncio.wait([sampler])  # it ends cancelled: nothing of its own to raise
         notifier, self._notifier = self._notifier, None
         if notifier is not None:
             await notifier.close()

@@ -45,8 +45,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 class Guard:
     """HTTP Basic auth and the CSRF cookie, as one ASGI middleware around the app.
 
-    It puts the user (``jobrun.user``) and the request's CSRF token
-    (``jobrun.csrf``) in the ASGI scope for :func:`actor` and :func:`check_action`.
+    It puts the user and the request's CSRF token in the ASGI scope (keys
+    "jobrun.user" and "jobrun.csrf") for :func:`actor` and :func:`check_action`.
     """
 
     def __init__(self, app: ASGIApp, auth: tuple[str, str] | None) -> None:
