@@ -8,6 +8,7 @@ and :class:`~jobrun.ports.ScheduleStore`), so it holds no SQL of its own.
 
 from __future__ import annotations
 
-from jobrun.web.app import WebStore, create_app
+from jobrun.web.app import create_app
+from jobrun.web.dashboard import WebStore
 
 __all__ = ["WebStore", "create_app"]

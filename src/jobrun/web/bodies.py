@@ -25,6 +25,7 @@ from jobrun.domain import MAX_DELAY, MAX_QUEUE_LIMIT, JobFilter, JobState, descr
 
 __all__ = [
     "BULK_ACTIONS",
+    "FILTER_FIELDS",
     "MAX_BODY_BYTES",
     "MAX_BULK_IDS",
     "BadRequest",
@@ -33,6 +34,7 @@ __all__ = [
     "job_filter",
     "json_body",
     "limits",
+    "listing",
     "no_fields",
 ]
 
@@ -47,7 +49,11 @@ _MAX_SECONDS = int(MAX_DELAY.total_seconds())
 
 
 class BadRequest(ValueError):
-    """Input refused before any action: answered with ``status`` and the one-line message."""
+    """A request refused before any action: answered with ``status`` and the one-line message.
+
+    Bad input is a 400 (or 413, 415); the guard refuses a read-only
+    dashboard's actions and a missing CSRF token with a 403 the same way.
+    """
 
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
@@ -150,6 +156,13 @@ def job_filter(params: Mapping[str, Any]) -> JobFilter:
         )
     except ValidationError as exc:
         raise BadRequest(describe_invalid("filter", exc)) from None
+
+
+def listing(params: Mapping[str, Any]) -> tuple[JobFilter, UUID | None]:
+    """The filter and the page cursor of a jobs listing's query (the page's and the API's)."""
+    flt = job_filter(params)
+    cursor = UUID(params["cursor"]) if params.get("cursor") else None
+    return flt, cursor
 
 
 def _job_ids(values: Any) -> list[UUID]:

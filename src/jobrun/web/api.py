@@ -1,0 +1,90 @@
+"""The dashboard's JSON API under ``/api``: the pages' data, and the API side of every action.
+
+For scripts and tools that would rather not scrape HTML: every page has a
+JSON twin, and every action a page offers is also a POST here taking a JSON
+object (or no body) with the CSRF token in an ``X-CSRF-Token`` header (read
+it from ``/api/csrf``). An action answers with the changed job, queue or
+schedule, or ``{"error": "<one line>"}`` with the refusal's status.
+
+Each view is a function of the app's :class:`~jobrun.web.dashboard.Dashboard`
+and the request; :func:`jobrun.web.create_app` binds the dashboard.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from jobrun.errors import JobNotFound
+from jobrun.web.actions import REFUSALS, Action, refusal_status
+from jobrun.web.bodies import json_body, listing
+from jobrun.web.dashboard import Dashboard
+from jobrun.web.guard import actor, check_action
+
+__all__ = ["act", "csrf", "job", "jobs", "overview", "queues", "schedules"]
+
+
+def _jsonable(value: Any) -> Any:
+    """A model as JSON data; an action's plain answer (a bulk summary) as it is."""
+    return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
+
+
+async def csrf(dash: Dashboard, request: Request) -> Response:
+    """The CSRF token to send back in the ``X-CSRF-Token`` header of every POST."""
+    return JSONResponse({"token": request.scope.get("jobrun.csrf"), "header": "X-CSRF-Token"})
+
+
+async def overview(dash: Dashboard, request: Request) -> Response:
+    """The overview's rows, and whether the dashboard is read-only."""
+    return JSONResponse({"queues": await dash.overview_data(), "read_only": dash.read_only})
+
+
+async def jobs(dash: Dashboard, request: Request) -> Response:
+    """A page of jobs under the query's filter (``limit`` 1 to 500, 50 by default)."""
+    store = await dash.store()
+    params = request.query_params
+    try:
+        flt, cursor = listing(params)
+        limit = min(max(int(params.get("limit", "50")), 1), 500)
+    except ValueError as exc:
+        return JSONResponse({"error": str(exc)}, status_code=400)
+    return JSONResponse(_jsonable(await store.list_jobs(flt, limit=limit, cursor=cursor)))
+
+
+async def job(dash: Dashboard, request: Request) -> Response:
+    """One job and its events."""
+    store = await dash.store()
+    try:
+        found = await store.get(UUID(request.path_params["job_id"]))
+    except (JobNotFound, ValueError) as exc:
+        return JSONResponse({"error": str(exc)}, status_code=404)
+    events = await store.events(found.id)
+    return JSONResponse({"job": _jsonable(found), "events": [_jsonable(e) for e in events]})
+
+
+async def schedules(dash: Dashboard, request: Request) -> Response:
+    """Every schedule."""
+    store = await dash.store()
+    return JSONResponse([_jsonable(s) for s in await store.list_schedules()])
+
+
+async def queues(dash: Dashboard, request: Request) -> Response:
+    """Every queue with controls."""
+    store = await dash.store()
+    return JSONResponse([_jsonable(q) for q in await store.list_queues()])
+
+
+async def act(dash: Dashboard, action: Action, request: Request) -> Response:
+    """An API POST: run ``action`` and answer with what it changed, or the refusal."""
+    try:
+        check_action(request, dash.read_only)
+        body = await json_body(request)
+        store = await dash.store()
+        given = action.body(body)
+        done = await action.run(store, **request.path_params, **given, actor=actor(request))
+    except REFUSALS as exc:
+        return JSONResponse({"error": str(exc)}, status_code=refusal_status(exc))
+    return JSONResponse(_jsonable(done))

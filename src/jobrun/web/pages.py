@@ -1,0 +1,207 @@
+"""The dashboard's HTML pages, and the page side of every action.
+
+Pages are Jinja2 templates with autoescaping on for everything, since every
+field a job carries (its type, payload, error) is someone else's text.
+Listings cut payloads and error lines short (:data:`LIST_PAYLOAD_CHARS`);
+the job page shows them whole. A page's form POSTs to an action
+(:mod:`jobrun.web.actions`) and is answered with a redirect back to the page
+(303) or, when refused, the error page with the refusal's status.
+
+Each view is a function of the app's :class:`~jobrun.web.dashboard.Dashboard`
+and the request; :func:`jobrun.web.create_app` binds the dashboard.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+from uuid import UUID
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from jobrun.domain import JobState, queue_name_problem
+from jobrun.errors import JobNotFound
+from jobrun.web.actions import REFUSALS, Action, refusal_status
+from jobrun.web.bodies import listing
+from jobrun.web.dashboard import Dashboard
+from jobrun.web.guard import CSRF_FIELD, actor, check_action
+
+__all__ = [
+    "LIST_PAYLOAD_CHARS",
+    "act",
+    "base",
+    "job_detail",
+    "jobs",
+    "overview",
+    "overview_fragment",
+    "queues",
+    "render",
+    "schedules",
+]
+
+LIST_PAYLOAD_CHARS = 120
+"""Payloads and error lines longer than this are cut short in the jobs listing (the job page
+shows them whole)."""
+
+
+def base(request: Request) -> str:
+    """Where the app is mounted (``""`` at the root): every link and redirect starts with it."""
+    return str(request.scope.get("root_path") or "").rstrip("/")
+
+
+def _fmt_time(value: datetime | None) -> str:
+    if value is None:
+        return ""
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _fmt_duration(value: timedelta | float | None) -> str:
+    if value is None:
+        return ""
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def _segment(value: Any) -> str:
+    """``value`` percent-encoded whole, ``/`` included, for one URL path segment or query value.
+
+    A name is data, never path syntax: ``../queues/victim`` must stay one
+    segment (``..%2Fqueues%2Fvictim``) so that no browser resolves it into
+    another queue's URL. The routes take the decoded name with a ``path``
+    converter, so a name holding ``/`` arrives whole.
+    """
+    return quote(str(value), safe="")
+
+
+def _error_line(value: str | None) -> str:
+    """The line of a stored error that says what failed: a traceback's last, cut short in lists."""
+    lines = [line.strip() for line in (value or "").splitlines() if line.strip()]
+    if not lines:
+        return ""
+    line = lines[-1]
+    return line if len(line) <= LIST_PAYLOAD_CHARS else line[: LIST_PAYLOAD_CHARS - 1] + "…"
+
+
+def _short_payload(value: Any) -> str:
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return text if len(text) <= LIST_PAYLOAD_CHARS else text[: LIST_PAYLOAD_CHARS - 1] + "…"
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def _sparkline(values: list[int], width: int = 120, height: int = 24) -> str:
+    """An inline SVG polyline of ``values``; numbers only, so nothing to escape."""
+    top = max(values) or 1
+    step = width / max(len(values) - 1, 1)
+    points = " ".join(
+        f"{i * step:.1f},{height - 1 - (v / top) * (height - 2):.1f}" for i, v in enumerate(values)
+    )
+    return (
+        f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'role="img" aria-label="finished jobs per interval, peak {top}">'
+        f'<polyline fill="none" stroke="currentColor" stroke-width="1.5" points="{points}"/></svg>'
+    )
+
+
+_env = Environment(
+    loader=FileSystemLoader(Path(__file__).parent / "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+    enable_async=False,
+)
+_env.filters["ts"] = _fmt_time
+_env.filters["short_payload"] = _short_payload
+_env.filters["pretty"] = _pretty
+_env.filters["duration"] = _fmt_duration
+_env.filters["error_line"] = _error_line
+# Not Jinja's urlencode, which leaves "/" as it is: see _segment.
+_env.filters["segment"] = _segment
+_env.globals["queue_name_problem"] = queue_name_problem
+
+
+def render(
+    dash: Dashboard, request: Request, name: str, status: int = 200, **context: Any
+) -> Response:
+    """The template ``name`` as an HTML response, with what every page shows around it."""
+    html = _env.get_template(name).render(
+        base=base(request),
+        csrf=request.scope.get("jobrun.csrf", ""),
+        user=request.scope.get("jobrun.user", "anonymous"),
+        read_only=dash.read_only,
+        current=name.removesuffix(".html"),
+        **context,
+    )
+    return HTMLResponse(html, status_code=status)
+
+
+async def overview(dash: Dashboard, request: Request) -> Response:
+    """The overview: one row per queue with its counts, lag and throughput chart."""
+    rows = await dash.overview_data()
+    return render(dash, request, "overview.html", rows=rows, spark=_sparkline)
+
+
+async def overview_fragment(dash: Dashboard, request: Request) -> Response:
+    """The overview's table alone, which the page fetches again on each live update."""
+    rows = await dash.overview_data()
+    return render(dash, request, "_overview_table.html", rows=rows, spark=_sparkline)
+
+
+async def jobs(dash: Dashboard, request: Request) -> Response:
+    """The jobs listing under the query's filter, 50 a page."""
+    store = await dash.store()
+    params = request.query_params
+    try:
+        flt, cursor = listing(params)
+    except ValueError as exc:
+        return render(dash, request, "error.html", 400, message=str(exc))
+    page = await store.list_jobs(flt, limit=50, cursor=cursor)
+    query = {k: v for k, v in params.items() if k != "cursor" and v}
+    states = [s.value for s in JobState]
+    return render(dash, request, "jobs.html", page=page, query=query, states=states, flt=params)
+
+
+async def job_detail(dash: Dashboard, request: Request) -> Response:
+    """One job whole, with its events."""
+    store = await dash.store()
+    try:
+        job = await store.get(UUID(request.path_params["job_id"]))
+    except (JobNotFound, ValueError) as exc:
+        return render(dash, request, "error.html", 404, message=str(exc))
+    events = await store.events(job.id)
+    return render(dash, request, "job.html", job=job, events=events)
+
+
+async def schedules(dash: Dashboard, request: Request) -> Response:
+    """Every schedule, with its controls."""
+    store = await dash.store()
+    return render(dash, request, "schedules.html", schedules=await store.list_schedules())
+
+
+async def queues(dash: Dashboard, request: Request) -> Response:
+    """Every queue with controls, and its limits."""
+    store = await dash.store()
+    return render(dash, request, "queues.html", queues=await store.list_queues())
+
+
+async def act(dash: Dashboard, action: Action, request: Request) -> Response:
+    """A page form's POST: run ``action`` and redirect back (303), or show the refusal."""
+    try:
+        form = await request.form()
+        check_action(request, dash.read_only, form)
+        store = await dash.store()
+        given = action.form(FormData([(k, v) for k, v in form.multi_items() if k != CSRF_FIELD]))
+        done = await action.run(store, **request.path_params, **given, actor=actor(request))
+    except REFUSALS as exc:
+        return render(dash, request, "error.html", refusal_status(exc), message=str(exc))
+    return RedirectResponse(base(request) + action.back(done, form), status_code=303)
