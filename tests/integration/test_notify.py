@@ -98,7 +98,7 @@ async def test_committed_notify_wakes_waiter(
     assert await notifier.wait(["default"], timeout=timedelta(0)) is False
     waiter = asyncio.create_task(notifier.wait(["default"], timeout=timedelta(seconds=5)))
     await notify(producer, "default")
-    assert await asyncio.wait_for(waiter, 2) is True
+    assert await asyncio.wait_for(waiter, 10) is True
 
 
 async def test_nothing_wakes_before_commit(
@@ -112,7 +112,7 @@ async def test_nothing_wakes_before_commit(
         await producer.execute(NOTIFY, ("jobrun", "default"))
         await caught_up(notifier, other)  # committed after the NOTIFY was sent
         assert await sub.wait(timeout=timedelta(0)) is False
-    assert await sub.wait(timeout=timedelta(seconds=2)) is True
+    assert await sub.wait(timeout=timedelta(seconds=10)) is True
 
 
 async def test_rolled_back_notify_wakes_nobody(
@@ -133,7 +133,7 @@ async def test_notifications_while_busy_coalesce_into_one_wakeup(
     for _ in range(10):
         await notify(producer, "default")
     await caught_up(notifier, producer)  # the waiter is "busy": nobody waits while these arrive
-    assert await sub.wait(timeout=timedelta(seconds=1)) is True
+    assert await sub.wait(timeout=timedelta(seconds=10)) is True
     assert await sub.wait(timeout=timedelta(0)) is False
 
 
@@ -154,8 +154,8 @@ async def test_each_waiter_has_its_own_slot(
     first = notifier.subscribe(["default"])
     second = notifier.subscribe(["default"])
     await notify(producer, "default")
-    assert await first.wait(timeout=timedelta(seconds=2)) is True
-    assert await second.wait(timeout=timedelta(seconds=2)) is True
+    assert await first.wait(timeout=timedelta(seconds=10)) is True
+    assert await second.wait(timeout=timedelta(seconds=10)) is True
 
 
 async def test_queues_are_isolated(
@@ -165,8 +165,8 @@ async def test_queues_are_isolated(
     both = notifier.subscribe(["emails", "reports"])
     reports = notifier.subscribe(["reports"])
     await notify(producer, "reports")
-    assert await reports.wait(timeout=timedelta(seconds=2)) is True
-    assert await both.wait(timeout=timedelta(seconds=2)) is True
+    assert await reports.wait(timeout=timedelta(seconds=10)) is True
+    assert await both.wait(timeout=timedelta(seconds=10)) is True
     # Dispatch wakes every subscription of the queue at once: "reports" is dispatched.
     assert await emails.wait(timeout=timedelta(0)) is False
 
@@ -187,7 +187,7 @@ async def test_channel_name_is_quoted_as_identifier(
     async with Notifier(db_url, channel) as n:
         sub = n.subscribe(["q"])
         await notify(producer, "q", channel=channel)
-        assert await sub.wait(timeout=timedelta(seconds=2)) is True
+        assert await sub.wait(timeout=timedelta(seconds=10)) is True
 
 
 async def test_timeout_returns_false(notifier: Notifier) -> None:
@@ -217,7 +217,7 @@ async def test_reconnects_after_terminate_and_wakes_every_waiter_once(
     assert await first.wait(timeout=timedelta(0)) is False
     # And notifications flow again on the new connection.
     await notify(producer, "a")
-    assert await first.wait(timeout=timedelta(seconds=2)) is True
+    assert await first.wait(timeout=timedelta(seconds=10)) is True
     assert await second.wait(timeout=timedelta(0)) is False
 
 
@@ -238,7 +238,7 @@ async def test_keeps_retrying_while_server_refuses_then_recovers(
     # Drain: a reconnect may have completed after our last wait.
     await sub.wait(timeout=timedelta(seconds=0))
     await notify(producer, "default")
-    assert await sub.wait(timeout=timedelta(seconds=2)) is True
+    assert await sub.wait(timeout=timedelta(seconds=10)) is True
 
 
 async def test_start_with_unreachable_server_raises_database_unavailable() -> None:

@@ -173,4 +173,4 @@ async def test_token_wakes_a_waiting_thread() -> None:
     # The token makes its threading.Event on the first wait(): the thread is in it.
     await eventually(lambda: token._event is not None, what="the thread waiting")
     token.set()
-    assert await asyncio.wait_for(waiter, 2) is True
+    assert await asyncio.wait_for(waiter, 10) is True
