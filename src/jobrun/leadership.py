@@ -83,6 +83,7 @@ class Elector:
         self._name = name
         self._retry = retry_every
         self._handle: LockHandle | None = None
+        self._attempts = 0
 
     @property
     def key(self) -> int:
@@ -98,6 +99,15 @@ class Elector:
     def is_leader(self) -> bool:
         """Whether this elector holds its lock right now."""
         return self._handle is not None and not self._handle.lost
+
+    @property
+    def attempts(self) -> int:
+        """How many tries for the lock have had their answer (won, refused or failed).
+
+        A test waits on it to know a follower has tried again, instead of
+        sleeping a retry period.
+        """
+        return self._attempts
 
     async def run(self, stop: asyncio.Event, body: LeaderBody) -> None:
         """Compete for the lock and run ``body`` while leading, until ``stop`` is set.
@@ -132,3 +142,5 @@ class Elector:
         except (JobrunError, OSError) as exc:
             log.warning("%s: cannot try for leadership: %s", self._name, exc)
             return None
+        finally:
+            self._attempts += 1

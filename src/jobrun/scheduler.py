@@ -83,6 +83,15 @@ class Scheduler:
         return self._retry
 
     @property
+    def leadership_attempts(self) -> int:
+        """How many tries for the lock this scheduler has had answered, won or not.
+
+        A test waits on it to know a follower has tried again (a signal, not a
+        clock: see ``attempts`` of :class:`jobrun.leadership.Elector`).
+        """
+        return self._elector.attempts
+
+    @property
     def materialised(self) -> int:
         """How many jobs this scheduler has materialised since it started."""
         return self._materialised

@@ -13,6 +13,8 @@ from uuid import UUID
 import psycopg
 import pytest
 
+from jobrun.testing import eventually_sync
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -221,15 +223,10 @@ def test_worker_processes_a_job_and_stops_on_sigterm(db_url: str) -> None:
         text=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 20
-        state = ""
-        while time.monotonic() < deadline:
-            shown = ok("jobs", "show", job_id, "--database-url", db_url)
-            if "succeeded" in shown:
-                state = "succeeded"
-                break
-            time.sleep(0.2)
-        assert state == "succeeded"
+        eventually_sync(
+            lambda: "succeeded" in ok("jobs", "show", job_id, "--database-url", db_url),
+            what="the job succeeded",
+        )
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=30)
     finally:

@@ -17,7 +17,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -37,6 +36,7 @@ from tests.acceptance.test_cli_worker import (
 
 from jobrun import Client, NewJob
 from jobrun.postgres import SyncProducer
+from jobrun.testing import eventually_sync
 
 
 def offers(db_url: str) -> list[tuple[str, str, int]]:
@@ -49,13 +49,11 @@ def offers(db_url: str) -> list[tuple[str, str, int]]:
 
 
 def wait_for_offers(db_url: str, count: int = 1, timeout: float = 20) -> list[tuple[str, str, int]]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def enough() -> list[tuple[str, str, int]] | None:
         found = offers(db_url)
-        if len(found) >= count:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"no worker offered slots within {timeout}s: {offers(db_url)}")
+        return found if len(found) >= count else None
+
+    return eventually_sync(enough, within=timeout, what=f"{count} workers offering slots")
 
 
 def events(db_url: str, job_id: str) -> list[tuple[Any, ...]]:
@@ -76,13 +74,11 @@ def job_state(db_url: str, job_id: str) -> tuple[str, int]:
 
 
 def wait_for_state(db_url: str, job_id: str, state: str, timeout: float = 30) -> tuple[str, int]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def there() -> tuple[str, int] | None:
         found = job_state(db_url, job_id)
-        if found[0] == state:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"job {job_id} is {job_state(db_url, job_id)}, not {state}")
+        return found if found[0] == state else None
+
+    return eventually_sync(there, within=timeout, what=f"job {job_id} {state}")
 
 
 def test_an_idle_cli_worker_runs_the_job_its_enqueue_handed_to_it(
@@ -198,7 +194,11 @@ def test_no_handoff_makes_every_job_wait_for_a_claim(db_url: str, tmp_path: Path
     trace = tmp_path / "trace"
     with worker(db_url, "--no-handoff", "--poll", "60s") as proc:
         wait_for_line(proc, "started on queues")
-        time.sleep(1.0)  # the first claim has come and gone
+        # A first job run proves claims have come and gone (the one that took
+        # it left free slots, which a worker with handoff on would offer).
+        warm_up = tmp_path / "warm-up"
+        enqueue(db_url, "mark", {"trace": str(warm_up)})
+        wait_for_trace(warm_up, 1, timeout=20)
         assert offers(db_url) == []
         job_id = enqueue(db_url, "mark", {"trace": str(trace)})
         wait_for_trace(trace, 1, timeout=20)  # woken by the queue's notification

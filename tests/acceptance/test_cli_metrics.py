@@ -12,7 +12,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -21,6 +20,8 @@ from pathlib import Path
 
 import psycopg
 from prometheus_client.parser import text_string_to_metric_families
+
+from jobrun.testing import eventually_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.acceptance.metrics_app"
@@ -67,16 +68,16 @@ def get(port: int, path: str) -> tuple[int, str]:
 
 
 def wait_until_serving(proc: subprocess.Popen[str], port: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def serving() -> bool:
         if proc.poll() is not None:
             raise AssertionError(f"worker exited: {proc.communicate()[1]}")
         try:
             get(port, "/healthz")
-            return
         except OSError:
-            time.sleep(0.05)
-    raise AssertionError("the metrics server did not come up")
+            return False
+        return True
+
+    eventually_sync(serving, within=timeout, what="the metrics server up")
 
 
 def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -112,12 +113,14 @@ def test_worker_serves_metrics_health_and_readiness(db_url: str) -> None:
         # A delayed job is queued but not due, and is no lag.
         enqueue(db_url, "obs.ok", "--queue", "later", "--delay", "1h")
 
-        deadline = time.monotonic() + 60
-        while True:
+        found: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
+
+        def all_counted() -> bool:
+            nonlocal found
             status, text = get(port, "/metrics")
             assert status == 200
             found = samples(text)
-            done = (
+            return (
                 value(found, "jobrun_jobs_succeeded_total", queue="default", type="obs.ok") == 3
                 and value(found, "jobrun_jobs_succeeded_total", queue="default", type="obs.flaky")
                 == 1
@@ -125,10 +128,8 @@ def test_worker_serves_metrics_health_and_readiness(db_url: str) -> None:
                 and value(found, "jobrun_queue_queued_jobs", queue="later") == 1
                 and value(found, "jobrun_queue_queued_jobs", queue="default") == 0
             )
-            if done:
-                break
-            assert time.monotonic() < deadline, text
-            time.sleep(0.1)
+
+        eventually_sync(all_counted, within=60, what="every outcome in /metrics")
 
         assert value(found, "jobrun_jobs_claimed_total", queue="default", type="obs.ok") == 3
         assert value(found, "jobrun_jobs_claimed_total", queue="default", type="obs.flaky") == 2

@@ -11,10 +11,11 @@ accepted both and the worker retried them 25 times over about 13 hours.
 from __future__ import annotations
 
 import signal
-import time
 
 from tests.acceptance.test_cli import count_rows, jobrun, ok, one_line_error
 from tests.acceptance.test_cli_worker import job_row, worker
+
+from jobrun.testing import eventually_sync
 
 APP = "tests.acceptance.cli_worker_app"
 
@@ -55,11 +56,12 @@ def test_a_worker_retries_an_unknown_type_on_the_bounded_policy_then_it_is_dead(
     policy = {"JOBRUN_UNRUNNABLE_ATTEMPTS": "2", "JOBRUN_UNRUNNABLE_RETRY": "300ms"}
     options = ("--poll", "100ms", "--log-format", "text")
     with worker(db_url, *options, env=policy) as proc:
-        deadline = time.monotonic() + 30
-        while job_row(db_url, job_id)[0] != "dead":
-            assert time.monotonic() < deadline, job_row(db_url, job_id)
+
+        def dead() -> bool:
             assert proc.poll() is None
-            time.sleep(0.05)
+            return job_row(db_url, job_id)[0] == "dead"
+
+        eventually_sync(dead, what="the job dead")
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 0, stderr

@@ -16,13 +16,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
 
 from jobrun import Client
+from jobrun.testing import eventually_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.acceptance.worker_defects_app"
@@ -54,14 +55,15 @@ def worker(
 def wait_for_line(proc: subprocess.Popen[str], text: str, timeout: float = 30) -> str:
     """Read the worker's stderr until a line containing ``text``."""
     assert proc.stderr is not None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
+    stderr = proc.stderr
+
+    def next_line_has_it() -> str | None:
+        line = stderr.readline()
         if not line:
             raise AssertionError(f"worker exited before logging {text!r}")
-        if text in line:
-            return line
-    raise AssertionError(f"worker did not log {text!r} within {timeout}s")
+        return line if text in line else None
+
+    return eventually_sync(next_line_has_it, within=timeout, what=f"the worker logging {text!r}")
 
 
 def enqueue(db_url: str, job_type: str, payload: dict[str, object]) -> str:
@@ -83,13 +85,18 @@ def trace_lines(path: Path) -> list[list[str]]:
 
 
 def wait_for_trace(path: Path, count: int, timeout: float) -> list[list[str]]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def enough() -> list[list[str]] | None:
         lines = trace_lines(path)
-        if len(lines) >= count:
-            return lines
-        time.sleep(0.02)
-    raise AssertionError(f"{path} has {trace_lines(path)} after {timeout}s")
+        return lines if len(lines) >= count else None
+
+    return eventually_sync(enough, within=timeout, what=f"{count} lines in {path}")
+
+
+def offering(db_url: str) -> bool:
+    """Whether a worker's handoff offer stands: it has claimed once and waits for work."""
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute("SELECT count(*) FROM worker_offers WHERE expires_at > now()").fetchone()
+    return row is not None and row[0] > 0
 
 
 def job_row(db_url: str, job_id: str) -> tuple[str, str | None, int]:
@@ -107,8 +114,9 @@ def test_cli_worker_wakes_on_notify_long_before_its_poll_interval(
     trace = tmp_path / "trace"
     with worker(db_url, "--poll", "60s") as proc:
         wait_for_line(proc, "started on queues")
-        # Let the first (empty) claim pass, so the worker sits in its 60 s wait.
-        time.sleep(1.0)
+        # Let the first (empty) claim pass, so the worker sits in its 60 s wait:
+        # that claim writes the worker's handoff offer.
+        eventually_sync(lambda: offering(db_url), what="the worker's first claim")
         before = time.time()
         enqueue(db_url, "mark", {"trace": str(trace)})
         (start,) = wait_for_trace(trace, 1, timeout=20)
@@ -173,11 +181,12 @@ def test_sigterm_hands_back_the_jobs_a_busy_cli_worker_claimed_ahead(
     # its cap (ten times the concurrency) although the jobs start 50 times a second.
     options = ("--concurrency", "1", "--poll", "200ms")
     with worker(db_url, *options, env={"JOBRUN_CLAIM_AHEAD": "10s"}) as proc:
-        deadline = time.monotonic() + 30
-        while leased_count(db_url) < 6:
-            assert time.monotonic() < deadline, "the worker never held more than it ran"
+
+        def holds_more_than_it_runs() -> bool:
             assert proc.poll() is None
-            time.sleep(0.01)
+            return leased_count(db_url) >= 6
+
+        eventually_sync(holds_more_than_it_runs, what="the worker holding more than it ran")
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 0, stderr
@@ -217,12 +226,6 @@ def test_cli_worker_refreshes_the_statistics_of_a_table_that_grew_under_it(db_ur
         assert row is not None
         return row[0], row[1]
 
-    def until(check: Callable[[], bool], within: float) -> None:
-        deadline = time.monotonic() + within
-        while not check():
-            assert time.monotonic() < deadline, "not true in time"
-            time.sleep(0.2)
-
     def leading() -> bool:
         with psycopg.connect(db_url) as conn:
             row = conn.execute(
@@ -235,11 +238,11 @@ def test_cli_worker_refreshes_the_statistics_of_a_table_that_grew_under_it(db_ur
         for table in ("jobs", "job_events"):
             conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
     with worker(db_url, "--log-level", "info") as proc:
-        until(leading, within=30)
+        eventually_sync(leading, within=30)
         with open_sync_pool(db_url) as pool:
             SyncStore(pool).enqueue_many("t", [{}] * 5000, queue="elsewhere")
         # The leader looks every 2 seconds.
-        until(lambda: stats()[0], within=60)
+        eventually_sync(lambda: stats()[0], within=60)
         proc.send_signal(signal.SIGTERM)
         _, logs = proc.communicate(timeout=30)
     assert proc.returncode == 0, logs

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from jobrun.domain import NewJob
 from jobrun.postgres import SyncStore, open_sync_pool
+from jobrun.testing import eventually_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.acceptance.processes_app"
@@ -87,13 +88,11 @@ def records(out: Path) -> list[tuple[str, int]]:
 
 
 def wait_for_records(out: Path, count: int, timeout: float = 60) -> list[tuple[str, int]]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def enough() -> list[tuple[str, int]] | None:
         found = records(out)
-        if len(found) >= count:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"{len(records(out))} of {count} jobs ran within {timeout}s")
+        return found if len(found) >= count else None
+
+    return eventually_sync(enough, within=timeout, what=f"{count} jobs run")
 
 
 def alive(pid: int) -> bool:
@@ -216,9 +215,7 @@ def test_children_inherit_the_supervisors_resolved_settings(db_url: str, tmp_pat
         with supervisor(db_url, 2, *options, env=env) as proc:
             wait_for_records(out, 1)
             seen_pids[id(proc)] = children_of(proc.pid)
-            deadline = time.monotonic() + 60
-            while store.get(job.id).state != "dead" and time.monotonic() < deadline:
-                time.sleep(0.05)
+            eventually_sync(lambda: store.get(job.id).state == "dead", within=60, what="dead")
         final = store.get(job.id)
     assert final.state == "dead", final
     assert final.last_error == "timed out: the attempt exceeded 0.3s", final.last_error

@@ -16,7 +16,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -33,6 +32,7 @@ from tests.acceptance.web_site import PASSWORD, USER, serve, stop
 
 from jobrun import Client
 from jobrun.domain import JobState, NewJob, NewSchedule
+from jobrun.testing import eventually_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 # An htmx swap can replace an element between finding it and using it: chromium then
@@ -270,19 +270,19 @@ def test_cancel_from_the_job_page_reaches_the_running_job(
     def state() -> JobState:
         return with_client(db_url, lambda c: c.store.get(job.id)).state  # type: ignore[no-any-return]
 
-    deadline = time.monotonic() + 20
-    while state() is not JobState.LEASED:
-        assert time.monotonic() < deadline, "the worker never claimed the job"
-        time.sleep(0.2)
+    eventually_sync(lambda: state() is JobState.LEASED, what="the worker claiming the job")
     chrome.get(f"{site}/jobs/{job.id}")
     assert "&lt;script&gt;x&lt;/script&gt;" in chrome.page_source  # escaped, not run
     click(chrome, "#cancel")
+
     # The worker's next heartbeat (lease 3s) stops the handler; the job ends cancelled.
-    deadline = time.monotonic() + 20
-    while text_of(chrome, "#job-state") != "cancelled":
-        assert time.monotonic() < deadline, text_of(chrome, "#job-state")
-        time.sleep(0.5)
+    def shows_cancelled() -> bool:
+        if text_of(chrome, "#job-state") == "cancelled":
+            return True
         chrome.refresh()
+        return False
+
+    eventually_sync(shows_cancelled, what="the page showing the job cancelled")
     assert "by ops via web" in text_of(chrome, "#events")
     shot(chrome, "job")
 

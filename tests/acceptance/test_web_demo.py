@@ -17,12 +17,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+
+from jobrun.testing import eventually_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,15 +64,14 @@ def dashboard_pages(env: dict[str, str], queue: str, *args: str) -> dict[str, st
     pages: dict[str, str] = {}
     try:
         # Starting may include starting the embedded server again: wait for it.
-        deadline = time.monotonic() + 60
-        while True:
+        def fetched() -> httpx.Response | None:
             try:
-                overview = httpx.get(base + "/", timeout=5)
-                break
+                return httpx.get(base + "/", timeout=5)
             except httpx.TransportError:
                 assert proc.poll() is None, proc.communicate()
-                assert time.monotonic() < deadline, "jobrun web did not start"
-                time.sleep(0.2)
+                return None
+
+        overview = eventually_sync(fetched, within=60, what="jobrun web started")
         assert overview.status_code == 200
         pages["/"] = overview.text
         for path in (f"/jobs?queue={queue}", f"/jobs?queue={queue}&state=dead", "/api/overview"):

@@ -5,10 +5,11 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
+
+from jobrun.testing import eventually_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 USER, PASSWORD = "ops", "browser-test-pass"
@@ -30,16 +31,21 @@ def serve(db_url: str, *extra: str) -> tuple[subprocess.Popen[str], str]:
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    def serving() -> bool:
         try:
             httpx.get(url + "/", timeout=1)
-            return proc, url
         except httpx.TransportError:
             assert proc.poll() is None, proc.communicate()
-            time.sleep(0.2)
-    stop(proc)
-    raise AssertionError("jobrun web did not start")
+            return False
+        return True
+
+    try:
+        eventually_sync(serving, what="jobrun web started")
+    except AssertionError:
+        stop(proc)
+        raise
+    return proc, url
 
 
 def stop(proc: subprocess.Popen[str]) -> None:

@@ -25,7 +25,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,8 @@ from pathlib import Path
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from jobrun.testing import eventually_sync
 
 POOL_SIZE = 4
 """Server connections per database: fewer than the clients, so they are shared."""
@@ -145,20 +146,22 @@ def pgbouncer(jobrun_server_url: str) -> Iterator[Bouncer]:
         proc = subprocess.Popen([binary, str(ini)], stdout=out, stderr=subprocess.STDOUT)
     bouncer = Bouncer("127.0.0.1", listen_port, user, log)
     try:
-        deadline = time.monotonic() + 30
-        while True:
+
+        def accepting() -> bool:
             if proc.poll() is not None:
                 pytest.fail(f"pgbouncer exited at start:\n{bouncer.log_text()}", pytrace=False)
             try:
                 with psycopg.connect(bouncer.url(jobrun_server_url), connect_timeout=2):
-                    break
+                    return True
             except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    pytest.fail(
-                        f"pgbouncer did not accept connections:\n{bouncer.log_text()}",
-                        pytrace=False,
-                    )
-                time.sleep(0.05)
+                return False
+
+        try:
+            eventually_sync(accepting, what="pgbouncer accepting connections")
+        except AssertionError:
+            pytest.fail(
+                f"pgbouncer did not accept connections:\n{bouncer.log_text()}", pytrace=False
+            )
         yield bouncer
     finally:
         proc.terminate()

@@ -3,8 +3,9 @@
 Usage: python scheduler_process.py DB_URL LOCK_KEY RETRY TICK PROBE
 
 Prints ``LEADER <pid>`` / ``FOLLOWER <pid>`` on stdout whenever its role
-changes (and ``READY <pid>`` once running), flushed, so the test can follow
-leadership from outside.
+changes (and ``READY <pid>`` once running), and ``TRIED <n>`` whenever the
+count of its answered tries for the lock changes, flushed, so the test can
+follow leadership from outside.
 """
 
 from __future__ import annotations
@@ -41,8 +42,13 @@ async def main(url: str, key: int, retry: float, tick: float, probe: float) -> N
     task = asyncio.create_task(scheduler.run(stop))
     say("READY")
     leading = False
+    tried = 0
     try:
+        # The reporter looks every 10 ms: this process's own pace, not a test's wait.
         while not task.done():
+            if scheduler.leadership_attempts != tried:
+                tried = scheduler.leadership_attempts
+                print(f"TRIED {tried}", flush=True)
             if scheduler.is_leader != leading:
                 leading = scheduler.is_leader
                 say("LEADER" if leading else "FOLLOWER")

@@ -30,6 +30,7 @@ from jobrun import (
     SchemaMissing,
     Snooze,
 )
+from jobrun.testing import eventually
 
 FAST = Backoff(kind=BackoffKind.CONSTANT, base=timedelta(milliseconds=10))
 
@@ -43,6 +44,13 @@ def states(db_url: str) -> Counter[str]:
 def effect_ids(db_url: str) -> list[UUID]:
     with psycopg.connect(db_url) as conn:
         return [r[0] for r in conn.execute("SELECT job_id FROM client_effects ORDER BY job_id")]
+
+
+async def offering(db_url: str) -> bool:
+    async with await psycopg.AsyncConnection.connect(db_url) as conn:
+        cur = await conn.execute("SELECT count(*) FROM worker_offers WHERE expires_at > now()")
+        row = await cur.fetchone()
+    return row is not None and row[0] > 0
 
 
 async def test_run_worker_drain_returns_by_itself_over_a_mixed_workload(db_url: str) -> None:
@@ -126,7 +134,9 @@ async def test_the_client_worker_wakes_on_notify(db_url: str) -> None:
     stop = asyncio.Event()
     async with Client(registry, database_url=db_url, poll="60s") as client:
         task = asyncio.create_task(client.run_worker(stop=stop))
-        await asyncio.sleep(1.0)  # the first empty claim is done: it waits 60 s now
+        # The first empty claim is done (it wrote the worker's handoff offer):
+        # the worker waits 60 s now.
+        await eventually(lambda: offering(db_url), what="the worker's first claim")
         await client.enqueue(NewJob(type="ping"))
         # Woken by the notification, not by the 60 s poll.
         await asyncio.wait_for(started.wait(), 10)

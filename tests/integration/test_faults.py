@@ -8,12 +8,10 @@ scheduler's advisory-lock connection) with pg_terminate_backend.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
 import sys
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -23,6 +21,7 @@ import pytest
 from jobrun.domain import NewJob, NewSchedule
 from jobrun.postgres import Pool
 from jobrun.postgres.store import Store
+from jobrun.testing import eventually
 
 HERE = Path(__file__).parent
 JOBS = 3000
@@ -50,7 +49,7 @@ def start_worker(db_url: str, log: Path) -> subprocess.Popen[bytes]:
             "--shutdown-grace",
             "5s",
             "--log-level",
-            "warning",
+            "info",  # for its "started" line
         ],
         env=env,
         stdout=subprocess.DEVNULL,
@@ -89,26 +88,41 @@ async def test_killed_connections_lose_no_job_and_commit_no_effect_twice(
     logs = [tmp_path / "worker-1.log", tmp_path / "worker-2.log"]
     workers = [start_worker(db_url, log) for log in logs]
     try:
+
+        def done() -> int:
+            return scalar(
+                db_url, "SELECT count(*) FROM jobs WHERE type = 'count' AND state = 'succeeded'"
+            )
+
+        # Faults start once both workers run: a worker that cannot reach the
+        # database while it starts exits, by design.
+        await eventually(
+            lambda: all("started on queues" in log.read_text() for log in logs),
+            what="both workers started",
+        )
         killed = 0
         for _ in range(8):
-            await asyncio.sleep(1.0)
+            # Kill once the workers have recovered from the last kill and
+            # committed more work (or finished it all): paced by progress,
+            # not by a clock.
+            before = done()
+            await eventually(
+                lambda: done() > before or done() == JOBS,  # noqa: B023 - awaited here
+                what="progress since the last kill",
+            )
             killed += terminate_backends(db_url)
         assert killed > 0
         last_kill = scalar(db_url, "SELECT extract(epoch FROM now())::bigint")
 
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            done = scalar(
-                db_url, "SELECT count(*) FROM jobs WHERE type = 'count' AND state = 'succeeded'"
-            )
+        def finished_and_ticking() -> bool:
             ticks_after = scalar(
                 db_url,
                 "SELECT count(*) FROM jobs WHERE type = 'tick' "
                 f"AND created_at > to_timestamp({last_kill})",
             )
-            if done == JOBS and ticks_after >= 2:
-                break
-            await asyncio.sleep(0.5)
+            return done() == JOBS and ticks_after >= 2
+
+        await eventually(finished_and_ticking, within=120, what="all jobs done, ticks again")
         for proc in workers:
             assert proc.poll() is None, logs[workers.index(proc)].read_text()[-3000:]
     finally:

@@ -30,6 +30,10 @@ def bump(row: str, pause: bool) -> Any:
     async def commit(conn: psycopg.AsyncConnection[Any]) -> None:
         await conn.execute("UPDATE shared SET n = n + 1 WHERE key = %s", (row,))
         if pause:
+            # Hold the first row while the other group takes its own, so the
+            # groups cross. Not a wait for a signal: with declared keys the
+            # other group is (rightly) blocked before its first row, so there
+            # is nothing for this callback to wait on.
             await conn.execute("SELECT pg_sleep(0.5)")
 
     return commit

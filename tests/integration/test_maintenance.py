@@ -20,6 +20,7 @@ from jobrun.maintenance import Maintenance, Pruned
 from jobrun.postgres import Pool, SyncStore, open_sync_pool
 from jobrun.postgres.lock import AdvisoryLocker
 from jobrun.postgres.store import Store
+from jobrun.testing import eventually
 
 LEASE = timedelta(seconds=30)
 
@@ -316,13 +317,7 @@ async def running(
 
 
 async def until(predicate: Callable[[], Awaitable[bool]], within: float = 30.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while loop.time() < deadline:
-        if await predicate():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"not true within {within}s")
+    await eventually(predicate, within=within)
 
 
 async def test_one_maintenance_leads_and_prunes_and_a_follower_takes_over(
@@ -342,13 +337,13 @@ async def test_one_maintenance_leads_and_prunes_and_a_follower_takes_over(
         async def pruned_and_ticked() -> bool:
             return await count(db_url, "jobs") == 0 and max(m.passes for m, _, _ in group) >= 3
 
-        # Sample while the leader ticks: never two leaders, and the follower never prunes.
-        deadline = asyncio.get_running_loop().time() + 30
-        while not await pruned_and_ticked():
+        async def sampled_until_pruned_and_ticked() -> bool:
             assert sum(m.is_leader for m, _, _ in group) <= 1
             assert min(m.passes for m, _, _ in group) == 0
-            assert asyncio.get_running_loop().time() < deadline, "the leader did not prune"
-            await asyncio.sleep(0.02)
+            return await pruned_and_ticked()
+
+        # Sample while the leader ticks: never two leaders, and the follower never prunes.
+        await eventually(sampled_until_pruned_and_ticked, what="the leader pruning")
         (leader, leader_stop, leader_task) = next(r for r in group if r[0].is_leader)
         (follower, _, _) = next(r for r in group if r[0] is not leader)
         assert follower.passes == 0 and leader.deleted == 1

@@ -28,7 +28,7 @@ from jobrun.registry import JobContext, Registry
 from jobrun.telemetry.hooks import JobLogFilter
 from jobrun.telemetry.prometheus import MetricsServer, PrometheusObserver
 from jobrun.telemetry.tracing import SPAN_NAME
-from jobrun.testing import make_job
+from jobrun.testing import eventually, make_job
 
 
 @pytest.fixture(scope="module")
@@ -223,12 +223,13 @@ async def test_client_counts_enqueues_and_serves_metrics(db_url: str) -> None:
             port = client.metrics_port
             assert port
             line = 'jobrun_jobs_succeeded_total{queue="default",type="counted"} 4.0'
+
             # The outcome is counted once the worker hears its completion committed.
-            for _ in range(200):
+            async def scraped() -> str | None:
                 body = await asyncio.to_thread(_fetch, f"http://127.0.0.1:{port}/metrics")
-                if line in body:
-                    break
-                await asyncio.sleep(0.05)
+                return body if line in body else None
+
+            body = await eventually(scraped, what="the outcomes counted")
             assert line in body
         finally:
             stop.set()

@@ -7,7 +7,6 @@ its statement in is the session the test then inspects or disturbs.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 
@@ -20,6 +19,7 @@ from jobrun.errors import DatabaseUnavailable, SchemaMissing
 from jobrun.postgres import Pool, SyncPool, open_pool, open_sync_pool
 from jobrun.postgres.store import Store
 from jobrun.postgres.store_sync import SyncStore
+from jobrun.testing import eventually, eventually_sync
 
 ONE_EXCHANGE_STATEMENTS = (
     "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'jobrun_call_%'"
@@ -132,16 +132,17 @@ async def test_an_enqueue_cancelled_mid_statement_costs_the_pool_nothing(
     with psycopg.connect(db_url) as blocker:
         blocker.execute("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE")
         task = asyncio.create_task(store.enqueue(NewJob(type="t", payload={"lost": True})))
-        deadline = time.monotonic() + 10
-        while True:
-            row = blocker.execute(
-                "SELECT count(*) FROM pg_stat_activity"
-                " WHERE wait_event_type = 'Lock' AND datname = current_database()"
-            ).fetchone()
-            if row == (1,):
-                break
-            assert time.monotonic() < deadline, "the enqueue never waited on the lock"
-            await asyncio.sleep(0.02)
+        await eventually(
+            lambda: (
+                blocker.execute(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                ).fetchone()
+                == (1,)
+            ),
+            within=10,
+            what="the enqueue waiting on the lock",
+        )
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -187,14 +188,15 @@ async def test_a_connection_the_server_ended_fails_as_unavailable_then_the_pool_
     pid = await session_scalar(one, "SELECT pg_backend_pid()")
     with psycopg.connect(db_url, autocommit=True) as admin:
         assert admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone() == (True,)
-        for _ in range(500):
-            gone = admin.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)
-            ).fetchone()
-            if gone == (0,):
-                break
-            await asyncio.sleep(0.01)
-        assert gone == (0,), "the terminated backend never exited"
+        await eventually(
+            lambda: (
+                admin.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)
+                ).fetchone()
+                == (0,)
+            ),
+            what="the terminated backend exiting",
+        )
     with pytest.raises(DatabaseUnavailable):
         await store.enqueue(NewJob(type="t", payload={"lost": True}))
     after = await asyncio.wait_for(store.enqueue(NewJob(type="t", payload={"n": 2})), 10)
@@ -215,14 +217,15 @@ def test_a_sync_connection_the_server_ended_fails_as_unavailable(db_url: str) ->
         assert row is not None
         with psycopg.connect(db_url, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (row[0],))
-            for _ in range(500):
-                gone = admin.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (row[0],)
-                ).fetchone()
-                if gone == (0,):
-                    break
-                time.sleep(0.01)
-            assert gone == (0,), "the terminated backend never exited"
+            eventually_sync(
+                lambda: (
+                    admin.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (row[0],)
+                    ).fetchone()
+                    == (0,)
+                ),
+                what="the terminated backend exiting",
+            )
         with pytest.raises(DatabaseUnavailable):
             store.enqueue(NewJob(type="t", payload={"lost": True}))
         after = store.enqueue(NewJob(type="t", payload={"n": 2}))

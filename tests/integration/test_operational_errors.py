@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -24,6 +23,7 @@ from jobrun.postgres import Pool, SyncProducer, open_pool
 from jobrun.postgres.migrate import check_schema, default_migrations_source
 from jobrun.postgres.store import Store
 from jobrun.registry import JobContext, Registry
+from jobrun.testing import eventually
 from jobrun.worker import Worker
 
 # -- a database that was never migrated ---------------------------------------------------------
@@ -231,11 +231,7 @@ def set_connections_allowed(admin_url: str, dbname: str, allowed: bool) -> None:
 
 
 async def until(check: Callable[[], bool], within: float, what: str) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not seen within {within}s")
-        await asyncio.sleep(0.05)
+    await eventually(check, within=within, what=what)
 
 
 async def test_a_worker_logs_one_line_per_failure_and_one_when_the_database_is_back(
@@ -286,10 +282,7 @@ async def test_a_worker_logs_one_line_per_failure_and_one_when_the_database_is_b
         async def succeeded() -> bool:
             return (await store.get(job.id)).state == JobState.SUCCEEDED
 
-        deadline = time.monotonic() + 20
-        while not await succeeded():
-            assert time.monotonic() < deadline, "the job did not complete after the outage"
-            await asyncio.sleep(0.1)
+        await eventually(succeeded, within=20, what="the job completing after the outage")
     finally:
         finish.set()
         stop.set()

@@ -30,7 +30,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, timedelta
@@ -48,6 +47,7 @@ from jobrun.postgres.lock import AdvisoryLocker
 from jobrun.postgres.store import Store
 from jobrun.registry import JobContext, Registry
 from jobrun.scheduler import SCHEDULER_LOCK_KEY
+from jobrun.testing import eventually_sync
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
@@ -69,16 +69,14 @@ def make_counts_table(db_url: str) -> None:
 
 def wait_until(what: str, check: Any, timeout: float = 60, proc: Any = None) -> Any:
     """Poll ``check()`` until it returns something truthy; fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def checked() -> Any:
         value = check()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
+        if not value and proc is not None and proc.poll() is not None:
             raise AssertionError(f"worker exited (status {proc.returncode}) before {what}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout}s")
-        time.sleep(0.05)
+        return value
+
+    return eventually_sync(checked, within=timeout, what=what)
 
 
 @contextlib.contextmanager

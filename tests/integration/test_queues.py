@@ -12,7 +12,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,6 +24,7 @@ from jobrun.errors import ConfigurationError
 from jobrun.postgres import Pool, SyncProducer
 from jobrun.postgres.store import Store
 from jobrun.sqlc import jobs as job_queries
+from jobrun.testing import eventually
 
 HERE = Path(__file__).parent
 LEASE = timedelta(seconds=60)
@@ -188,7 +188,9 @@ async def test_a_claimer_waiting_on_the_queue_lock_counts_the_leases_before_it(
         )
         assert len(rows) == 3
         second = asyncio.create_task(store.claim(["limited"], "w2", 10, LEASE))
-        await asyncio.sleep(0.5)
+        # The server shows the second claim's backend waiting on a lock:
+        # the queue's row, held by the first claim's open transaction.
+        await eventually(lambda: lock_waiters(pool), what="a claim waiting on a lock")
         assert not second.done(), "the second claim did not wait for the queue's row"
         await first.commit()
     assert await asyncio.wait_for(second, 10) == []
@@ -318,6 +320,20 @@ def workers(db_url: str) -> Iterator[Any]:
             proc.wait()
 
 
+async def lock_waiters(pool: Pool) -> int:
+    """How many backends of this database wait on a heavyweight lock right now."""
+    rows = await query(
+        pool,
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    )
+    return int(rows[0][0])
+
+
+async def done(pool: Pool, queue: str, total: int) -> bool:
+    return await count_state(pool, queue, "succeeded") >= total
+
+
 async def count_state(pool: Pool, queue: str, state: str) -> int:
     rows = await query(
         pool, "SELECT count(*) FROM jobs WHERE queue = %s AND state = %s::job_state", queue, state
@@ -340,11 +356,14 @@ async def test_four_workers_never_exceed_the_concurrency_limit(
         workers("limited", concurrency=2)
 
     samples: list[int] = []
-    deadline = time.monotonic() + 90
-    while await count_state(pool, "limited", "succeeded") < total:
-        assert time.monotonic() < deadline, f"jobs not done; leased samples {samples[-20:]}"
+
+    async def sampled_until_done() -> bool:
+        if await count_state(pool, "limited", "succeeded") >= total:
+            return True
         samples.append(await count_state(pool, "limited", "leased"))
-        await asyncio.sleep(0.02)
+        return False
+
+    await eventually(sampled_until_done, within=90, what="all jobs done, sampling leases")
 
     assert max(samples) <= 3, max(samples)
     # The limit was actually reached, so the samples could have seen a breach.
@@ -365,10 +384,7 @@ async def test_rate_limit_holds_over_a_measured_interval(
     for _ in range(4):
         workers("rated", concurrency=10)
 
-    deadline = time.monotonic() + 60
-    while await count_state(pool, "rated", "succeeded") < total:
-        assert time.monotonic() < deadline, "jobs not done"
-        await asyncio.sleep(0.2)
+    await eventually(lambda: done(pool, "rated", total), within=60, what="jobs done")
 
     rows = await query(
         pool, "SELECT extract(epoch FROM at)::float8 FROM job_events WHERE kind = 'claimed'"
@@ -402,14 +418,12 @@ async def test_a_paused_queue_runs_nothing_while_another_runs_on(
     for _ in range(2):
         workers("held", "flowing", concurrency=10)
 
-    deadline = time.monotonic() + 60
-    while await count_state(pool, "flowing", "succeeded") < 20:
-        assert time.monotonic() < deadline, "the unpaused queue did not run"
-        await asyncio.sleep(0.1)
-    await asyncio.sleep(0.5)  # several more polls of both workers
+    await eventually(lambda: done(pool, "flowing", 20), within=60, what="the unpaused queue")
+    # Twenty more jobs run through later claims, each over both queues: the
+    # workers kept polling the paused queue and took nothing from it.
+    await enqueue(store, "flowing", 20, sleep=0.0)
+    await eventually(lambda: done(pool, "flowing", 40), within=60, what="the second batch")
     assert await count_state(pool, "held", "queued") == 20
 
     await store.resume_queue("held")
-    while await count_state(pool, "held", "succeeded") < 20:
-        assert time.monotonic() < deadline, "the resumed queue did not run"
-        await asyncio.sleep(0.1)
+    await eventually(lambda: done(pool, "held", 20), within=60, what="the resumed queue")

@@ -80,12 +80,14 @@ async def test_the_jobs_table_stays_bounded_under_load_with_maintenance_on(
             for _ in range(PRODUCED // BATCH):
                 await client.enqueue_batch([NewJob(type="work") for _ in range(BATCH)])
                 produced += BATCH
+                # The producer's pace: the load the test applies, not a wait.
                 await asyncio.sleep(BATCH / RATE)
 
         async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as conn:
             producer = asyncio.create_task(produce())
             while not producer.done():
                 samples.append(await job_count(conn))
+                # The sampling cadence while the producer runs, not a wait.
                 await asyncio.sleep(0.5)
             await producer
             samples.append(await job_count(conn))

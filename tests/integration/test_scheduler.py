@@ -17,6 +17,7 @@ from jobrun.domain import NewSchedule
 from jobrun.postgres import Pool
 from jobrun.postgres.lock import AdvisoryLocker
 from jobrun.scheduler import Scheduler
+from jobrun.testing import eventually
 
 store_module = pytest.importorskip("jobrun.postgres.store")
 Store = store_module.Store
@@ -63,14 +64,8 @@ async def leaders(group: list[Running]) -> list[Running]:
 
 
 async def wait_for_leader(group: list[Running], within: float) -> Running:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while loop.time() < deadline:
-        found = await leaders(group)
-        if found:
-            return found[0]
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"no leader within {within}s")
+    found = await eventually(lambda: leaders(group), within=within, what="a leader")
+    return found[0]
 
 
 async def terminate(db_url: str, app_name: str) -> int:
@@ -85,6 +80,16 @@ async def terminate(db_url: str, app_name: str) -> int:
         return int(row[0])
 
 
+async def gone(db_url: str, app_name: str) -> bool:
+    async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as admin:
+        cur = await admin.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE application_name = %s AND datname = current_database()",
+            (app_name,),
+        )
+        return await cur.fetchone() == (0,)
+
+
 async def jobs_per_key(db_url: str) -> dict[str, int]:
     async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as conn:
         cur = await conn.execute(
@@ -94,16 +99,27 @@ async def jobs_per_key(db_url: str) -> dict[str, int]:
         return {str(k): int(c) for k, c in await cur.fetchall()}
 
 
+async def len_at_least(db_url: str, n: int) -> bool:
+    return len(await jobs_per_key(db_url)) >= n
+
+
 def key() -> int:
     return uuid.uuid4().int >> 65  # a fresh lock key per test: no cross-test contention
 
 
 async def test_only_one_of_two_schedulers_leads(db_url: str, pool: Pool) -> None:
     async with running_schedulers(db_url, pool, 2, key()) as group:
-        await wait_for_leader(group, 5)
-        for _ in range(30):
+        leader = await wait_for_leader(group, 5)
+        follower = next(r for r in group if r is not leader)
+        tried = follower.scheduler.leadership_attempts
+
+        async def follower_retried_thrice_under_one_leader() -> bool:
             assert len(await leaders(group)) == 1
-            await asyncio.sleep(0.05)
+            return follower.scheduler.leadership_attempts >= tried + 3
+
+        # The follower tried for the lock three more times, refused each time.
+        await eventually(follower_retried_thrice_under_one_leader)
+        assert await leaders(group) == [leader]
 
 
 async def test_killing_leader_lock_connection_hands_over_within_bound(
@@ -112,26 +128,33 @@ async def test_killing_leader_lock_connection_hands_over_within_bound(
     async with running_schedulers(db_url, pool, 2, key()) as group:
         leader = await wait_for_leader(group, 5)
         follower = next(r for r in group if r is not leader)
-        loop = asyncio.get_running_loop()
         assert await terminate(db_url, leader.app_name) == 1
-        killed_at = loop.time()
-        bound = follower.scheduler.failover_bound + 0.5  # one retry period + connect slack
-        while not follower.scheduler.is_leader:
-            assert loop.time() - killed_at < bound, "follower did not take over in time"
-            await asyncio.sleep(0.01)
+        # The backend is gone, so the server has freed the lock.
+        await eventually(lambda: gone(db_url, leader.app_name), what="the backend gone")
+        tried = follower.scheduler.leadership_attempts
+        # The bound is one retry period: the follower leads at its next try
+        # (or the one after, if a try was already on its way when the lock
+        # was freed), counted in tries rather than measured on a clock.
+        await eventually(lambda: follower.scheduler.is_leader, what="the follower leading")
+        assert follower.scheduler.leadership_attempts <= tried + 2
         # The old leader noticed and stepped down: never two leaders.
-        await asyncio.sleep(2 * PROBE.total_seconds())
-        assert not leader.scheduler.is_leader
+        await eventually(
+            lambda: not leader.scheduler.is_leader, what="the old leader stepping down"
+        )
         assert follower.scheduler.is_leader
 
 
 async def test_leader_materialises_interval_schedule(db_url: str, pool: Pool) -> None:
     store = Store(pool)
     await store.create_schedule(NewSchedule(name="tick", type="ping", every=timedelta(seconds=1)))
+    loop = asyncio.get_running_loop()
+    started = loop.time()
     async with running_schedulers(db_url, pool, 2, key()):
-        await asyncio.sleep(3.5)
+        await eventually(lambda: len_at_least(db_url, 3), what="three runs")
+    took = loop.time() - started
     counts = await jobs_per_key(db_url)
-    assert 2 <= len(counts) <= 5
+    # One run at once, then at most one a second: never a burst of extra runs.
+    assert 3 <= len(counts) <= int(took) + 2
     assert set(counts.values()) == {1}
 
 
@@ -142,13 +165,16 @@ async def test_two_schedulers_never_materialise_a_run_twice(db_url: str, pool: P
             NewSchedule(name=f"every-{i}", type="ping", every=timedelta(seconds=1))
         )
     async with running_schedulers(db_url, pool, 2, key()) as group:
-        # Force leadership changes while runs are due.
+        # Force leadership changes while runs are due: each leader materialises
+        # some runs, then loses its lock.
         for _ in range(3):
             leader = await wait_for_leader(group, 5)
-            await asyncio.sleep(1.0)
+            made = leader.scheduler.materialised
+            await eventually(lambda: leader.scheduler.materialised > made, what="a run")  # noqa: B023 - awaited here
             await terminate(db_url, leader.app_name)
+            await eventually(lambda: not leader.scheduler.is_leader)  # noqa: B023 - awaited here
         await wait_for_leader(group, 5)
-        await asyncio.sleep(1.0)
+        await eventually(lambda: len_at_least(db_url, 6), what="six runs")
     counts = await jobs_per_key(db_url)
     assert len(counts) >= 6
     duplicated = {k: c for k, c in counts.items() if c != 1}
@@ -162,14 +188,17 @@ async def test_overlapping_leaders_make_one_job_per_run(db_url: str, pool: Pool)
     await stores[0].create_schedule(
         NewSchedule(name="hot", type="ping", every=timedelta(seconds=1))
     )
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 3.0
+    done = asyncio.Event()
 
     async def hammer(s: Any) -> None:
-        while loop.time() < deadline:
+        while not done.is_set():
             await s.due_schedules(await s.now())
 
-    await asyncio.gather(*(hammer(s) for s in stores))
+    hammers = [asyncio.create_task(hammer(s)) for s in stores]
+    # Hammer until a second run has come due and been materialised.
+    await eventually(lambda: len_at_least(db_url, 2), what="two runs")
+    done.set()
+    await asyncio.gather(*hammers)
     counts = await jobs_per_key(db_url)
     assert len(counts) >= 2
     assert set(counts.values()) == {1}

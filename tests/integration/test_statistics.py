@@ -34,6 +34,7 @@ from jobrun.postgres.lock import AdvisoryLocker
 from jobrun.postgres.store import Store
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc.models import JobState
+from jobrun.testing import eventually
 
 CLAIM_MARKER = "WITH RECURSIVE controls AS MATERIALIZED"
 # Literals for a prepared claim's parameters, by their type: EXPLAIN EXECUTE
@@ -124,17 +125,6 @@ async def live_rows_counted(db_url: str, rows: int) -> bool:
     return row is not None and row[0] >= rows
 
 
-async def until(check: Any, within: float = 20.0) -> Any:
-    """Await ``check()`` until it returns something true; the server's counters lag a moment."""
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        result = await check()
-        if result:
-            return result
-        assert asyncio.get_running_loop().time() < deadline, "not true in time"
-        await asyncio.sleep(0.1)
-
-
 async def test_a_claim_planned_on_an_empty_table_is_planned_again_once_statistics_are_refreshed(
     db_url: str, pool: Pool
 ) -> None:
@@ -147,7 +137,7 @@ async def test_a_claim_planned_on_an_empty_table_is_planned_again_once_statistic
         # The hazard: the session keeps reading the whole (now large) table.
         assert ("Seq Scan", "jobs") in await claim_scans(session)
 
-        analyzed = await until(store.refresh_statistics)
+        analyzed = await eventually(store.refresh_statistics)
         assert analyzed == ["jobs"]
 
         scans = await claim_scans(session)
@@ -175,21 +165,22 @@ async def test_a_table_someone_else_is_analyzing_is_skipped_and_analyzed_at_the_
             row = await cur.fetchone()
         return row is not None and bool(row[0])
 
-    await until(lambda: live_rows_counted(db_url, 5_000))
+    await eventually(lambda: live_rows_counted(db_url, 5_000))
     async with await psycopg.AsyncConnection.connect(db_url) as holder:
         await holder.execute("LOCK TABLE jobs IN SHARE UPDATE EXCLUSIVE MODE")
         assert await asyncio.wait_for(store.refresh_statistics(), 10) == []
         await holder.rollback()
     assert not await last_analyzed()
     assert await store.refresh_statistics() == ["jobs"]
-    assert await until(last_analyzed)
+    assert await eventually(last_analyzed)
 
 
 async def test_small_growth_does_not_analyze(db_url: str, pool: Pool) -> None:
     await without_autovacuum(db_url)
     store = Store(pool)
     await grow(db_url, 900)  # below the thousand-row floor
-    await asyncio.sleep(1.5)  # let the server's counters catch up
+    # The server's counters lag a moment: let them see the rows first.
+    await eventually(lambda: live_rows_counted(db_url, 900))
     assert await store.refresh_statistics() == []
 
 
@@ -201,7 +192,7 @@ async def test_a_role_that_may_not_analyze_the_tables_leaves_them_alone(
     await without_autovacuum(db_url)
     await grow(db_url, 5_000)
 
-    await until(lambda: live_rows_counted(db_url, 5_000))
+    await eventually(lambda: live_rows_counted(db_url, 5_000))
     role = f"jobrun_worker_{uuid.uuid4().hex[:10]}"
     async with await connect(db_url) as admin:
         await admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
@@ -227,13 +218,13 @@ async def test_the_maintenance_leader_refreshes_the_statistics_of_a_grown_table(
     stop = asyncio.Event()
     task = asyncio.create_task(maintenance.run(stop))
     try:
-        await until(lambda: asyncio.sleep(0, maintenance.is_leader))
+        await eventually(lambda: maintenance.is_leader)
         await grow(db_url, 5_000)
 
         async def analyzed() -> list[str]:
             return maintenance.analyzed
 
-        assert await until(analyzed) == ["jobs"]
+        assert await eventually(analyzed) == ["jobs"]
         assert maintenance.passes == 1  # the hourly prune ran once; the refresh ran between
     finally:
         stop.set()

@@ -32,6 +32,7 @@ from jobrun.errors import (
 from jobrun.postgres import SyncProducer, open_pool, open_sync_pool
 from jobrun.postgres.store import Store
 from jobrun.sqlc import jobs as job_queries
+from jobrun.testing import eventually_sync
 
 
 @pytest.fixture
@@ -378,14 +379,16 @@ def test_a_pooled_connection_the_server_ended_is_replaced_before_the_next_enqueu
         pid = row[0]
         with psycopg.connect(db_url, autocommit=True) as admin:
             assert admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone() == (True,)
-            for _ in range(500):  # the backend is gone once it left pg_stat_activity
-                gone = admin.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)
-                ).fetchone()
-                if gone == (0,):
-                    break
-                admin.execute("SELECT pg_sleep(0.01)")
-            assert gone == (0,), "the terminated backend never exited"
+            # The backend is gone once it left pg_stat_activity.
+            eventually_sync(
+                lambda: (
+                    admin.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)
+                    ).fetchone()
+                    == (0,)
+                ),
+                what="the terminated backend exiting",
+            )
         second = producer.enqueue(NewJob(type="t", payload={"after": True}))
         assert producer.get(second.id).payload == {"after": True}
         assert producer.get(first.id).state is JobState.QUEUED

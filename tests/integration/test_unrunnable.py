@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -19,11 +18,12 @@ import psycopg
 import pytest
 from pydantic import BaseModel
 
-from jobrun import Client, Config, InvalidJob, JobState, NewJob
+from jobrun import Client, Config, InvalidJob, Job, JobState, NewJob
 from jobrun.errors import ConfigurationError
 from jobrun.postgres import SyncProducer
 from jobrun.postgres.store import Store
 from jobrun.registry import JobContext, Registry
+from jobrun.testing import eventually
 from jobrun.unrunnable import UnrunnableRetry
 
 
@@ -116,11 +116,13 @@ async def test_a_job_the_worker_cannot_run_retries_on_the_bounded_policy_then_di
     async with Client(app_registry(), config) as client:
         stop = asyncio.Event()
         worker = asyncio.create_task(client.run_worker(stop=stop))
-        deadline = time.monotonic() + 30
+
+        async def dead() -> Job | None:
+            found = await client.store.get(stored.id)
+            return found if found.state is JobState.DEAD else None
+
         try:
-            while (found := await client.store.get(stored.id)).state is not JobState.DEAD:
-                assert time.monotonic() < deadline, found
-                await asyncio.sleep(0.05)
+            found = await eventually(dead, what="the job dead")
         finally:
             stop.set()
             await worker

@@ -7,13 +7,13 @@ the commit callbacks write (``n = 1`` per job means exactly once).
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ import pytest
 from jobrun.domain import Backoff, BackoffKind, JobState, NewJob
 from jobrun.postgres import Pool
 from jobrun.postgres.store import Store
+from jobrun.testing import eventually
 
 SCRIPT = Path(__file__).with_name("worker_proc.py")
 
@@ -39,11 +40,15 @@ async def store(pool: Pool) -> Store:
 def spawn(db_url: str) -> Iterator[Any]:
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(*args: str) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(
-            [sys.executable, str(SCRIPT), db_url, *args],
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+    def start(*args: str, log: Path | None = None) -> subprocess.Popen[bytes]:
+        # ``log``: write the worker's log lines (stderr) there, for a test to wait on.
+        with contextlib.ExitStack() as files:
+            stderr = None if log is None else files.enter_context(log.open("wb"))
+            proc = subprocess.Popen(
+                [sys.executable, str(SCRIPT), db_url, *args],
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                stderr=stderr,
+            )
         procs.append(proc)
         return proc
 
@@ -60,20 +65,16 @@ async def query(pool: Pool, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         return await cur.fetchall()
 
 
-async def wait_until(check: Any, within: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + within
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not met within {within}s")
-        await asyncio.sleep(0.05)
+async def wait_until(
+    check: Callable[[], Awaitable[bool]], within: float = 30.0, what: str = "condition"
+) -> None:
+    await eventually(check, within=within, what=what)
 
 
 async def wait_exit(proc: subprocess.Popen[bytes], within: float) -> int:
-    deadline = time.monotonic() + within
-    while proc.poll() is None:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"worker {proc.pid} still running after {within}s")
-        await asyncio.sleep(0.05)
+    await eventually(
+        lambda: proc.poll() is not None, within=within, what=f"worker {proc.pid} exited"
+    )
     return proc.returncode
 
 
@@ -164,16 +165,23 @@ async def test_sigterm_finishes_short_jobs_and_hands_back_long_ones(
 
 
 @pytest.mark.slow
-async def test_a_second_sigterm_hands_back_at_once(store: Store, pool: Pool, spawn: Any) -> None:
+async def test_a_second_sigterm_hands_back_at_once(
+    store: Store, pool: Pool, spawn: Any, tmp_path: Path
+) -> None:
     job = await store.enqueue(NewJob(type="slow", payload={"sleep": 60}))
-    proc = spawn("--grace", "60")
+    log = tmp_path / "worker.log"
+    proc = spawn("--grace", "60", log=log)
 
     async def started() -> bool:
         return bool(await query(pool, "SELECT 1 FROM starts"))
 
     await wait_until(started, what="job started")
     proc.send_signal(signal.SIGTERM)
-    await asyncio.sleep(0.5)
+    # The worker says it took the first signal as a graceful stop.
+    await eventually(
+        lambda: "received SIGTERM: finishing running jobs" in log.read_text(),
+        what="the first SIGTERM handled",
+    )
     assert proc.poll() is None  # still inside its grace period
     proc.send_signal(signal.SIGTERM)
     assert await wait_exit(proc, 10) == 0

@@ -20,6 +20,7 @@ from tests.unit.test_worker_logic import RecordingStore, make_job
 
 from jobrun._confirm import HandoffConfirmer
 from jobrun.domain import Job
+from jobrun.testing import eventually
 
 WITHIN = timedelta(milliseconds=300)
 
@@ -89,10 +90,7 @@ async def test_a_refused_confirmation_is_reported_lost() -> None:
     async with confirming(store, {taken.id}, lost) as confirmer:
         confirmer.add(taken)
         await next_heartbeat(store)
-        for _ in range(100):
-            if lost:
-                break
-            await asyncio.sleep(0.01)
+        await eventually(lambda: lost, what="the job reported lost")
     assert lost == [taken]
 
 

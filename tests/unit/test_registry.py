@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from jobrun.domain import Backoff, Job, JobState
 from jobrun.errors import ConfigurationError, UnknownJobType
 from jobrun.registry import CancellationToken, InvalidPayload, JobContext, Registry
+from jobrun.testing import eventually
 
 
 class EmailPayload(BaseModel):
@@ -169,6 +170,7 @@ def test_context_exposes_attempt_and_cancellation() -> None:
 async def test_token_wakes_a_waiting_thread() -> None:
     token = CancellationToken()
     waiter = asyncio.create_task(asyncio.to_thread(token.wait, 5))
-    await asyncio.sleep(0.05)
+    # The token makes its threading.Event on the first wait(): the thread is in it.
+    await eventually(lambda: token._event is not None, what="the thread waiting")
     token.set()
-    assert await asyncio.wait_for(waiter, 2) is True
+    assert await asyncio.wait_for(waiter, 10) is True
