@@ -59,6 +59,7 @@ __all__ = [
     "ScheduleNotFound",
     "SchemaMissing",
     "UnknownJobType",
+    "UnsupportedConnection",
     "UsageError",
 ]
 
@@ -71,6 +72,15 @@ class ConfigurationError(JobrunError, ValueError):
     """Settings that cannot work together, or a setting out of range, found before anything runs.
 
     Also a ValueError, which is what some of these checks raised before.
+    """
+
+
+class UnsupportedConnection(ConfigurationError):
+    """``conn=`` is not a transaction jobrun can join; the message lists what it can.
+
+    A psycopg connection, SQLAlchemy on the psycopg driver, or Django's
+    connection (see :mod:`jobrun.postgres.holders`); a closed one, another
+    driver, or a framework holder in autocommit is refused.
     """
 
 

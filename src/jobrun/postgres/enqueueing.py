@@ -7,8 +7,6 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-import psycopg
-
 from jobrun.errors import (
     IdempotencyConflict,
     JobrunError,
@@ -48,9 +46,7 @@ __all__ = ["EnqueueMethods"]
 class EnqueueMethods(StoreCore):
     """Enqueueing, mixed into :class:`jobrun.postgres.store.Store`."""
 
-    async def enqueue(
-        self, job: NewJob, *, conn: psycopg.AsyncConnection[Any] | None = None
-    ) -> Job:
+    async def enqueue(self, job: NewJob, *, conn: Any | None = None) -> Job:
         """Insert ``job``, or return the stored job when it replays an idempotency key.
 
         A replay (same key, same body) returns the stored job, whose ``id``
@@ -119,7 +115,7 @@ class EnqueueMethods(StoreCore):
         return made
 
     async def enqueue_batch(
-        self, jobs: Sequence[NewJob], *, conn: psycopg.AsyncConnection[Any] | None = None
+        self, jobs: Sequence[NewJob], *, conn: Any | None = None
     ) -> list[Job | IdempotencyConflict]:
         """Insert many jobs in one transaction; one result per input, in order.
 
@@ -192,7 +188,7 @@ class EnqueueMethods(StoreCore):
         backoff: Backoff = DEFAULT_BACKOFF,
         delay: timedelta | None = None,
         run_at: datetime | None = None,
-        conn: psycopg.AsyncConnection[Any] | None = None,
+        conn: Any | None = None,
     ) -> list[UUID]:
         """Insert one job of ``job_type`` per payload, alike in all else, in one transaction.
 

@@ -14,8 +14,6 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-import psycopg
-
 from jobrun.errors import IdempotencyConflict, JobrunError
 from jobrun.job import (
     DEFAULT_BACKOFF,
@@ -43,7 +41,7 @@ __all__ = ["SyncEnqueueMethods"]
 class SyncEnqueueMethods(SyncStoreCore):
     """Enqueueing, mixed into :class:`jobrun.postgres.store_sync.SyncStore`."""
 
-    def enqueue(self, job: NewJob, *, conn: psycopg.Connection[Any] | None = None) -> Job:
+    def enqueue(self, job: NewJob, *, conn: Any | None = None) -> Job:
         """Insert ``job``, or return the stored job when it replays an idempotency key.
 
         A replay (same key, same body) returns the stored job, whose ``id``
@@ -106,7 +104,7 @@ class SyncEnqueueMethods(SyncStoreCore):
         return made
 
     def enqueue_batch(
-        self, jobs: Sequence[NewJob], *, conn: psycopg.Connection[Any] | None = None
+        self, jobs: Sequence[NewJob], *, conn: Any | None = None
     ) -> list[Job | IdempotencyConflict]:
         """Insert many jobs in one transaction; one result per input, in order.
 
@@ -183,7 +181,7 @@ class SyncEnqueueMethods(SyncStoreCore):
         backoff: Backoff = DEFAULT_BACKOFF,
         delay: timedelta | None = None,
         run_at: datetime | None = None,
-        conn: psycopg.Connection[Any] | None = None,
+        conn: Any | None = None,
     ) -> list[UUID]:
         """Insert one job of ``job_type`` per payload, alike in all else, in one transaction.
 
