@@ -31,6 +31,7 @@ from jobrun.errors import (
     ScheduleNotFound,
     SchemaMissing,
     UnknownJobType,
+    UnsupportedConnection,
     UsageError,
 )
 from jobrun.job import (
@@ -107,5 +108,6 @@ __all__ = [
     "SyncCommitCallback",
     "SyncOutcome",
     "UnknownJobType",
+    "UnsupportedConnection",
     "UsageError",
 ]

@@ -4,7 +4,8 @@ The hierarchy::
 
     JobrunError
     ├── ConfigurationError        bad settings (a heartbeat outside the lease, ...)
-    │   └── DurationError         a duration text (an option, a JOBRUN_* variable) unreadable
+    │   ├── DurationError         a duration text (an option, a JOBRUN_* variable) unreadable
+    │   └── UnsupportedConnection conn= is no transaction jobrun can join (says what is)
     ├── UsageError                an object used outside its life cycle (run twice, closed)
     ├── DatabaseUnavailable       the server can't be reached; names host, port, db
     │   └── PoolExhausted         every pooled connection stayed busy past the timeout

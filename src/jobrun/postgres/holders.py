@@ -49,7 +49,7 @@ _ASYNC_SUPPORTED = (
     "SyncProducer or SyncStore"
 )
 _SYNC_SUPPORTED = (
-    "a psycopg.Connection, a SQLAlchemy Connection or Session on the psycopg driver "
+    "a sync psycopg.Connection, a SQLAlchemy Connection or Session on the psycopg driver "
     "(postgresql+psycopg://), or django.db.connection (psycopg 3 backend) inside "
     "transaction.atomic(); async holders go to Client or Store"
 )
@@ -81,8 +81,8 @@ def _checked(driver: object, holder: object, *, want_async: bool, meant: bool) -
     if not isinstance(driver, psycopg.BaseConnection):
         raise _refuse(holder, f"its driver connection is {_name(driver)}", want_async=want_async)
     if not isinstance(driver, expected):
-        other = "sync" if want_async else "async"
-        raise _refuse(holder, f"it is a {other} connection", want_async=want_async)
+        other = "a sync" if want_async else "an async"
+        raise _refuse(holder, f"it is {other} connection", want_async=want_async)
     if driver.closed:
         raise _refuse(holder, "the connection is closed", want_async=want_async)
     if meant and driver.autocommit:
