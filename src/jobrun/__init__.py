@@ -9,8 +9,32 @@ PostgreSQL store lives in :mod:`jobrun.postgres`, the ports in
 :mod:`jobrun.scheduler`.
 """
 
+from jobrun._version import version as _version
 from jobrun.client import Client
 from jobrun.config import Config
+from jobrun.domain import (
+    Backoff,
+    BackoffKind,
+    CommitCallback,
+    Effect,
+    Event,
+    EventMode,
+    Job,
+    JobFilter,
+    JobPage,
+    JobState,
+    NewJob,
+    NewSchedule,
+    Outcome,
+    OutcomeKind,
+    QueueControls,
+    QueueDepth,
+    QueueInfo,
+    Schedule,
+    SchedulePatch,
+    SyncCommitCallback,
+    SyncOutcome,
+)
 from jobrun.errors import (
     CommitTimeout,
     ConfigurationError,
@@ -34,31 +58,11 @@ from jobrun.errors import (
     UnsupportedConnection,
     UsageError,
 )
-from jobrun.job import (
-    Backoff,
-    BackoffKind,
-    CommitCallback,
-    Effect,
-    Event,
-    EventMode,
-    Job,
-    JobFilter,
-    JobPage,
-    JobState,
-    NewJob,
-    NewSchedule,
-    Outcome,
-    OutcomeKind,
-    QueueControls,
-    QueueDepth,
-    QueueInfo,
-    Schedule,
-    SchedulePatch,
-    SyncCommitCallback,
-    SyncOutcome,
-)
 from jobrun.registry import Cancel, JobContext, Registry, Snooze
 from jobrun.sync_client import SyncClient
+
+__version__: str = _version()
+"""The installed package's version (``[project] version`` in pyproject.toml)."""
 
 __all__ = [
     "Backoff",

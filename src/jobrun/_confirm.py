@@ -1,6 +1,6 @@
 """Confirm the jobs handed to a worker, so one it never received is not stuck for a lease.
 
-A job an enqueue hands to an idle worker (see :class:`~jobrun.job.HandoffOffer`)
+A job an enqueue hands to an idle worker (see :class:`~jobrun.domain.HandoffOffer`)
 is leased to it before the worker knows: if the worker's listening connection
 dropped just then, the notification is lost and nobody runs the job until its
 lease runs out. So a handed job starts with a short lease (``within``), and
@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
-from jobrun.job import Job
+from jobrun.domain import Job
 from jobrun.ports import Executor
 
 __all__ = ["HandoffConfirmer"]

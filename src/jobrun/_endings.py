@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from jobrun.domain import Job, JobState, OutcomeKind
 from jobrun.errors import LeaseLost
-from jobrun.job import Job, JobState, OutcomeKind
 
 __all__ = ["ending", "one_line", "plural", "stop_summary"]
 

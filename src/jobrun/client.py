@@ -33,16 +33,14 @@ import contextlib
 import importlib
 import logging
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
-from types import ModuleType, TracebackType
-from typing import Any
+from types import ModuleType
+from typing import Any, Unpack
 from uuid import UUID
 
 from jobrun.config import Config
+from jobrun.domain import Job, JobOptions, NewJob
 from jobrun.errors import ConfigurationError, IdempotencyConflict
-from jobrun.job import DEFAULT_BACKOFF, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Backoff, Job, NewJob
 from jobrun.maintenance import Maintenance
-from jobrun.observe import Observer
 from jobrun.postgres import (
     Notifier,
     Pool,
@@ -53,8 +51,9 @@ from jobrun.postgres import (
 )
 from jobrun.postgres.lock import AdvisoryLocker
 from jobrun.postgres.migrate import check_schema, migrate
-from jobrun.registry import Registry
+from jobrun.registry import Registry, registry_given
 from jobrun.scheduler import Scheduler
+from jobrun.telemetry.hooks import Observer
 from jobrun.worker import CompletionStats, Worker
 
 __all__ = ["Client", "load_metrics"]
@@ -65,9 +64,9 @@ METRICS_EXTRA = "pip install 'jobrun[metrics]'"
 
 
 def load_metrics() -> ModuleType:
-    """:mod:`jobrun.metrics`, imported now; ConfigurationError naming the extra when missing."""
+    """:mod:`jobrun.telemetry.prometheus`, imported now; ConfigurationError without its extra."""
     try:
-        return importlib.import_module("jobrun.metrics")
+        return importlib.import_module("jobrun.telemetry.prometheus")
     except ModuleNotFoundError as exc:
         if (exc.name or "").partition(".")[0] != "prometheus_client":
             raise
@@ -96,19 +95,9 @@ class Client:
         config: Config | None = None,
         **settings: Any,
     ) -> None:
-        if registry is not None and not isinstance(registry, Registry):
-            # Client(Config(...)) is an easy slip; say so instead of failing at open().
-            raise ConfigurationError(
-                f"Client's first argument is a jobrun.Registry, got {type(registry).__name__}"
-                + (": pass the settings as config=" if isinstance(registry, Config) else "")
-            )
-        if config is None:
-            config = Config(**settings)
-        elif settings:
-            config = config.replace(**settings)
-        self.config = config
+        self.config = Config.given(config, **settings)
         """The settings this client runs with."""
-        self.registry = registry if registry is not None else Registry()
+        self.registry = registry_given(registry, "Client")
         """The handlers its workers run."""
         self._url: str | None = None
         self._pool: Pool | None = None
@@ -158,12 +147,7 @@ class Client:
     async def __aenter__(self) -> Client:
         return await self.open()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     # -- the parts ------------------------------------------------------------------------
@@ -225,7 +209,7 @@ class Client:
 
     @property
     def metrics(self) -> Observer | None:
-        """The :class:`jobrun.metrics.PrometheusObserver` when ``metrics_port`` is set.
+        """The :class:`jobrun.telemetry.prometheus.PrometheusObserver` when ``metrics_port`` is set.
 
         Its ``registry`` holds every jobrun metric of this client, to expose
         from a service's own endpoint as well.
@@ -265,30 +249,15 @@ class Client:
         job_type: str,
         payloads: Iterable[Any],
         *,
-        queue: str = DEFAULT_QUEUE,
-        priority: int = 0,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        backoff: Backoff = DEFAULT_BACKOFF,
-        delay: timedelta | None = None,
-        run_at: datetime | None = None,
         conn: Any | None = None,
+        **options: Unpack[JobOptions],
     ) -> list[UUID]:
         """Enqueue one job of ``job_type`` per payload, alike in all else; their ids, in order.
 
         The fast path for bulk work: see :meth:`Store.enqueue_many
         <jobrun.postgres.Store.enqueue_many>`.
         """
-        return await self.store.enqueue_many(
-            job_type,
-            payloads,
-            queue=queue,
-            priority=priority,
-            max_attempts=max_attempts,
-            backoff=backoff,
-            delay=delay,
-            run_at=run_at,
-            conn=conn,
-        )
+        return await self.store.enqueue_many(job_type, payloads, conn=conn, **options)
 
     async def migrate(self) -> list[int]:
         """Apply pending migrations (safe to run concurrently); return the versions applied.
@@ -349,21 +318,18 @@ class Client:
         if listen_url is not None:
             notifier = await Notifier.start(listen_url, self.store.notify_channel)
         worker.dispatcher = notifier
-        self._log_connections(listen_url)
+        _log_connections(self.config, self.database_url, listen_url)
         self._worker = worker
         done = asyncio.Event()
         services: list[asyncio.Task[None]] = []
         try:
             if self._metrics is not None:
-                services.append(await self._start_metrics(done))
+                self._metrics_server, publisher = await _serve_metrics(self, done)
+                services.append(publisher)
             if handle_signals:
                 worker.install_signal_handlers()
             if self.config.scheduler:
-                runner = Scheduler(
-                    self.store,
-                    self.locker(),
-                    tick=self.config.scheduler_tick,
-                )
+                runner = Scheduler(self.store, self.locker(), tick=self.config.scheduler_tick)
                 services.append(asyncio.create_task(runner.run(done), name="jobrun-scheduler"))
             if self.config.maintenance:
                 maintenance = Maintenance(
@@ -386,48 +352,48 @@ class Client:
             self._worker = None
         return worker.stats
 
-    def _log_connections(self, listen_url: str | None) -> None:
-        """Say where the session-level connections go (never a password)."""
-        config = self.config
 
-        def where(url: str) -> str:
-            host, port, dbname = database_location(url)
-            return f"{host}:{port}/{dbname}"
+def _log_connections(config: Config, database_url: str, listen_url: str | None) -> None:
+    """Say where a worker's session-level connections go (never a password)."""
 
-        if listen_url is None:
+    def where(url: str) -> str:
+        host, port, dbname = database_location(url)
+        return f"{host}:{port}/{dbname}"
+
+    if listen_url is None:
+        _log.info(
+            "no LISTEN (%s): idle workers poll every %gs",
+            "behind PgBouncer without a direct URL" if config.listen else "listen is off",
+            config.poll.total_seconds(),
+        )
+    if config.pgbouncer:
+        if config.direct_url is None:
             _log.info(
-                "no LISTEN (%s): idle workers poll every %gs",
-                "behind PgBouncer without a direct URL" if config.listen else "listen is off",
-                config.poll.total_seconds(),
+                "PgBouncer mode: pool through %s; leader locks transaction-scoped "
+                "through the bouncer",
+                where(database_url),
             )
-        if config.pgbouncer:
-            if config.direct_url is None:
-                _log.info(
-                    "PgBouncer mode: pool through %s; leader locks transaction-scoped "
-                    "through the bouncer",
-                    where(self.database_url),
-                )
-            else:
-                _log.info(
-                    "PgBouncer mode: pool through %s; LISTEN and leader locks direct to %s",
-                    where(self.database_url),
-                    where(config.direct_url),
-                )
+        else:
+            _log.info(
+                "PgBouncer mode: pool through %s; LISTEN and leader locks direct to %s",
+                where(database_url),
+                where(config.direct_url),
+            )
 
-    async def _start_metrics(self, done: asyncio.Event) -> asyncio.Task[None]:
-        """Serve /metrics, /healthz, /readyz and run the queue-gauge leader until ``done``."""
-        metrics = load_metrics()
-        config = self.config
-        assert config.metrics_port is not None
-        server = metrics.MetricsServer(
-            self._metrics, self.ready, host=config.metrics_host, port=config.metrics_port
-        )
-        await server.start()
-        self._metrics_server = server
-        publisher = metrics.QueueStatsPublisher(
-            self.store,
-            self.locker(),
-            self._metrics,
-            every=config.queue_stats_every,
-        )
-        return asyncio.create_task(publisher.run(done), name="jobrun-queue-stats")
+
+async def _serve_metrics(client: Client, done: asyncio.Event) -> tuple[Any, asyncio.Task[None]]:
+    """Serve /metrics, /healthz, /readyz for ``client``; run its queue-gauge leader until ``done``.
+
+    Returns the started server (the caller closes it) and the publisher's task.
+    """
+    metrics = load_metrics()
+    config = client.config
+    assert config.metrics_port is not None
+    server = metrics.MetricsServer(
+        client.metrics, client.ready, host=config.metrics_host, port=config.metrics_port
+    )
+    await server.start()
+    publisher = metrics.QueueStatsPublisher(
+        client.store, client.locker(), client.metrics, every=config.queue_stats_every
+    )
+    return server, asyncio.create_task(publisher.run(done), name="jobrun-queue-stats")

@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import AliasChoices, BeforeValidator, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from jobrun.durations import parse_duration
-from jobrun.errors import ConfigurationError
-from jobrun.job import (
+from jobrun.domain import (
     DEFAULT_NOTIFY_CHANNEL,
     EventMode,
     describe_invalid,
     notify_channel_problem,
     queue_name_problem,
 )
+from jobrun.durations import parse_duration
+from jobrun.errors import ConfigurationError
 from jobrun.retention import Retention, retention_problem
 from jobrun.unrunnable import (
     DEFAULT_UNRUNNABLE_ATTEMPTS,
@@ -58,7 +58,7 @@ back, their attempt not counted, when the worker stops.
 
 DEFAULT_YOUNG_THRESHOLD = 10_000
 """The young-generation threshold a worker runs with unless configured otherwise
-(see :mod:`jobrun._collector`)."""
+(see :mod:`jobrun._gc_tuning`)."""
 
 _MAX_CONCURRENCY = 10_000
 
@@ -72,7 +72,7 @@ def _duration(value: Any) -> Any:
 def queue_list(text: str) -> list[str]:
     """The queue names in ``text``, separated by commas, whitespace or both (``mail, default``).
 
-    No queue name holds either separator (:func:`~jobrun.job.queue_name_problem`),
+    No queue name holds either separator (:func:`~jobrun.domain.queue_name_problem`),
     so every list reads one way.
     """
     return text.replace(",", " ").split()
@@ -338,6 +338,17 @@ class Config(BaseSettings):
             if isinstance(choice, str) and choice.startswith("JOBRUN_") and choice not in names:
                 names.append(choice)
         return names
+
+    @classmethod
+    def given(cls, config: Config | None, **settings: Any) -> Config:
+        """``config`` with ``settings`` over it, or the settings alone (and ``JOBRUN_*``).
+
+        How a composition root (:class:`jobrun.Client`, :class:`jobrun.SyncClient`)
+        takes its settings: a ``config``, keyword arguments, or both.
+        """
+        if config is None:
+            return cls(**settings)
+        return config.replace(**settings) if settings else config
 
     def replace(self, **changes: Any) -> Config:
         """A copy with ``changes``, validated like a new configuration (environment ignored)."""

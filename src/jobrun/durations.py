@@ -2,7 +2,7 @@
 
 The CLI's options and the :class:`~jobrun.config.Config` read from
 ``JOBRUN_*`` variables share this one reader, so a duration means the same
-wherever it is given, and has the same upper bound (:data:`jobrun.job.MAX_DELAY`).
+wherever it is given, and has the same upper bound (:data:`jobrun.domain.MAX_DELAY`).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
+from jobrun.domain import MAX_DELAY
 from jobrun.errors import ConfigurationError, DurationError
-from jobrun.job import MAX_DELAY
 
 __all__ = [
     "DurationError",
@@ -38,7 +38,7 @@ def parse_duration(text: str) -> timedelta:
     """Read ``30s``, ``5m``, ``2h``, ``1d``, ``1h30m``, ``250ms``, ``1.5h`` into a timedelta.
 
     Units: ``ms``, ``s``, ``m``, ``h``, ``d``, ``w``; parts add up, each unit at
-    most once, and the whole is at most :data:`jobrun.job.MAX_DELAY` (100
+    most once, and the whole is at most :data:`jobrun.domain.MAX_DELAY` (100
     years). A bare number, an unknown unit, a negative, empty or longer value
     raises :class:`DurationError` with a message fit for the user.
     """

@@ -1,7 +1,7 @@
 """The one elector: run a body while holding a leader lock, for every leader-run service.
 
 The scheduler, retention (:class:`~jobrun.maintenance.Maintenance`) and the
-queue gauges (:class:`~jobrun.metrics.QueueStatsPublisher`) each want exactly
+queue gauges (:class:`~jobrun.telemetry.prometheus.QueueStatsPublisher`) each want exactly
 one process of a fleet doing their work. They share this loop instead of each
 writing its own, so acquiring, keeping, losing and releasing leadership behave
 and log the same way everywhere:

@@ -53,9 +53,9 @@ from datetime import datetime, timedelta
 
 from jobrun._waiting import sleep_unless
 from jobrun.config import Config
+from jobrun.domain import JobState
 from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError, JobrunError
-from jobrun.job import JobState
 from jobrun.leadership import MAINTENANCE_LOCK_KEY, Elector
 from jobrun.ports import Locker, LockHandle, Pruning
 from jobrun.retention import Retention, retention_problem

@@ -31,20 +31,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Unpack, runtime_checkable
 from uuid import UUID
 
-from jobrun.errors import IdempotencyConflict
-from jobrun.job import (
-    DEFAULT_BACKOFF,
-    DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_QUEUE,
-    Backoff,
+from jobrun.domain import (
     CommitCallback,
     Event,
     HandoffOffer,
     Job,
     JobFilter,
+    JobOptions,
     JobPage,
     JobState,
     NewJob,
@@ -57,6 +53,7 @@ from jobrun.job import (
     Schedule,
     SchedulePatch,
 )
+from jobrun.errors import IdempotencyConflict
 
 __all__ = [
     "Admin",
@@ -103,13 +100,8 @@ class Producer(Protocol):
         job_type: str,
         payloads: Iterable[Any],
         *,
-        queue: str = DEFAULT_QUEUE,
-        priority: int = 0,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        backoff: Backoff = DEFAULT_BACKOFF,
-        delay: timedelta | None = None,
-        run_at: datetime | None = None,
         conn: Any | None = None,
+        **options: Unpack[JobOptions],
     ) -> list[UUID]:
         """Insert one job of ``job_type`` per payload, alike in all else; their ids, in order."""
         ...
@@ -131,7 +123,7 @@ class Executor(Protocol):
         """Lease up to ``limit`` due jobs of ``queues`` for ``owner``.
 
         The same call rewrites ``owner``'s handoff offers: with ``offer``, the
-        slots it leaves free are offered (see :class:`~jobrun.job.HandoffOffer`);
+        slots it leaves free are offered (see :class:`~jobrun.domain.HandoffOffer`);
         without, they are withdrawn.
         """
         ...

@@ -17,10 +17,10 @@ import contextlib
 import logging
 from datetime import timedelta
 
+from jobrun.domain import Job
 from jobrun.errors import ConfigurationError, JobrunError
-from jobrun.job import Job
-from jobrun.observe import Observer
 from jobrun.ports import Reaping
+from jobrun.telemetry.hooks import Observer
 
 __all__ = ["Reaper"]
 

@@ -3,7 +3,7 @@
 A worker looks each claimed job's type up here. A handler is an ``async def``
 (run on the worker's event loop) or a plain ``def`` (run in a worker thread);
 both receive a :class:`JobContext` and the job's payload, and may return a
-:class:`~jobrun.job.CommitCallback` that the store runs inside the completion
+:class:`~jobrun.domain.CommitCallback` that the store runs inside the completion
 transaction, so the handler's database writes commit exactly once, with the
 job.
 
@@ -37,8 +37,8 @@ from typing import Any, TypeAlias, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from jobrun.domain import CommitCallback, Job, NewJob, key_lock_id
 from jobrun.errors import ConfigurationError, InvalidPayload, UnknownJobType
-from jobrun.job import CommitCallback, Job, NewJob, key_lock_id
 
 __all__ = [
     "MAX_SNOOZE",
@@ -372,3 +372,21 @@ class Registry(Mapping[str, Handler]):
 
 registry = Registry()
 """The default registry, for applications that need only one."""
+
+
+def registry_given(registry: object, root: str) -> Registry:
+    """``registry``, or an empty one for None; one clear error for anything else.
+
+    ``Client(Config(...))`` is an easy slip (the registry comes first): it is
+    named at once instead of failing when the client opens.
+    """
+    if registry is None:
+        return Registry()
+    if isinstance(registry, Registry):
+        return registry
+    hint = ""
+    if type(registry).__name__ == "Config":
+        hint = ": pass the settings as config="
+    raise ConfigurationError(
+        f"{root}'s first argument is a jobrun.Registry, got {type(registry).__name__}{hint}"
+    )

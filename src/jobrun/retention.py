@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from jobrun.job import JobState, duration_problem
+from jobrun.domain import JobState, duration_problem
 
 __all__ = ["Retention", "retention_problem"]
 

@@ -21,15 +21,14 @@ Workers are async: run them with :class:`~jobrun.client.Client` or
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 from uuid import UUID
 
 from jobrun.config import Config
+from jobrun.domain import Job, JobOptions, NewJob
 from jobrun.errors import ConfigurationError, IdempotencyConflict
-from jobrun.job import Job, NewJob
 from jobrun.postgres import SyncProducer, resolve_database_url
-from jobrun.registry import Registry
+from jobrun.registry import Registry, registry_given
 
 __all__ = ["SyncClient"]
 
@@ -55,13 +54,9 @@ class SyncClient:
         max_pool_size: int = DEFAULT_POOL_SIZE,
         **settings: Any,
     ) -> None:
-        if config is None:
-            config = Config(**settings)
-        elif settings:
-            config = config.replace(**settings)
-        self.config = config
+        self.config = Config.given(config, **settings)
         """The settings this client runs with."""
-        self.registry = registry if registry is not None else Registry()
+        self.registry = registry_given(registry, "SyncClient")
         """The handlers whose payload models enqueued payloads are checked against."""
         self._max_pool_size = max_pool_size
         self._producer: SyncProducer | None = None
@@ -87,12 +82,7 @@ class SyncClient:
     def __enter__(self) -> SyncClient:
         return self.open()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     @property
@@ -112,13 +102,20 @@ class SyncClient:
         """Enqueue many jobs in one transaction; one result per input, in order."""
         return self.store.enqueue_batch(jobs, conn=conn)
 
-    def enqueue_many(self, job_type: str, payloads: Iterable[Any], **options: Any) -> list[UUID]:
+    def enqueue_many(
+        self,
+        job_type: str,
+        payloads: Iterable[Any],
+        *,
+        conn: Any | None = None,
+        **options: Unpack[JobOptions],
+    ) -> list[UUID]:
         """Enqueue one job of ``job_type`` per payload, alike in all else; their ids, in order.
 
-        ``options`` are the shared fields and ``conn``, as
-        :meth:`jobrun.postgres.SyncStore.enqueue_many` takes them.
+        ``options`` are the fields the jobs share (:class:`~jobrun.domain.JobOptions`),
+        as :meth:`jobrun.postgres.SyncStore.enqueue_many` takes them.
         """
-        return self.store.enqueue_many(job_type, payloads, **options)
+        return self.store.enqueue_many(job_type, payloads, conn=conn, **options)
 
     def get(self, job_id: UUID) -> Job:
         """The job with ``job_id`` as stored now; JobNotFound when there is none."""

@@ -27,9 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from jobrun.domain import MAX_ATTEMPTS_LIMIT, Job, Outcome, OutcomeKind, duration_problem
 from jobrun.durations import format_duration
 from jobrun.errors import ConfigurationError
-from jobrun.job import MAX_ATTEMPTS_LIMIT, Job, Outcome, OutcomeKind, duration_problem
 
 __all__ = [
     "DEFAULT_UNRUNNABLE",

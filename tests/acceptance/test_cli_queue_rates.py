@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from tests.acceptance.test_cli import ok
 
-from jobrun.job import NewJob
+from jobrun.domain import NewJob
 from jobrun.postgres import SyncStore, open_sync_pool
 
 LEASE = timedelta(seconds=60)

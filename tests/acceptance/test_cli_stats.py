@@ -14,7 +14,7 @@ from datetime import timedelta
 from tests.acceptance.test_cli import ok
 
 from jobrun import Client
-from jobrun.job import NewJob, Outcome, OutcomeKind
+from jobrun.domain import NewJob, Outcome, OutcomeKind
 
 LAG = re.compile(r"\d+\.\ds|\d+m \d\ds|\d+h \d\dm|\d+d \d\dh")
 LEASE = timedelta(minutes=1)

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from jobrun.job import NewJob
+from jobrun.domain import NewJob
 from jobrun.postgres import SyncStore, open_sync_pool
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -32,7 +32,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 from tests.acceptance.web_site import PASSWORD, USER, serve, stop
 
 from jobrun import Client
-from jobrun.job import JobState, NewJob, NewSchedule
+from jobrun.domain import JobState, NewJob, NewSchedule
 
 ROOT = Path(__file__).resolve().parents[2]
 # An htmx swap can replace an element between finding it and using it: chromium then

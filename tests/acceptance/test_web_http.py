@@ -21,7 +21,7 @@ import pytest
 from tests.acceptance.web_site import PASSWORD, USER, serve, stop
 
 from jobrun import Client
-from jobrun.job import NewJob, NewSchedule, QueueInfo, Schedule
+from jobrun.domain import NewJob, NewSchedule, QueueInfo, Schedule
 
 EVIL = "../queues/victim"
 EVIL_SCHEDULE = "../schedules/victim"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobrun.job import CommitCallback
+from jobrun.domain import CommitCallback
 from jobrun.registry import JobContext, Registry
 
 registry = Registry()

@@ -15,7 +15,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from jobrun.job import CommitCallback
+from jobrun.domain import CommitCallback
 from jobrun.registry import JobContext, Registry
 
 registry = Registry()

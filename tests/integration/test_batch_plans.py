@@ -22,7 +22,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from jobrun.job import NewJob
+from jobrun.domain import NewJob
 from jobrun.postgres import Pool
 from jobrun.postgres.store import Store
 from jobrun.sqlc import jobs as job_queries

@@ -25,11 +25,11 @@ from tests.integration.test_store import Stores, stores
 from tests.integration.test_worker import wait_state
 
 from jobrun.config import Config
-from jobrun.job import Effect, Job, JobState, NewJob, Outcome
-from jobrun.observe import Observer
+from jobrun.domain import Effect, Job, JobState, NewJob, Outcome
 from jobrun.postgres import Pool
 from jobrun.postgres.store import Store
 from jobrun.registry import JobContext, Registry
+from jobrun.telemetry.hooks import Observer
 from jobrun.worker import Worker
 
 __all__ = ["effects_db", "stores"]

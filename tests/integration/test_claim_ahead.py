@@ -18,7 +18,7 @@ from uuid import UUID
 
 import pytest
 
-from jobrun.job import JobState, NewJob
+from jobrun.domain import JobState, NewJob
 from jobrun.postgres import Pool
 from jobrun.postgres.store import Store
 from jobrun.registry import JobContext, Registry

@@ -29,9 +29,9 @@ from jobrun_tools.claimplan import (
     fill_synthetic,
 )
 
+from jobrun.domain import JobState as DomainJobState
+from jobrun.domain import NewJob, Outcome, OutcomeKind
 from jobrun.errors import LeaseLost
-from jobrun.job import JobState as DomainJobState
-from jobrun.job import NewJob, Outcome, OutcomeKind
 from jobrun.postgres import Pool, Store
 from jobrun.postgres.convert import job_from_row
 from jobrun.sqlc import jobs as job_queries

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from jobrun.job import Backoff, BackoffKind
+from jobrun.domain import Backoff, BackoffKind
 from jobrun.postgres.copyrows import JobCopyEncoder, copy_data
 from jobrun.sqlc import jobs as job_queries
 

@@ -16,8 +16,8 @@ import psycopg
 import pytest
 from tests.integration.test_store import LEASE, Stores, effect_rows, stores
 
+from jobrun.domain import Effect, Job, JobState, NewJob, Outcome
 from jobrun.errors import LeaseLost
-from jobrun.job import Effect, Job, JobState, NewJob, Outcome
 
 __all__ = ["stores"]
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from jobrun.job import NewJob, NewSchedule
+from jobrun.domain import NewJob, NewSchedule
 from jobrun.postgres import Pool
 from jobrun.postgres.store import Store
 

@@ -20,8 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from jobrun.errors import LeaseLost
-from jobrun.job import (
+from jobrun.domain import (
     HANDOFF_CONFIRM_WITHIN,
     HandoffOffer,
     Job,
@@ -30,10 +29,11 @@ from jobrun.job import (
     Outcome,
     OutcomeKind,
 )
+from jobrun.errors import LeaseLost
 from jobrun.postgres import Store
-from jobrun.postgres._base import HANDOFF_MAX_BYTES
 from jobrun.postgres.convert import job_from_handoff
 from jobrun.postgres.pool import Pool, open_pool
+from jobrun.postgres.preparing import HANDOFF_MAX_BYTES
 from jobrun.testing import eventually
 
 OWNER = "worker-a"

@@ -16,7 +16,7 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from jobrun.job import NewJob
+from jobrun.domain import NewJob
 from jobrun.postgres import Pool
 from jobrun.postgres.store import Store
 from jobrun.sqlc import events as event_queries

@@ -14,8 +14,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from jobrun.domain import NewJob, NewSchedule, SchedulePatch
 from jobrun.errors import ConfigurationError, InvalidJob, InvalidSchedule
-from jobrun.job import NewJob, NewSchedule, SchedulePatch
 from jobrun.postgres import Pool, SyncProducer
 from jobrun.postgres.store import Store
 

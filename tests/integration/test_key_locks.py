@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from jobrun.job import Job, NewJob, Outcome, key_lock_id
+from jobrun.domain import Job, NewJob, Outcome, key_lock_id
 from jobrun.postgres import lock_keys, open_pool
 from jobrun.postgres.store import Store
 from jobrun.registry import JobContext

@@ -14,8 +14,8 @@ import pytest
 from psycopg import sql
 
 from jobrun.config import Config
+from jobrun.domain import Effect, Job, JobState, NewJob
 from jobrun.errors import ConfigurationError
-from jobrun.job import Effect, Job, JobState, NewJob
 from jobrun.maintenance import Maintenance, Pruned
 from jobrun.postgres import Pool, SyncStore, open_sync_pool
 from jobrun.postgres.lock import AdvisoryLocker

@@ -11,7 +11,7 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from jobrun.job import HandoffOffer, Job, NewJob
+from jobrun.domain import HandoffOffer, Job, NewJob
 from jobrun.ports import Dispatcher, HandoffReceiver
 from jobrun.postgres import Store
 from jobrun.postgres.notify import Notifier

@@ -22,13 +22,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from jobrun import Client, NewJob
+from jobrun.domain import JobState
 from jobrun.errors import SchemaMissing
-from jobrun.job import JobState
-from jobrun.metrics import MetricsServer, PrometheusObserver
-from jobrun.observe import JobLogFilter
 from jobrun.registry import JobContext, Registry
+from jobrun.telemetry.hooks import JobLogFilter
+from jobrun.telemetry.prometheus import MetricsServer, PrometheusObserver
+from jobrun.telemetry.tracing import SPAN_NAME
 from jobrun.testing import make_job
-from jobrun.tracing import SPAN_NAME
 
 
 @pytest.fixture(scope="module")

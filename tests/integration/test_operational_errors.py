@@ -18,8 +18,8 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from jobrun.config import Config
+from jobrun.domain import JobState, NewJob, NewSchedule, SchedulePatch
 from jobrun.errors import DatabaseUnavailable, InvalidSchedule, PoolExhausted, SchemaMissing
-from jobrun.job import JobState, NewJob, NewSchedule, SchedulePatch
 from jobrun.postgres import Pool, SyncProducer, open_pool
 from jobrun.postgres.migrate import check_schema, default_migrations_source
 from jobrun.postgres.store import Store

@@ -41,8 +41,8 @@ import psycopg
 import pytest
 
 from jobrun.client import Client
+from jobrun.domain import JobState, NewJob, NewSchedule
 from jobrun.errors import ConfigurationError, DatabaseUnavailable
-from jobrun.job import JobState, NewJob, NewSchedule
 from jobrun.postgres import SyncProducer, open_pool
 from jobrun.postgres.lock import AdvisoryLocker
 from jobrun.postgres.store import Store

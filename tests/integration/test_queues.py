@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
+from jobrun.domain import JobState, NewJob, Outcome, QueueControls
 from jobrun.errors import ConfigurationError
-from jobrun.job import JobState, NewJob, Outcome, QueueControls
 from jobrun.postgres import Pool, SyncProducer
 from jobrun.postgres.store import Store
 from jobrun.sqlc import jobs as job_queries

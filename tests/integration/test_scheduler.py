@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from jobrun.job import NewSchedule
+from jobrun.domain import NewSchedule
 from jobrun.postgres import Pool
 from jobrun.postgres.lock import AdvisoryLocker
 from jobrun.scheduler import Scheduler

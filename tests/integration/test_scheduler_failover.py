@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from jobrun.job import NewSchedule
+from jobrun.domain import NewSchedule
 from jobrun.postgres import Pool
 
 pytest.importorskip("jobrun.postgres.store")

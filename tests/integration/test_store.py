@@ -26,18 +26,7 @@ import pytest
 from psycopg import sql
 from pydantic import BaseModel, Field
 
-from jobrun.errors import (
-    CommitTimeout,
-    ConfigurationError,
-    IdempotencyConflict,
-    InvalidJob,
-    InvalidSchedule,
-    InvalidTransition,
-    JobNotFound,
-    LeaseLost,
-    PayloadTooLarge,
-)
-from jobrun.job import (
+from jobrun.domain import (
     MAX_ATTEMPTS_LIMIT,
     MAX_DELAY,
     MAX_PRIORITY,
@@ -54,6 +43,17 @@ from jobrun.job import (
     OutcomeKind,
     SchedulePatch,
     SyncOutcome,
+)
+from jobrun.errors import (
+    CommitTimeout,
+    ConfigurationError,
+    IdempotencyConflict,
+    InvalidJob,
+    InvalidSchedule,
+    InvalidTransition,
+    JobNotFound,
+    LeaseLost,
+    PayloadTooLarge,
 )
 from jobrun.postgres import Pool, SyncPool, SyncStore, open_pool, open_sync_pool
 from jobrun.postgres.store import Store
@@ -1386,7 +1386,7 @@ async def test_concurrent_reapers_reap_each_job_once(store: Store, stores: Store
 
 
 async def test_get_unknown_job_raises_job_not_found(store: Store) -> None:
-    from jobrun.job import new_job_id
+    from jobrun.domain import new_job_id
 
     with pytest.raises(JobNotFound):
         await store.get(new_job_id())

@@ -33,8 +33,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from jobrun.domain import Backoff, Job, JobState, NewJob
 from jobrun.errors import IdempotencyConflict, InvalidTransition, LeaseLost
-from jobrun.job import Backoff, Job, JobState, NewJob
 from jobrun.postgres import open_pool
 from jobrun.postgres.store import Store
 from tests.conftest import create_database, drop_database

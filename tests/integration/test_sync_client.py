@@ -13,8 +13,8 @@ import pytest
 from pydantic import BaseModel
 
 from jobrun import Config, InvalidJob, JobContext, NewJob, Registry, SyncClient
+from jobrun.domain import JobState
 from jobrun.errors import ConfigurationError
-from jobrun.job import JobState
 
 
 class Welcome(BaseModel):

@@ -22,13 +22,13 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
+from jobrun.domain import Job, JobState, NewJob
 from jobrun.errors import (
     ConfigurationError,
     DatabaseUnavailable,
     IdempotencyConflict,
     JobNotFound,
 )
-from jobrun.job import Job, JobState, NewJob
 from jobrun.postgres import SyncProducer, open_pool, open_sync_pool
 from jobrun.postgres.store import Store
 from jobrun.sqlc import jobs as job_queries

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from jobrun.domain import Job, JobState, NewJob
 from jobrun.errors import IdempotencyConflict, InvalidJob
-from jobrun.job import Job, JobState, NewJob
 from jobrun.postgres import Pool, Store, SyncProducer
 from jobrun.registry import JobContext, Registry
 from jobrun.testing import RecordingProducer, run_job

@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from jobrun import Client
-from jobrun.job import JobState, NewJob
+from jobrun.domain import JobState, NewJob
 from jobrun.web import create_app
 
 LEASE = timedelta(seconds=60)
@@ -211,7 +211,7 @@ async def test_every_job_action_records_its_actor_in_job_events(
 
 
 async def test_queue_and_schedule_controls_keep_their_last_actor(client: Client) -> None:
-    from jobrun.job import NewSchedule
+    from jobrun.domain import NewSchedule
 
     store = client.store
     await store.create_schedule(
@@ -238,7 +238,7 @@ async def test_queue_and_schedule_controls_keep_their_last_actor(client: Client)
 async def test_queue_and_schedule_actions_log_their_actor(
     client: Client, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from jobrun.job import NewSchedule
+    from jobrun.domain import NewSchedule
 
     await client.store.create_schedule(NewSchedule(name="nightly", type="report", cron="0 3 * * *"))
     caplog.set_level(logging.INFO, logger="jobrun.web")
@@ -327,7 +327,7 @@ async def test_cancel_reaches_a_running_job(client: Client) -> None:
 
 
 async def test_queue_and_schedule_controls(client: Client) -> None:
-    from jobrun.job import NewSchedule
+    from jobrun.domain import NewSchedule
 
     await client.store.create_schedule(NewSchedule(name="nightly", type="report", cron="0 3 * * *"))
     async with http(create_app(client, auth=AUTH)) as web:

@@ -1,4 +1,4 @@
-"""The built wheel carries its migrations: install it in a fresh venv and migrate with it."""
+"""The built wheel is complete: install it in a fresh venv, migrate with it, check its files."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -129,3 +130,46 @@ def test_the_wheel_ships_no_benchmark_or_plan_check_support(wheel_venv: Path) ->
         cwd=wheel_venv,
     )
     assert check.stdout.strip() == "False"
+
+
+def test_installed_wheel_reports_its_version(wheel_venv: Path) -> None:
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        version = tomllib.load(f)["project"]["version"]
+    shown = subprocess.run(
+        [str(wheel_venv / "bin" / "jobrun"), "--version"],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=wheel_venv,
+    ).stdout
+    assert shown == f"jobrun {version}\n"
+
+
+def check_contents(wheel: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "check-wheel"), "--contents", str(wheel)],
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_the_wheel_holds_everything_running_needs(wheel_venv: Path) -> None:
+    # Migrations, generated queries, the demo's SQL, templates, static files, py.typed
+    # and both entry points, as scripts/check-wheel checks them in CI.
+    result = check_contents(next(wheel_venv.parent.glob("jobrun-*.whl")))
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_contents_check_names_what_a_wheel_lacks(wheel_venv: Path, tmp_path: Path) -> None:
+    wheel = next(wheel_venv.parent.glob("jobrun-*.whl"))
+    lacking = tmp_path / wheel.name
+    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(lacking, "w") as target:
+        for item in source.infolist():
+            if item.filename not in {"jobrun/web/templates/base.html", "jobrun/py.typed"}:
+                target.writestr(item, source.read(item))
+        target.writestr("jobrun_tools/__init__.py", "")
+    result = check_contents(lacking)
+    assert result.returncode != 0
+    assert "missing jobrun/py.typed" in result.stderr
+    assert "missing jobrun/web/templates/base.html" in result.stderr
+    assert "holds jobrun_tools/__init__.py" in result.stderr

@@ -16,7 +16,7 @@ import pytest
 from pydantic import BaseModel
 
 from jobrun.config import Config
-from jobrun.job import Backoff, BackoffKind, Job, JobState, NewJob, Outcome
+from jobrun.domain import Backoff, BackoffKind, Job, JobState, NewJob, Outcome
 from jobrun.postgres import Pool
 from jobrun.postgres.notify import Notifier
 from jobrun.postgres.store import Store

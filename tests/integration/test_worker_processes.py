@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from jobrun.job import Backoff, BackoffKind, JobState, NewJob
+from jobrun.domain import Backoff, BackoffKind, JobState, NewJob
 from jobrun.postgres import Pool
 from jobrun.postgres.store import Store
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from jobrun.cli.durations import DurationError, format_duration, human_duration, parse_duration
-from jobrun.job import MAX_DELAY
+from jobrun.domain import MAX_DELAY
 
 
 @pytest.mark.parametrize(

@@ -122,7 +122,7 @@ def test_names_in_docstrings_and_comments_exist(module_name: str, path: Path) ->
 
 
 def test_the_check_catches_a_name_that_does_not_exist() -> None:
-    assert not resolves("jobrun.job.Store", [])
+    assert not resolves("jobrun.domain.Store", [])
     assert not resolves("complete_many", [importlib.import_module("jobrun.postgres.store").Store])
     assert resolves("jobrun.postgres.store.Store.complete", [])
     assert resolves("datetime.timedelta", [])

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from jobrun.domain import Job, Outcome, OutcomeKind
 from jobrun.errors import HandlerTimedOut, InvalidPayload, JobrunError, UnknownJobType
-from jobrun.job import Job, Outcome, OutcomeKind
-from jobrun.observe import current_job
 from jobrun.registry import Cancel, JobContext, Registry, Snooze
+from jobrun.telemetry.hooks import current_job
 from jobrun.testing import make_job
 from jobrun.unrunnable import UnrunnableRetry
 from jobrun.worker.attempt import STOP_CANCELLED, STOP_SHUTDOWN, Attempt

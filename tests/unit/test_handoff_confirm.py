@@ -19,7 +19,7 @@ from uuid import UUID
 from tests.unit.test_worker_logic import RecordingStore, make_job
 
 from jobrun._confirm import HandoffConfirmer
-from jobrun.job import Job
+from jobrun.domain import Job
 
 WITHIN = timedelta(milliseconds=300)
 

@@ -13,8 +13,8 @@ from datetime import timedelta
 
 import pytest
 
-from jobrun.job import NewJob
-from jobrun.postgres._base import (
+from jobrun.domain import NewJob
+from jobrun.postgres.preparing import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     HANDOFF_MAX_BYTES,
     handoff_allowed,

@@ -25,8 +25,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from jobrun.config import Config
-from jobrun.errors import ConfigurationError, InvalidJob, InvalidSchedule
-from jobrun.job import (
+from jobrun.domain import (
     MAX_ATTEMPTS_LIMIT,
     MAX_DELAY,
     MAX_PAYLOAD_DEPTH,
@@ -47,6 +46,7 @@ from jobrun.job import (
     payload_problem,
     queue_name_problem,
 )
+from jobrun.errors import ConfigurationError, InvalidJob, InvalidSchedule
 from jobrun.postgres.convert import encode_payload
 
 MAX_BYTES = 1 << 20

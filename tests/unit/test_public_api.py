@@ -11,19 +11,21 @@ import pytest
 
 import jobrun
 import jobrun.cli
+import jobrun.domain
 import jobrun.errors
-import jobrun.job
 import jobrun.ports
 import jobrun.postgres
+import jobrun.telemetry
 import jobrun.testing
 
 PACKAGES = [
     jobrun,
     jobrun.cli,
     jobrun.errors,
-    jobrun.job,
+    jobrun.domain,
     jobrun.ports,
     jobrun.postgres,
+    jobrun.telemetry,
     jobrun.testing,
 ]
 
@@ -57,7 +59,7 @@ def test_every_error_is_exported_from_the_package() -> None:
     assert public_errors == set(jobrun.errors.__all__)
     assert public_errors <= set(jobrun.__all__)
     # The errors have one home: the domain module no longer re-exports them.
-    assert not public_errors & set(jobrun.job.__all__)
+    assert not public_errors & set(jobrun.domain.__all__)
 
 
 def test_every_error_descends_from_the_one_root() -> None:
@@ -123,8 +125,8 @@ def test_every_advisory_lock_key_is_distinct() -> None:
     # worker the maintenance service held the queue-stats key, so the queue
     # gauges were never published.
     import jobrun.maintenance
-    import jobrun.metrics
     import jobrun.scheduler
+    import jobrun.telemetry.prometheus
 
     # jobrun.postgres re-exports the migrate *function* under the module's name.
     migrate_module = importlib.import_module("jobrun.postgres.migrate")
@@ -132,7 +134,7 @@ def test_every_advisory_lock_key_is_distinct() -> None:
         "migrate": migrate_module.MIGRATION_LOCK_KEY,
         "scheduler": jobrun.scheduler.SCHEDULER_LOCK_KEY,
         "maintenance": jobrun.maintenance.MAINTENANCE_LOCK_KEY,
-        "queue stats": jobrun.metrics.QUEUE_STATS_LOCK_KEY,
+        "queue stats": jobrun.telemetry.prometheus.QUEUE_STATS_LOCK_KEY,
     }
     assert len(set(keys.values())) == len(keys), keys
 
@@ -144,8 +146,8 @@ def test_every_leader_run_service_takes_its_key_from_the_one_table() -> None:
 
     import jobrun.leadership
     import jobrun.maintenance
-    import jobrun.metrics
     import jobrun.scheduler
+    import jobrun.telemetry.prometheus
 
     table = dict(jobrun.leadership.LEADER_LOCK_KEYS)
     migrate_module = importlib.import_module("jobrun.postgres.migrate")
@@ -153,7 +155,7 @@ def test_every_leader_run_service_takes_its_key_from_the_one_table() -> None:
     defaults = {
         "scheduler": jobrun.scheduler.Scheduler,
         "maintenance": jobrun.maintenance.Maintenance,
-        "queue stats": jobrun.metrics.QueueStatsPublisher,
+        "queue stats": jobrun.telemetry.prometheus.QueueStatsPublisher,
     }
     assert set(defaults) == set(table)
     for name, service in defaults.items():

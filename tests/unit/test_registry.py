@@ -10,8 +10,8 @@ from uuid import uuid4
 import pytest
 from pydantic import BaseModel
 
+from jobrun.domain import Backoff, Job, JobState
 from jobrun.errors import ConfigurationError, UnknownJobType
-from jobrun.job import Backoff, Job, JobState
 from jobrun.registry import CancellationToken, InvalidPayload, JobContext, Registry
 
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from jobrun.domain import Job, JobState, NewJob, OutcomeKind
 from jobrun.errors import IdempotencyConflict, InvalidJob, JobNotFound, UnknownJobType
-from jobrun.job import Job, JobState, NewJob, OutcomeKind
 from jobrun.registry import Cancel, CancellationToken, InvalidPayload, JobContext, Registry, Snooze
 from jobrun.testing import (
     HandlerTimedOut,

@@ -16,8 +16,8 @@ from uuid import UUID, uuid4
 import pytest
 
 from jobrun.config import Config
+from jobrun.domain import Backoff, HandoffOffer, Job, JobState, Outcome, OutcomeKind
 from jobrun.errors import ConfigurationError, JobrunError, LeaseLost, UsageError
-from jobrun.job import Backoff, HandoffOffer, Job, JobState, Outcome, OutcomeKind
 from jobrun.registry import JobContext, Registry
 from jobrun.testing import eventually
 from jobrun.worker import Completer, Worker

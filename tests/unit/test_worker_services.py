@@ -19,10 +19,10 @@ from uuid import UUID
 import pytest
 
 from jobrun.config import Config
+from jobrun.domain import HandoffOffer, Job, JobState, Outcome, OutcomeKind
 from jobrun.errors import LeaseLost
-from jobrun.job import HandoffOffer, Job, JobState, Outcome, OutcomeKind
-from jobrun.observe import Observer
 from jobrun.registry import JobContext, Registry
+from jobrun.telemetry.hooks import Observer
 from jobrun.testing import make_job
 from jobrun.worker.attempt import STOP_CANCELLED, Attempt
 from jobrun.worker.executor import JobExecutor

@@ -51,7 +51,7 @@ from detector.sqlc import detection as detection_q
 from detector.sqlc import events as events_q
 from detector.sqlc.models import DetectorEvent
 from jobrun import Client, NewJob
-from jobrun.job import Backoff, BackoffKind
+from jobrun.domain import Backoff, BackoffKind
 from jobrun.postgres import Pool, migrate
 from jobrun.registry import Cancel, JobContext, Registry, Snooze
 

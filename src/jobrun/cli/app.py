@@ -17,6 +17,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from jobrun import loop as jobrun_loop
+from jobrun._version import version
 from jobrun.client import Client
 from jobrun.errors import JobrunError
 from jobrun.postgres import Pool
@@ -96,6 +97,27 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"jobrun {version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=_print_version,
+            help="Print jobrun's version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Operate jobrun: a durable job queue on PostgreSQL."""
 
 
 def fail(message: str) -> typer.Exit:

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from jobrun.cli.app import fail
 from jobrun.cli.durations import DurationError, parse_duration
-from jobrun.job import MAX_PAYLOAD_DEPTH, JobState
+from jobrun.domain import MAX_PAYLOAD_DEPTH, JobState
 
 __all__ = ["read_duration", "read_job_id", "read_json", "read_state", "validation_exit"]
 

@@ -21,8 +21,8 @@ from jobrun.cli.durations import format_duration, human_duration
 from jobrun.cli.inputs import read_duration, read_job_id, read_json, read_state, validation_exit
 from jobrun.cli.rendering import events_table, stdout, when
 from jobrun.cli.worker import load_registry
+from jobrun.domain import JobFilter, JobState, NewJob, QueueDepth, QueueStats
 from jobrun.errors import JobrunError
-from jobrun.job import JobFilter, JobState, NewJob, QueueDepth, QueueStats
 from jobrun.postgres.store import Store
 
 __all__ = ["jobs_app"]
@@ -65,7 +65,12 @@ IdempotencyKeyOption = Annotated[
     ),
 ]
 MaxAttemptsOption = Annotated[
-    int | None, typer.Option(envvar="JOBRUN_MAX_ATTEMPTS", show_envvar=True)
+    int | None,
+    typer.Option(
+        envvar="JOBRUN_MAX_ATTEMPTS",
+        show_envvar=True,
+        help="Attempts before the job ends dead (default 25).",
+    ),
 ]
 EnqueueAppOption = Annotated[
     str | None,
@@ -150,9 +155,15 @@ def jobs_list_command(
         ),
     ] = None,
     job_type: Annotated[
-        str | None, typer.Option("--type", envvar="JOBRUN_TYPE", show_envvar=True)
+        str | None,
+        typer.Option(
+            "--type", envvar="JOBRUN_TYPE", show_envvar=True, help="Only jobs of this type."
+        ),
     ] = None,
-    limit: Annotated[int, typer.Option(envvar="JOBRUN_LIMIT", show_envvar=True, min=1)] = 50,
+    limit: Annotated[
+        int,
+        typer.Option(envvar="JOBRUN_LIMIT", show_envvar=True, min=1, help="Most jobs per page."),
+    ] = 50,
     cursor: Annotated[
         str | None,
         typer.Option(envvar="JOBRUN_CURSOR", show_envvar=True, help="Next-page cursor."),

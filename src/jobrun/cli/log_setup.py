@@ -1,7 +1,7 @@
 """Logging for ``jobrun worker``: text or one JSON object per line, on stderr.
 
 Records emitted while a handler runs carry ``job_id``, ``job_type``, ``queue``
-and ``attempt`` (:class:`jobrun.observe.JobLogFilter`): fields of the JSON
+and ``attempt`` (:class:`jobrun.telemetry.hooks.JobLogFilter`): fields of the JSON
 object, a ``[job ...]`` suffix in text.
 
 Named ``log_setup`` rather than ``logging`` so it never reads as (or shadows)
@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from jobrun.cli.app import fail
-from jobrun.observe import JobLogFilter
+from jobrun.telemetry.hooks import JobLogFilter
 
 __all__ = ["JsonLogFormatter", "TextLogFormatter", "setup_logging"]
 

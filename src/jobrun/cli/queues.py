@@ -18,7 +18,7 @@ from rich.table import Table
 from jobrun.cli.app import DatabaseUrlOption, app, fail, run_with_store
 from jobrun.cli.durations import DurationError, format_duration, parse_duration
 from jobrun.cli.rendering import stdout
-from jobrun.job import QueueControls, queue_limits_problem, queue_name_problem
+from jobrun.domain import QueueControls, queue_limits_problem, queue_name_problem
 
 __all__ = ["parse_rate", "queues_app"]
 

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from jobrun.cli.durations import format_duration
-from jobrun.job import Schedule
+from jobrun.domain import Schedule
 
 __all__ = ["events_table", "stdout", "trigger", "when"]
 

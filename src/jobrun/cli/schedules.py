@@ -15,8 +15,8 @@ from rich.table import Table
 from jobrun.cli.app import DatabaseUrlOption, app, fail, run_with_store
 from jobrun.cli.inputs import read_duration, read_json
 from jobrun.cli.rendering import stdout, trigger, when
+from jobrun.domain import NewSchedule
 from jobrun.errors import JobrunError
-from jobrun.job import NewSchedule
 
 __all__ = ["schedules_app"]
 
@@ -57,9 +57,21 @@ def schedules_add_command(
     timezone: Annotated[
         str, typer.Option(envvar="JOBRUN_TIMEZONE", show_envvar=True, help="IANA zone for cron.")
     ] = "UTC",
-    priority: Annotated[int, typer.Option(envvar="JOBRUN_PRIORITY", show_envvar=True)] = 0,
+    priority: Annotated[
+        int,
+        typer.Option(
+            envvar="JOBRUN_PRIORITY",
+            show_envvar=True,
+            help="Its jobs' priority (lower runs first).",
+        ),
+    ] = 0,
     max_attempts: Annotated[
-        int | None, typer.Option(envvar="JOBRUN_MAX_ATTEMPTS", show_envvar=True)
+        int | None,
+        typer.Option(
+            envvar="JOBRUN_MAX_ATTEMPTS",
+            show_envvar=True,
+            help="Its jobs' attempts before they end dead (default 25).",
+        ),
     ] = None,
 ) -> None:
     """Create a schedule that enqueues a job on a cron expression or a fixed interval."""

@@ -7,7 +7,7 @@ as a service embedding jobrun does: pool, schema check, LISTEN/NOTIFY
 dispatcher, worker, with ``--scheduler`` the leader-elected scheduler and,
 unless ``--no-maintenance``, the leader-elected maintenance service that
 prunes old jobs by the ``JOBRUN_RETENTION_*`` settings. ``--metrics-port``
-adds Prometheus metrics and the health endpoints (:mod:`jobrun.metrics`).
+adds Prometheus metrics and the health endpoints (:mod:`jobrun.telemetry.prometheus`).
 
 ``--pgbouncer`` says ``--database-url`` is PgBouncer in transaction mode;
 ``--direct-url`` then names the server itself, for the LISTEN connection and

@@ -26,7 +26,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from jobrun.demo.sqlc import queries as demo_queries
-from jobrun.postgres.convert import map_error
+from jobrun.postgres.errors_map import map_error
 from jobrun.postgres.pool import Pool, database_location
 
 __all__ = [

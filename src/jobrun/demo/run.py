@@ -50,7 +50,7 @@ from jobrun.demo.fixtures import (
     ensure_demo_effects_table,
     insert_demo_effect,
 )
-from jobrun.job import (
+from jobrun.domain import (
     Backoff,
     BackoffKind,
     Job,

@@ -8,10 +8,7 @@ from typing import Any, cast
 
 import psycopg
 
-from jobrun.errors import (
-    LeaseLost,
-)
-from jobrun.job import (
+from jobrun.domain import (
     CommitCallback,
     Effect,
     Job,
@@ -19,14 +16,17 @@ from jobrun.job import (
     OutcomeKind,
     key_lock_id,
 )
-from jobrun.postgres import _base
+from jobrun.errors import (
+    LeaseLost,
+)
+from jobrun.postgres import deadlines
 from jobrun.postgres.convert import (
     job_recorded,
 )
 from jobrun.postgres.store_core import (
     StoreCore,
-    lean,
     log,
+    one_exchange,
 )
 from jobrun.sqlc import effects as effect_queries
 from jobrun.sqlc import jobs as job_queries
@@ -131,7 +131,9 @@ class CompletionMethods(StoreCore):
         pending = [o for o in outcomes if o.commit is not None and o.kind is OutcomeKind.COMPLETE]
         if plain:
             async with self._connection() as conn:
-                await self._record(job_queries.AsyncQuerier(lean(conn)), owner, plain, results)
+                await self._record(
+                    job_queries.AsyncQuerier(one_exchange(conn)), owner, plain, results
+                )
         while pending:
             try:
                 await self._complete_group(owner, pending, results)
@@ -201,7 +203,7 @@ class CompletionMethods(StoreCore):
         running: list[Outcome] = []
         # The wall-clock bound starts once the connection is ours: waiting for
         # the pool is PoolExhausted's business, not the commit timeout's.
-        deadline = _base.CommitDeadline(self.commit_timeout)
+        deadline = deadlines.CommitDeadline(self.commit_timeout)
         try:
             # Pipeline mode: statements whose results nobody reads yet (the
             # timeout, each callback's writes) travel with the next read, so a
@@ -232,7 +234,7 @@ class CompletionMethods(StoreCore):
         owner: str,
         group: Sequence[Outcome],
         results: dict[int, Job | Exception],
-        deadline: _base.CommitDeadline,
+        deadline: deadlines.CommitDeadline,
         running: list[Outcome],
     ) -> None:
         await effect_queries.AsyncQuerier(tx).transaction_set_statement_timeout(

@@ -15,11 +15,11 @@ from typing import Any, cast
 
 import psycopg
 
+from jobrun.domain import Effect, Job, OutcomeKind, SyncCommitCallback, SyncOutcome, key_lock_id
 from jobrun.errors import LeaseLost
-from jobrun.job import Effect, Job, OutcomeKind, SyncCommitCallback, SyncOutcome, key_lock_id
-from jobrun.postgres import _base
+from jobrun.postgres import deadlines
 from jobrun.postgres.convert import job_recorded
-from jobrun.postgres.store_core_sync import SyncStoreCore, lean, log
+from jobrun.postgres.store_core_sync import SyncStoreCore, log, one_exchange
 from jobrun.sqlc import effects as effect_queries
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import locks as lock_queries
@@ -121,7 +121,7 @@ class SyncCompletionMethods(SyncStoreCore):
         pending = [o for o in outcomes if o.commit is not None and o.kind is OutcomeKind.COMPLETE]
         if plain:
             with self._connection() as conn:
-                self._record(job_queries.Querier(lean(conn)), owner, plain, results)
+                self._record(job_queries.Querier(one_exchange(conn)), owner, plain, results)
         while pending:
             try:
                 self._complete_group(owner, pending, results)
@@ -180,7 +180,7 @@ class SyncCompletionMethods(SyncStoreCore):
     ) -> None:
         outcome: dict[int, Job | Exception] = {}
         running: list[SyncOutcome] = []
-        deadline = _base.SyncCommitDeadline(self.commit_timeout)
+        deadline = deadlines.SyncCommitDeadline(self.commit_timeout)
         try:
             with self._with_tx() as tx, deadline, tx.pipeline() as pipeline:
                 try:
@@ -203,7 +203,7 @@ class SyncCompletionMethods(SyncStoreCore):
         owner: str,
         group: Sequence[SyncOutcome],
         results: dict[int, Job | Exception],
-        deadline: _base.SyncCommitDeadline,
+        deadline: deadlines.SyncCommitDeadline,
         running: list[SyncOutcome],
     ) -> None:
         effect_queries.Querier(tx).transaction_set_statement_timeout(timeout=self._timeout_setting)

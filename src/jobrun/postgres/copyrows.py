@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
-from jobrun.job import Backoff
+from jobrun.domain import Backoff
 from jobrun.sqlc import jobs as job_queries
 
 __all__ = ["SIGNATURE", "TRAILER", "JobCopyEncoder", "copy_data"]

@@ -10,30 +10,20 @@ The Store's enqueue methods: one job, a batch, many jobs alike, and idempotent r
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Unpack
 from uuid import UUID
 
+from jobrun.domain import EventMode, Job, JobOptions, NewJob, new_job_ids
 from jobrun.errors import IdempotencyConflict, JobrunError
-from jobrun.job import (
-    DEFAULT_BACKOFF,
-    DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_QUEUE,
-    Backoff,
-    EventMode,
-    Job,
-    NewJob,
-    new_job_ids,
-)
-from jobrun.postgres import _base
+from jobrun.postgres import preparing
 from jobrun.postgres.convert import job_from_new, job_from_row, utc
 from jobrun.postgres.copyrows import JobCopyEncoder, copy_data
-from jobrun.postgres.store_core_sync import COPY_CHUNK, SyncStoreCore, copy_in, lean
+from jobrun.postgres.store_core_sync import COPY_CHUNK, SyncStoreCore, copy_in, one_exchange
 from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import models
 from jobrun.sqlc import system as system_queries
-from jobrun.tracing import current_trace_meta
+from jobrun.telemetry.tracing import current_trace_meta
 
 __all__ = ["SyncEnqueueMethods"]
 
@@ -49,31 +39,31 @@ class SyncEnqueueMethods(SyncStoreCore):
         With ``conn`` the job joins the caller's transaction and commits (and
         notifies) with it or not at all.
         """
-        (item,) = _base.prepare_jobs(
+        (item,) = preparing.prepare_jobs(
             [job], self.payload_models, self.max_payload_bytes, self.job_types
         )
         meta = current_trace_meta()
         if conn is None:
-            params = _base.insert_args(
+            params = preparing.insert_args(
                 item,
                 self.notify_channel,
                 meta,
-                handoff=_base.handoff_allowed(item, meta),
+                handoff=preparing.handoff_allowed(item, meta),
                 record_claim=self.event_mode is EventMode.ALL,
             )
             with self._connection() as pooled:
-                queries = job_queries.Querier(lean(pooled))
+                queries = job_queries.Querier(one_exchange(pooled))
                 row = queries.job_insert_notify(params=params)
                 if row is None:
                     return self._replay(queries, item, params)
         else:
-            params = _base.insert_args(item, self.notify_channel, meta)
+            params = preparing.insert_args(item, self.notify_channel, meta)
             with self._with_tx(conn) as tx:
                 queries = job_queries.Querier(tx)
                 row = queries.job_insert_notify(params=params)
                 if row is None:
                     return self._replay(queries, item, params)
-        made = _base.inserted_job(item, row, params.meta)
+        made = preparing.inserted_job(item, row, params.meta)
         if self.observer is not None:
             self.observer.enqueued((made,))
         return made
@@ -81,7 +71,7 @@ class SyncEnqueueMethods(SyncStoreCore):
     def _replay(
         self,
         queries: job_queries.Querier,
-        item: _base.PreparedJob,
+        item: preparing.PreparedJob,
         params: job_queries.JobInsertNotifyParams,
     ) -> Job:
         """The stored job that ``item``'s insert conflicted with, or ``item`` inserted after all.
@@ -94,11 +84,11 @@ class SyncEnqueueMethods(SyncStoreCore):
             queue=job.queue, idempotency_key=job.idempotency_key or ""
         )
         if stored is not None:
-            return _base.check_replay(item, job_from_row(stored))
+            return preparing.check_replay(item, job_from_row(stored))
         row = queries.job_insert_notify(params=params)
         if row is None:
             raise JobrunError(f"could not insert or read job key {job.idempotency_key}")
-        made = _base.inserted_job(item, row, params.meta)
+        made = preparing.inserted_job(item, row, params.meta)
         if self.observer is not None:
             self.observer.enqueued((made,))
         return made
@@ -116,7 +106,7 @@ class SyncEnqueueMethods(SyncStoreCore):
         """
         if not jobs:
             return []
-        prepared = _base.prepare_jobs(
+        prepared = preparing.prepare_jobs(
             jobs, self.payload_models, self.max_payload_bytes, self.job_types
         )
         results: list[Job | IdempotencyConflict | None] = [None] * len(prepared)
@@ -129,7 +119,7 @@ class SyncEnqueueMethods(SyncStoreCore):
             queries = job_queries.Querier(tx)
             events = event_queries.Querier(tx)
             queues: set[str] = set()
-            plain, keyed = _base.split_batch(prepared)
+            plain, keyed = preparing.split_batch(prepared)
             encoder = JobCopyEncoder(now, meta)
             for start in range(0, len(plain), COPY_CHUNK):
                 rows = []
@@ -137,7 +127,7 @@ class SyncEnqueueMethods(SyncStoreCore):
                 for index in plain[start : start + COPY_CHUNK]:
                     item = prepared[index]
                     job = item.job
-                    run_at = _base.run_at_of(job, now)
+                    run_at = preparing.run_at_of(job, now)
                     rows.append(
                         encoder.row(
                             job.id,
@@ -175,13 +165,8 @@ class SyncEnqueueMethods(SyncStoreCore):
         job_type: str,
         payloads: Iterable[Any],
         *,
-        queue: str = DEFAULT_QUEUE,
-        priority: int = 0,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        backoff: Backoff = DEFAULT_BACKOFF,
-        delay: timedelta | None = None,
-        run_at: datetime | None = None,
         conn: Any | None = None,
+        **options: Unpack[JobOptions],
     ) -> list[UUID]:
         """Insert one job of ``job_type`` per payload, alike in all else, in one transaction.
 
@@ -193,16 +178,8 @@ class SyncEnqueueMethods(SyncStoreCore):
         :meth:`enqueue_batch`. With ``conn`` the jobs join the caller's
         transaction.
         """
-        fields = dict(
-            queue=queue,
-            priority=priority,
-            max_attempts=max_attempts,
-            backoff=backoff,
-            delay=delay,
-            run_at=run_at,
-        )
-        many = _base.prepare_many(
-            job_type, payloads, fields, self.payload_models, self.max_payload_bytes, self.job_types
+        many = preparing.prepare_many(
+            job_type, payloads, options, self.payload_models, self.max_payload_bytes, self.job_types
         )
         if not many.texts:
             return []
@@ -212,7 +189,7 @@ class SyncEnqueueMethods(SyncStoreCore):
             db_now = system_queries.Querier(tx).database_now()
             assert db_now is not None
             now = utc(db_now)
-            due = _base.run_at_of(many.template, now)
+            due = preparing.run_at_of(many.template, now)
             queries = job_queries.Querier(tx)
             events = event_queries.Querier(tx)
             encoder = JobCopyEncoder(now, meta)
@@ -234,13 +211,13 @@ class SyncEnqueueMethods(SyncStoreCore):
                 events.event_insert_enqueued_many(job_ids=chunk, at=now)
             queries.job_notify(channel=self.notify_channel, queue=many.template.queue)
         if self.observer is not None:
-            self.observer.enqueued(_base.many_jobs(many, ids, due, now, meta))
+            self.observer.enqueued(preparing.many_jobs(many, ids, due, now, meta))
         return ids
 
     def _insert_keyed(
         self,
         queries: job_queries.Querier,
-        prepared: list[_base.PreparedJob],
+        prepared: list[preparing.PreparedJob],
         keyed: list[int],
         now: Any,
         results: list[Job | IdempotencyConflict | None],
@@ -250,7 +227,7 @@ class SyncEnqueueMethods(SyncStoreCore):
         for start in range(0, len(keyed), COPY_CHUNK):
             chunk = keyed[start : start + COPY_CHUNK]
             items = [prepared[i] for i in chunk]
-            params = _base.keyed_arrays(items, now, meta)
+            params = preparing.keyed_arrays(items, now, meta)
             new_ids = set(queries.job_insert_keyed_many(params=params))
             missing = [i for i in chunk if prepared[i].job.id not in new_ids]
             stored: list[models.Job] = []
@@ -259,5 +236,7 @@ class SyncEnqueueMethods(SyncStoreCore):
                     queues=[prepared[i].job.queue for i in missing],
                     idempotency_keys=[prepared[i].job.idempotency_key or "" for i in missing],
                 )
-            inserted += _base.keyed_results(prepared, chunk, new_ids, stored, now, results, meta)
+            inserted += preparing.keyed_results(
+                prepared, chunk, new_ids, stored, now, results, meta
+            )
         return inserted

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from jobrun.errors import (
-    JobNotFound,
-)
-from jobrun.job import (
+from jobrun.domain import (
     Event,
     Job,
     JobFilter,
@@ -15,6 +12,9 @@ from jobrun.job import (
     QueueDepth,
     QueueStats,
     parse_job_id,
+)
+from jobrun.errors import (
+    JobNotFound,
 )
 from jobrun.postgres import _base
 from jobrun.postgres.convert import (

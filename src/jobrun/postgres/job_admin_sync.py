@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from uuid import UUID
 
+from jobrun.domain import Event, Job, JobFilter, JobPage, QueueDepth, QueueStats, parse_job_id
 from jobrun.errors import JobNotFound
-from jobrun.job import Event, Job, JobFilter, JobPage, QueueDepth, QueueStats, parse_job_id
 from jobrun.postgres import _base
 from jobrun.postgres.convert import (
     depth_from_row,

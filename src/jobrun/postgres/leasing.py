@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from jobrun.job import (
+from jobrun.domain import (
     EventMode,
     HandoffOffer,
     Job,
@@ -19,7 +19,7 @@ from jobrun.postgres.convert import (
 from jobrun.postgres.store_core import (
     NO_OFFER_TTL,
     StoreCore,
-    lean,
+    one_exchange,
 )
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import models
@@ -53,7 +53,7 @@ class LeaseMethods(StoreCore):
         if limit <= 0 or not queues:
             return []
         async with self._connection() as conn:
-            rows = await job_queries.AsyncQuerier(lean(conn)).job_claim(
+            rows = await job_queries.AsyncQuerier(one_exchange(conn)).job_claim(
                 params=job_queries.JobClaimParams(
                     queues=list(queues),
                     owner=owner,

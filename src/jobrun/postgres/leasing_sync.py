@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from jobrun.job import EventMode, HandoffOffer, Job, WorkerOffer
+from jobrun.domain import EventMode, HandoffOffer, Job, WorkerOffer
 from jobrun.postgres.convert import job_from_row, offer_from_row
-from jobrun.postgres.store_core_sync import NO_OFFER_TTL, SyncStoreCore, lean
+from jobrun.postgres.store_core_sync import NO_OFFER_TTL, SyncStoreCore, one_exchange
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import models
 from jobrun.sqlc import offers as offer_queries
@@ -48,7 +48,7 @@ class SyncLeaseMethods(SyncStoreCore):
         if limit <= 0 or not queues:
             return []
         with self._connection() as conn:
-            rows = job_queries.Querier(lean(conn)).job_claim(
+            rows = job_queries.Querier(one_exchange(conn)).job_claim(
                 params=job_queries.JobClaimParams(
                     queues=list(queues),
                     owner=owner,

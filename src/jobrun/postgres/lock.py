@@ -48,9 +48,9 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
+from jobrun.domain import key_lock_id
 from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError
-from jobrun.job import key_lock_id
 from jobrun.postgres.pool import unavailable_error
 from jobrun.sqlc.locks import AsyncQuerier
 

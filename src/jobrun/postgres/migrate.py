@@ -33,7 +33,7 @@ import psycopg
 from psycopg.rows import TupleRow
 
 from jobrun.errors import MigrationError, SchemaMissing
-from jobrun.postgres.convert import map_error
+from jobrun.postgres.errors_map import map_error
 from jobrun.postgres.pool import Pool, database_location
 from jobrun.sqlc import goose as goose_queries
 

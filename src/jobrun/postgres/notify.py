@@ -6,7 +6,7 @@ never wake before the row is visible, and a rolled-back enqueue wakes nobody.
 This module is the receiving end: the :class:`Notifier` implements the
 :class:`~jobrun.ports.Dispatcher` port, and :class:`~jobrun.ports.HandoffReceiver`:
 on a second channel of its own it receives whole jobs that an enqueue leased
-straight to one of its idle workers (see :class:`~jobrun.job.HandoffOffer`).
+straight to one of its idle workers (see :class:`~jobrun.domain.HandoffOffer`).
 
 Invariants:
 
@@ -37,15 +37,14 @@ import random
 import secrets
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
 
+from jobrun.domain import Job, notify_channel_problem
 from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError, UsageError
-from jobrun.job import Job, notify_channel_problem
 from jobrun.postgres.convert import job_from_handoff
 from jobrun.postgres.pool import unavailable_error
 
@@ -192,12 +191,7 @@ class Notifier:
         await self.open()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     @property

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from jobrun.domain import (
+    JobState,
+)
 from jobrun.errors import (
     ConfigurationError,
-)
-from jobrun.job import (
-    JobState,
 )
 from jobrun.postgres import _base
 from jobrun.postgres.store_core import (

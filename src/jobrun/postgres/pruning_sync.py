@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from jobrun.domain import JobState
 from jobrun.errors import ConfigurationError
-from jobrun.job import JobState
 from jobrun.postgres import _base
 from jobrun.postgres.store_core_sync import SyncStoreCore
 from jobrun.sqlc import effects as effect_queries

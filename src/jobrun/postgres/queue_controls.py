@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from jobrun.job import (
+from jobrun.domain import (
     QueueControls,
     QueueInfo,
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from jobrun.job import QueueControls, QueueInfo
+from jobrun.domain import QueueControls, QueueInfo
 from jobrun.postgres import _base
 from jobrun.postgres.convert import queue_from_row, queue_info_from_row
 from jobrun.postgres.store_core_sync import SyncStoreCore

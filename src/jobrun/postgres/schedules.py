@@ -22,8 +22,8 @@ import psycopg
 from pydantic import ValidationError
 
 from jobrun.cron import next_fire, next_interval, validate_cron, validate_timezone
+from jobrun.domain import DEFAULT_BACKOFF, Job, NewSchedule, Schedule, SchedulePatch, new_job_id
 from jobrun.errors import InvalidSchedule, ScheduleNotFound
-from jobrun.job import DEFAULT_BACKOFF, Job, NewSchedule, Schedule, SchedulePatch, new_job_id
 from jobrun.postgres._base import bounded_actor
 from jobrun.postgres.convert import (
     dump_dt,

@@ -16,24 +16,24 @@ from typing import Any, cast
 import psycopg
 from pydantic import BaseModel
 
-from jobrun.errors import (
-    ConfigurationError,
-    JobrunError,
-)
-from jobrun.job import (
+from jobrun.domain import (
     DEFAULT_NOTIFY_CHANNEL,
     EventMode,
     notify_channel_problem,
 )
-from jobrun.observe import Observer
-from jobrun.postgres import _base, holders
+from jobrun.errors import (
+    ConfigurationError,
+    JobrunError,
+)
+from jobrun.postgres import _base, holders, preparing
 from jobrun.postgres.convert import (
-    map_error,
     utc,
 )
-from jobrun.postgres.lean import AsyncLeanConnection
+from jobrun.postgres.errors_map import map_error
+from jobrun.postgres.one_exchange import AsyncOneExchangeConnection
 from jobrun.postgres.pool import Pool, database_location
 from jobrun.sqlc import system as system_queries
+from jobrun.telemetry.hooks import Observer
 
 __all__ = ["DEFAULT_NOTIFY_CHANNEL", "StoreCore"]
 
@@ -55,9 +55,9 @@ async def copy_in(tx: psycopg.AsyncConnection[Any], statement: str, data: bytes)
         await copy.write(data)
 
 
-def lean(conn: psycopg.AsyncConnection[Any]) -> psycopg.AsyncConnection[Any]:
+def one_exchange(conn: psycopg.AsyncConnection[Any]) -> psycopg.AsyncConnection[Any]:
     """``conn`` (pooled, autocommit) as the generated querier takes it, run without a cursor."""
-    return cast(psycopg.AsyncConnection[Any], AsyncLeanConnection(conn))
+    return cast(psycopg.AsyncConnection[Any], AsyncOneExchangeConnection(conn))
 
 
 class StoreCore:
@@ -75,7 +75,7 @@ class StoreCore:
         retry_jitter: float = DEFAULT_RETRY_JITTER,
         notify_channel: str = DEFAULT_NOTIFY_CHANNEL,
         payload_models: Mapping[str, type[BaseModel]] | None = None,
-        max_payload_bytes: int = _base.DEFAULT_MAX_PAYLOAD_BYTES,
+        max_payload_bytes: int = preparing.DEFAULT_MAX_PAYLOAD_BYTES,
         observer: Observer | None = None,
         job_types: Iterable[str] | None = None,
     ) -> None:

@@ -23,14 +23,15 @@ from typing import Any, cast
 import psycopg
 from pydantic import BaseModel
 
+from jobrun.domain import DEFAULT_NOTIFY_CHANNEL, EventMode, notify_channel_problem
 from jobrun.errors import ConfigurationError, JobrunError
-from jobrun.job import DEFAULT_NOTIFY_CHANNEL, EventMode, notify_channel_problem
-from jobrun.observe import Observer
-from jobrun.postgres import _base, holders
-from jobrun.postgres.convert import map_error, utc
-from jobrun.postgres.lean import LeanConnection
+from jobrun.postgres import _base, holders, preparing
+from jobrun.postgres.convert import utc
+from jobrun.postgres.errors_map import map_error
+from jobrun.postgres.one_exchange import OneExchangeConnection
 from jobrun.postgres.pool import SyncPool, database_location
 from jobrun.sqlc import system as system_queries
+from jobrun.telemetry.hooks import Observer
 
 __all__ = ["DEFAULT_NOTIFY_CHANNEL", "SyncStoreCore"]
 
@@ -52,9 +53,9 @@ def copy_in(tx: psycopg.Connection[Any], statement: str, data: bytes) -> None:
         copy.write(data)
 
 
-def lean(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+def one_exchange(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
     """``conn`` (pooled, autocommit) as the generated querier takes it, run without a cursor."""
-    return cast(psycopg.Connection[Any], LeanConnection(conn))
+    return cast(psycopg.Connection[Any], OneExchangeConnection(conn))
 
 
 class SyncStoreCore:
@@ -72,7 +73,7 @@ class SyncStoreCore:
         retry_jitter: float = DEFAULT_RETRY_JITTER,
         notify_channel: str = DEFAULT_NOTIFY_CHANNEL,
         payload_models: Mapping[str, type[BaseModel]] | None = None,
-        max_payload_bytes: int = _base.DEFAULT_MAX_PAYLOAD_BYTES,
+        max_payload_bytes: int = preparing.DEFAULT_MAX_PAYLOAD_BYTES,
         observer: Observer | None = None,
         job_types: Iterable[str] | None = None,
     ) -> None:

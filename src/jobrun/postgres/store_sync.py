@@ -20,22 +20,22 @@ can never be lost or orphaned. Multi-statement transitions:
   delivers the notification at commit, so no listener wakes before the job
   is visible. On the pool, a job due now may instead be handed off in the
   same statement: leased to an idle worker's offer (+ its claimed event) and
-  sent whole on that worker's channel (see :class:`~jobrun.job.HandoffOffer`).
+  sent whole on that worker's channel (see :class:`~jobrun.domain.HandoffOffer`).
 * enqueue_batch: db now, COPY jobs, keyed jobs by one ``INSERT .. ON CONFLICT``,
   COPY events, one notification per queue.
 * complete with a commit callback: statement timeout, the owner-guarded finish
   (+ events), which also locks the rows the owner still holds, ledger rows
   of the jobs it left succeeded (a requested cancel wins and skips the effect),
-  their callbacks (the group's :class:`~jobrun.job.Effect` s as one
+  their callbacks (the group's :class:`~jobrun.domain.Effect` s as one
   ``executemany`` per SQL text). A lost lease or any error rolls the
   callbacks' writes back with everything else.
   The whole transaction is bounded in wall time by ``commit_timeout``
-  (:class:`~jobrun.postgres._base.SyncCommitDeadline`): in the async store a
+  (:class:`~jobrun.postgres.deadlines.SyncCommitDeadline`): in the async store a
   callback still waiting on something when it runs out is cancelled, the
   transaction rolls back and the job's result is CommitTimeout. The sync twin
   cannot interrupt a thread: it rolls back when the late callback returns,
   and holds the row lock until then (see
-  :class:`~jobrun.postgres._base.SyncCommitDeadline`).
+  :class:`~jobrun.postgres.deadlines.SyncCommitDeadline`).
 * reap: lock expired leases with SKIP LOCKED, verdicts from each job's own
   policy, one batched update (+ events).
 
@@ -78,7 +78,7 @@ class SyncStore(
     when given (a :class:`~jobrun.client.Client` gives its registry's), are
     the only types it enqueues: any other is refused with InvalidJob naming
     them, as no worker of the application could run it; ``observer``
-    (:class:`~jobrun.observe.Observer`) is told of every job enqueued. When
+    (:class:`~jobrun.telemetry.hooks.Observer`) is told of every job enqueued. When
     ``opentelemetry-api`` is installed and a span is current, enqueue writes
-    its trace context to the job's ``meta`` (:mod:`jobrun.tracing`).
+    its trace context to the job's ``meta`` (:mod:`jobrun.telemetry.tracing`).
     """

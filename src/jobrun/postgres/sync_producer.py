@@ -19,15 +19,14 @@ import os
 import threading
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
-from types import TracebackType
 from typing import Any
 
 from psycopg_pool import ConnectionPool
 from pydantic import BaseModel
 
+from jobrun.domain import notify_channel_problem
 from jobrun.errors import ConfigurationError
-from jobrun.job import notify_channel_problem
-from jobrun.postgres import _base
+from jobrun.postgres import preparing
 from jobrun.postgres.pool import DEFAULT_CONNECT_TIMEOUT, SyncPool, open_sync_pool
 from jobrun.postgres.store_sync import DEFAULT_NOTIFY_CHANNEL, SyncStore
 
@@ -76,7 +75,7 @@ class SyncProducer(SyncStore):
         *,
         notify_channel: str = DEFAULT_NOTIFY_CHANNEL,
         payload_models: Mapping[str, type[BaseModel]] | None = None,
-        max_payload_bytes: int = _base.DEFAULT_MAX_PAYLOAD_BYTES,
+        max_payload_bytes: int = preparing.DEFAULT_MAX_PAYLOAD_BYTES,
         job_types: Iterable[str] | None = None,
         max_pool_size: int = 4,
         connect_timeout: timedelta = DEFAULT_CONNECT_TIMEOUT,
@@ -137,10 +136,5 @@ class SyncProducer(SyncStore):
     def __enter__(self) -> SyncProducer:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()

@@ -1,6 +1,6 @@
 """jobrun's test kit: test handlers and enqueueing code without standing the system up.
 
-- :func:`make_job` builds a :class:`~jobrun.job.Job` as a worker sees it after
+- :func:`make_job` builds a :class:`~jobrun.domain.Job` as a worker sees it after
   a claim, with any field overridden.
 - :func:`run_job` (and :func:`run_job_sync`) runs one job's handler as a worker
   would (real context, payload validated through the handler's type, Cancel,

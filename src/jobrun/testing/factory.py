@@ -1,6 +1,6 @@
 """Jobs built in memory, as a worker or a producer would see them, for tests.
 
-A test of a handler needs a :class:`~jobrun.job.Job` without a database: one
+A test of a handler needs a :class:`~jobrun.domain.Job` without a database: one
 that looks claimed (leased, first attempt), with every field filled in
 sensibly, any of which the test can override. The timestamps come from the
 application's clock: there is no database to ask, and nothing in a handler
@@ -13,7 +13,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from jobrun.job import Backoff, Job, JobState, NewJob, new_job_id
+from jobrun.domain import Backoff, Job, JobState, NewJob, new_job_id
 
 __all__ = ["DEFAULT_LEASE", "TEST_OWNER", "make_job"]
 
@@ -31,11 +31,11 @@ def _json_value(payload: Any) -> Any:
 
 
 def make_job(source: NewJob | None = None, /, **overrides: Any) -> Job:
-    """A :class:`~jobrun.job.Job` as a worker sees it after a claim, with ``overrides`` applied.
+    """A :class:`~jobrun.domain.Job` as a worker sees it after a claim, with ``overrides`` applied.
 
     By default: type ``"test"``, payload ``{}``, queue ``default``, state
     ``leased`` by :data:`TEST_OWNER` for :data:`DEFAULT_LEASE`, attempt 1 of
-    25. Given a :class:`~jobrun.job.NewJob`, its id, type, payload, queue,
+    25. Given a :class:`~jobrun.domain.NewJob`, its id, type, payload, queue,
     priority, attempts, backoff, idempotency key and due time are taken from
     it. ``overrides`` are any :class:`Job` fields; when ``state`` is not
     ``leased`` the lease fields default to empty (and ``attempts`` to 0 for a

@@ -9,7 +9,7 @@ jobrun's own tests never use it in place of PostgreSQL, and neither should a
 test of anything the store guarantees.
 
 What it does as the real store does, through the same code (the store's
-I/O-free half, ``jobrun.postgres._base``): every job is validated before any
+I/O-free half, ``jobrun.postgres.preparing``): every job is validated before any
 is recorded (``InvalidJob``, ``PayloadTooLarge``; a ``Registry`` as on the
 Client, ``payload_models`` and ``max_payload_bytes`` as on the Store);
 payloads are kept as the JSON value the database would hand back; an
@@ -38,27 +38,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Unpack
 from uuid import UUID
 
 from pydantic import BaseModel
 
-from jobrun.errors import IdempotencyConflict, InvalidJob, JobNotFound
-from jobrun.job import (
-    DEFAULT_BACKOFF,
-    DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_QUEUE,
-    Backoff,
+from jobrun.domain import (
     Job,
+    JobOptions,
     NewJob,
     new_job_ids,
     parse_job_id,
 )
+from jobrun.errors import IdempotencyConflict, InvalidJob, JobNotFound
 
 # The real store's validation and replay rule, shared rather than copied: a
 # recorder that decided differently would let tests pass that production fails.
-from jobrun.postgres import _base
+from jobrun.postgres import preparing
 from jobrun.postgres.convert import job_from_new, normal_json
 from jobrun.registry import Registry
 
@@ -87,7 +84,7 @@ class _Recorder:
         registry: Registry | None = None,
         *,
         payload_models: Mapping[str, type[BaseModel]] | None = None,
-        max_payload_bytes: int = _base.DEFAULT_MAX_PAYLOAD_BYTES,
+        max_payload_bytes: int = preparing.DEFAULT_MAX_PAYLOAD_BYTES,
         clock: Callable[[], datetime] = _system_clock,
     ) -> None:
         if registry is not None and not isinstance(registry, Registry):
@@ -121,7 +118,7 @@ class _Recorder:
         return self.clock().astimezone(UTC)
 
     def _record(self, jobs: Sequence[NewJob]) -> list[Job | IdempotencyConflict]:
-        prepared = _base.prepare_jobs(
+        prepared = preparing.prepare_jobs(
             jobs, self.payload_models, self.max_payload_bytes, self.job_types
         )
         now = self._now()
@@ -136,14 +133,14 @@ class _Recorder:
             stored = None if key is None else fresh_keys.get(key) or self._keys.get(key)
             if stored is not None:
                 try:
-                    results.append(_base.check_replay(item, stored))
+                    results.append(preparing.check_replay(item, stored))
                 except IdempotencyConflict as conflict:
                     results.append(conflict)
                 continue
             if new.id in self._jobs or new.id in fresh:
                 # The store's primary key refuses it the same way.
                 raise InvalidJob(f"a job with the same id is already stored: {new.id}")
-            made = job_from_new(new, normal_json(item.text), _base.run_at_of(new, now), now)
+            made = job_from_new(new, normal_json(item.text), preparing.run_at_of(new, now), now)
             fresh[made.id] = made
             if key is not None:
                 fresh_keys[key] = made
@@ -154,13 +151,13 @@ class _Recorder:
         return results
 
     def _record_many(
-        self, job_type: str, payloads: Iterable[Any], fields: dict[str, Any]
+        self, job_type: str, payloads: Iterable[Any], fields: Mapping[str, Any]
     ) -> list[UUID]:
-        many = _base.prepare_many(
+        many = preparing.prepare_many(
             job_type, payloads, fields, self.payload_models, self.max_payload_bytes, self.job_types
         )
         now = self._now()
-        run_at = _base.run_at_of(many.template, now)
+        run_at = preparing.run_at_of(many.template, now)
         ids = new_job_ids(len(many.texts))
         for job_id, text in zip(ids, many.texts, strict=True):
             payload = normal_json(text)
@@ -213,7 +210,7 @@ class _Recorder:
         """Assert that a job of ``type`` matching the criteria was enqueued; return the latest.
 
         ``payload`` compares as JSON (a model instance is dumped first);
-        ``fields`` are other :class:`~jobrun.job.Job` fields (``queue=``,
+        ``fields`` are other :class:`~jobrun.domain.Job` fields (``queue=``,
         ``priority=``, ``idempotency_key=``, ...) compared for equality.
         ``count`` asserts exactly that many matching jobs (at least 1; see
         :meth:`assert_not_enqueued` for none). Raises AssertionError listing
@@ -281,27 +278,11 @@ class RecordingProducer(_Recorder):
         job_type: str,
         payloads: Iterable[Any],
         *,
-        queue: str = DEFAULT_QUEUE,
-        priority: int = 0,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        backoff: Backoff = DEFAULT_BACKOFF,
-        delay: timedelta | None = None,
-        run_at: datetime | None = None,
         conn: Any | None = None,
+        **options: Unpack[JobOptions],
     ) -> list[UUID]:
         """Record one job of ``job_type`` per payload, alike in all else; their ids, in order."""
-        return self._record_many(
-            job_type,
-            payloads,
-            dict(
-                queue=queue,
-                priority=priority,
-                max_attempts=max_attempts,
-                backoff=backoff,
-                delay=delay,
-                run_at=run_at,
-            ),
-        )
+        return self._record_many(job_type, payloads, options)
 
     async def get(self, job_id: UUID) -> Job:
         """One recorded job by id; JobNotFound when there is none."""
@@ -336,27 +317,11 @@ class SyncRecordingProducer(_Recorder):
         job_type: str,
         payloads: Iterable[Any],
         *,
-        queue: str = DEFAULT_QUEUE,
-        priority: int = 0,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        backoff: Backoff = DEFAULT_BACKOFF,
-        delay: timedelta | None = None,
-        run_at: datetime | None = None,
         conn: Any | None = None,
+        **options: Unpack[JobOptions],
     ) -> list[UUID]:
         """Record one job of ``job_type`` per payload, alike in all else; their ids, in order."""
-        return self._record_many(
-            job_type,
-            payloads,
-            dict(
-                queue=queue,
-                priority=priority,
-                max_attempts=max_attempts,
-                backoff=backoff,
-                delay=delay,
-                run_at=run_at,
-            ),
-        )
+        return self._record_many(job_type, payloads, options)
 
     def get(self, job_id: UUID) -> Job:
         """One recorded job by id; JobNotFound when there is none."""

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from jobrun.domain import CommitCallback, Job, NewJob, OutcomeKind
 from jobrun.errors import HandlerTimedOut, InvalidJob
-from jobrun.job import CommitCallback, Job, NewJob, OutcomeKind
 from jobrun.registry import CancellationToken, InvalidPayload, Registry
 from jobrun.testing.factory import make_job
 from jobrun.worker.attempt import one_line
@@ -168,7 +168,7 @@ async def run_job(
     ``job`` is a job type (with ``payload``: plain data, or a model instance
     that goes through the handler's payload type like
     :meth:`Registry.new_job <jobrun.registry.Registry.new_job>`), a
-    :class:`~jobrun.job.NewJob`, or a :class:`~jobrun.job.Job` (see
+    :class:`~jobrun.domain.NewJob`, or a :class:`~jobrun.domain.Job` (see
     :func:`~jobrun.testing.make_job`). ``attempt`` is the attempt number the
     handler sees (``ctx.attempt``; by default the Job's own, else 1).
     ``token`` lets the test cancel the run (set it from another task or

@@ -59,13 +59,13 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from jobrun.client import Client
+from jobrun.domain import Job, JobFilter, JobState, queue_name_problem
 from jobrun.errors import (
     InvalidTransition,
     JobNotFound,
     JobrunError,
     ScheduleNotFound,
 )
-from jobrun.job import Job, JobFilter, JobState, queue_name_problem
 from jobrun.ports import Admin, ScheduleStore
 from jobrun.postgres import Notifier
 from jobrun.web.bodies import (

@@ -21,7 +21,7 @@ from uuid import UUID
 from pydantic import ValidationError
 from starlette.requests import Request
 
-from jobrun.job import MAX_DELAY, MAX_QUEUE_LIMIT, JobFilter, JobState, describe_invalid
+from jobrun.domain import MAX_DELAY, MAX_QUEUE_LIMIT, JobFilter, JobState, describe_invalid
 
 __all__ = [
     "BULK_ACTIONS",

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from jobrun.domain import Job
 from jobrun.errors import JobrunError
-from jobrun.job import Job
 from jobrun.registry import Handler, JobContext
 
 __all__ = [

@@ -21,9 +21,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from jobrun.job import HandoffOffer, Job
-from jobrun.observe import Observer
+from jobrun.domain import HandoffOffer, Job
 from jobrun.ports import Dispatcher, Executor
+from jobrun.telemetry.hooks import Observer
 from jobrun.worker.attempt import one_line
 from jobrun.worker.claiming import ClaimPlan, plan_claim
 from jobrun.worker.settings import WorkerSettings

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from jobrun._endings import ending, plural, stop_summary
+from jobrun.domain import Job, Outcome
 from jobrun.errors import ConfigurationError
-from jobrun.job import Job, Outcome
 from jobrun.ports import Executor
 from jobrun.worker.signals import Signal
 

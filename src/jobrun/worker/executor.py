@@ -1,4 +1,4 @@
-"""The executor: one claimed job in, one :class:`~jobrun.job.Outcome` out.
+"""The executor: one claimed job in, one :class:`~jobrun.domain.Outcome` out.
 
 It finds the job's handler, validates the payload through the handler's
 declared type, runs the handler (an ``async def`` on the loop, a plain
@@ -21,10 +21,10 @@ A timeout sets the attempt's cancellation token *before* cancelling an async
 handler, so the handler sees both at once; a sync handler's thread cannot be
 interrupted, so its attempt ends only when the thread returns.
 
-While a handler runs, :data:`jobrun.observe.current_job` holds its job (for
-:class:`jobrun.observe.JobLogFilter`; a sync handler's thread runs in a copy
+While a handler runs, :data:`jobrun.telemetry.hooks.current_job` holds its job (for
+:class:`jobrun.telemetry.hooks.JobLogFilter`; a sync handler's thread runs in a copy
 of the attempt's context), and with ``opentelemetry-api`` installed the
-attempt runs in the span ``jobrun.job`` (:mod:`jobrun.tracing`).
+attempt runs in the span ``"jobrun.job"`` (:mod:`jobrun.telemetry.tracing`).
 
 The worker runs every attempt through it, and so does
 :func:`jobrun.testing.run_job`: a handler under test runs through the same
@@ -41,11 +41,11 @@ from datetime import timedelta
 from typing import Any
 
 from jobrun._threads import DaemonThreadPool
+from jobrun.domain import CommitCallback, Job, Outcome, OutcomeKind
 from jobrun.errors import HandlerTimedOut, InvalidPayload, JobrunError, UnknownJobType
-from jobrun.job import CommitCallback, Job, Outcome, OutcomeKind
-from jobrun.observe import current_job
 from jobrun.registry import Cancel, CancellationToken, JobContext, Registry, Snooze
-from jobrun.tracing import job_span
+from jobrun.telemetry.hooks import current_job
+from jobrun.telemetry.tracing import job_span
 from jobrun.unrunnable import DEFAULT_UNRUNNABLE, UnrunnableRetry
 from jobrun.worker.attempt import (
     STOP_SHUTDOWN,

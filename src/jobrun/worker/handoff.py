@@ -2,14 +2,14 @@
 
 With a dispatcher that is also a :class:`~jobrun.ports.HandoffReceiver`,
 every claim that leaves slots free offers them
-(:class:`~jobrun.job.HandoffOffer`): a single enqueue due now then leases its
+(:class:`~jobrun.domain.HandoffOffer`): a single enqueue due now then leases its
 job to this worker in its own statement and the dispatcher delivers it, so
 the handler starts without a claim. A handed job finds no free slot only
 when offers crossed (several queues, a claim in flight) or the worker is
 stopping; it is then handed back at once, due now and its attempt not
 counted. A stopping worker withdraws its offers first. Drain mode never
 offers. A handed job is leased only for
-:data:`~jobrun.job.HANDOFF_CONFIRM_WITHIN` (at most ``lease``) until the
+:data:`~jobrun.domain.HANDOFF_CONFIRM_WITHIN` (at most ``lease``) until the
 worker confirms it (:mod:`jobrun._confirm`), so one it never received is
 soon claimable by others again; one whose confirmation is refused (given
 back meanwhile, or cancelled) is stopped.
@@ -25,9 +25,9 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from jobrun._confirm import HandoffConfirmer
-from jobrun.job import HANDOFF_CONFIRM_WITHIN, HandoffOffer, Job
-from jobrun.observe import Observer
+from jobrun.domain import HANDOFF_CONFIRM_WITHIN, HandoffOffer, Job
 from jobrun.ports import Dispatcher, Executor, HandoffInbox, HandoffReceiver
+from jobrun.telemetry.hooks import Observer
 from jobrun.worker.attempt import STOP_CANCELLED, log_fields, one_line
 from jobrun.worker.settings import WorkerSettings
 from jobrun.worker.state import WorkerState

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 from uuid import UUID
 
-from jobrun.job import Job, Outcome, OutcomeKind
+from jobrun.domain import Job, Outcome, OutcomeKind
 from jobrun.ports import Executor
 from jobrun.worker.attempt import STOP_CANCELLED, Attempt, log_fields, one_line
 from jobrun.worker.settings import WorkerSettings

@@ -2,7 +2,7 @@
 
 One line per attempt that did not succeed (a retry, a snooze, a cancel, a
 death, a lost lease) and a DEBUG line per success; the observer
-(:class:`jobrun.observe.Observer`, metrics) hears of every attempt recorded.
+(:class:`jobrun.telemetry.hooks.Observer`, metrics) hears of every attempt recorded.
 A completion whose effect did not commit (a failing commit callback, a
 database error) is reported again as a failed attempt, so it retries.
 """
@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable
 
 from jobrun._endings import ending
 from jobrun._endings import one_line as short_line
+from jobrun.domain import Job, Outcome, OutcomeKind
 from jobrun.errors import LeaseLost
-from jobrun.job import Job, Outcome, OutcomeKind
-from jobrun.observe import Observer
+from jobrun.telemetry.hooks import Observer
 from jobrun.worker.attempt import Attempt, error_text, log_fields, one_line
 
 __all__ = ["Reporter"]

@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from jobrun.job import Job, Outcome
+from jobrun.domain import Job, Outcome
 from jobrun.worker.attempt import STOP_SHUTDOWN, Attempt
 from jobrun.worker.state import WorkerState
 

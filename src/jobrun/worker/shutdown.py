@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 
 from jobrun._endings import plural
-from jobrun.job import Job
+from jobrun.domain import Job
 from jobrun.worker.attempt import STOP_SHUTDOWN, Attempt
 from jobrun.worker.settings import WorkerSettings
 from jobrun.worker.signals import Signal

@@ -18,8 +18,8 @@ import collections
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
+from jobrun.domain import Job, Outcome
 from jobrun.errors import UsageError
-from jobrun.job import Job, Outcome
 
 __all__ = ["DEFAULT_WITHIN", "Signal", "WorkerSignals"]
 

@@ -16,8 +16,8 @@ import asyncio
 import collections
 import time
 
+from jobrun.domain import Job
 from jobrun.errors import UsageError
-from jobrun.job import Job
 from jobrun.worker.attempt import Attempt
 from jobrun.worker.claiming import ahead_patience, ahead_target, free_slots
 

@@ -9,7 +9,7 @@ room of its own and all on one event loop:
   notification or ``poll_every`` when they are drained.
 * **executor** (:mod:`jobrun.worker.executor`): runs each job's handler, as
   a task (``async def``) or in a bounded thread pool (``def``), and turns the
-  attempt into one :class:`~jobrun.job.Outcome`: a completion (with the
+  attempt into one :class:`~jobrun.domain.Outcome`: a completion (with the
   handler's commit callback, if any), or a failure (an exception or a
   timeout, retried on the job's own backoff; an unknown type or a payload
   that does not validate, on the bounded policy of :mod:`jobrun.unrunnable`),
@@ -49,14 +49,14 @@ import signal
 import socket
 from typing import Any
 
-from jobrun._collector import young_threshold_raised
+from jobrun._gc_tuning import young_threshold_raised
 from jobrun.config import DEFAULT_CLAIM_AHEAD, Config
+from jobrun.domain import Job, Outcome, OutcomeKind
 from jobrun.errors import ConfigurationError, UsageError
-from jobrun.job import Job, Outcome, OutcomeKind
-from jobrun.observe import Observer
 from jobrun.ports import Dispatcher, WorkerStore
 from jobrun.reaper import Reaper
 from jobrun.registry import Registry
+from jobrun.telemetry.hooks import Observer
 from jobrun.worker.claimer import Claimer
 from jobrun.worker.completer import Completer, CompletionStats
 from jobrun.worker.executor import JobExecutor
@@ -90,12 +90,12 @@ class Worker:
     :class:`jobrun.ports.Dispatcher`); without a dispatcher the worker polls
     every ``config.poll``. ``owner`` is the lease owner it claims as
     (:func:`default_owner` when not given). ``observer``
-    (:class:`jobrun.observe.Observer`) is told of every claim, every attempt's
+    (:class:`jobrun.telemetry.hooks.Observer`) is told of every claim, every attempt's
     outcome and every reap (metrics). With ``config.handoff`` and a dispatcher
     that can deliver them, enqueues lease jobs straight to its free slots
     (:mod:`jobrun.worker.handoff`; never in drain mode). While it runs,
     CPython's young-generation collection threshold is
-    ``config.gc_young_threshold`` (:mod:`jobrun._collector`).
+    ``config.gc_young_threshold`` (:mod:`jobrun._gc_tuning`).
 
     :attr:`signals` tells tests what the worker did (claimed, went idle,
     recorded outcomes), once they turn it on (:mod:`jobrun.worker.signals`).

@@ -3,7 +3,7 @@
 Three parts, wired by :class:`~jobrun.client.Client` when ``metrics_port`` is
 set (``jobrun worker --metrics-port PORT``):
 
-* :class:`PrometheusObserver`, the :class:`~jobrun.observe.Observer` that
+* :class:`PrometheusObserver`, the :class:`~jobrun.telemetry.hooks.Observer` that
   counts what this process did: jobs enqueued, claimed, and how each attempt
   ended, with a histogram of queue wait (claim time minus ``run_at``: a job
   delayed on purpose has not waited while it was not due) and of handler run
@@ -46,12 +46,12 @@ from prometheus_client import (
 )
 
 from jobrun._waiting import sleep_unless
+from jobrun.domain import Job, JobState, QueueStats
 from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError, JobrunError
-from jobrun.job import Job, JobState, QueueStats
 from jobrun.leadership import QUEUE_STATS_LOCK_KEY, Elector
-from jobrun.observe import FINISHED_OUTCOMES, Observer
 from jobrun.ports import Locker, LockHandle
+from jobrun.telemetry.hooks import FINISHED_OUTCOMES, Observer
 
 __all__ = [
     "QUEUE_STATS_LOCK_KEY",

@@ -6,7 +6,7 @@ send and twice to read. Where one statement is the whole call and someone
 waits for it (a single enqueue from a web request; the claim an idle worker
 sends when a job arrives, and the statement that records its outcome), that
 generality was about a quarter of the client's CPU per enqueue and about half
-a millisecond of a wake-up's claim. A lean connection wraps a pooled
+a millisecond of a wake-up's claim. A one-exchange connection wraps a pooled
 connection and hands the generated querier a minimal cursor: the query's
 placeholders are converted once per process, the statement is prepared once
 per server session under a name of its own, and a call is one send and one
@@ -39,14 +39,13 @@ import re
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any, cast
 
 import psycopg
 from psycopg import abc, errors, pq
 from psycopg.adapt import PyFormat, Transformer
 
-__all__ = ["AsyncLeanConnection", "LeanConnection"]
+__all__ = ["AsyncOneExchangeConnection", "OneExchangeConnection"]
 
 _PLACEHOLDER = re.compile(r"%%|%\((\w+)\)([sbt])")
 _FORMATS = {"s": PyFormat.AUTO, "b": PyFormat.BINARY, "t": PyFormat.TEXT}
@@ -100,7 +99,7 @@ class _Session:
 
     def new_name(self) -> bytes:
         self.made += 1
-        return b"jobrun_lean_%d" % self.made
+        return b"jobrun_call_%d" % self.made
 
 
 _sessions: weakref.WeakKeyDictionary[psycopg.BaseConnection[Any], _Session] = (
@@ -154,7 +153,7 @@ def _check(conn: psycopg.BaseConnection[Any], result: pq.abc.PGresult) -> pq.abc
             raise psycopg.OperationalError(" ".join(message.split()) or "the connection was lost")
         raise errors.error_from_result(result, encoding=conn.info.encoding)
     raise psycopg.ProgrammingError(
-        f"a lean statement got a {pq.ExecStatus(status).name} result;"
+        f"a one-exchange statement got a {pq.ExecStatus(status).name} result;"
         " it runs single statements only"
     )
 
@@ -164,7 +163,7 @@ def _is_stale(exc: psycopg.Error) -> bool:
 
 
 class _Rows:
-    """A statement's result as a cursor hands it out: the state both lean cursors share."""
+    """A statement's result as a cursor hands it out: the state both one-exchange cursors share."""
 
     def __init__(self, conn: psycopg.BaseConnection[Any]) -> None:
         self._conn = conn
@@ -202,8 +201,8 @@ class _Rows:
         return rows
 
 
-class _Lean:
-    """A wrapped pooled connection: what both lean connections share."""
+class _OneExchange:
+    """A wrapped pooled connection: what both one-exchange connections share."""
 
     def __init__(self, conn: psycopg.BaseConnection[Any]) -> None:
         self._conn = conn
@@ -284,20 +283,15 @@ async def _run_async(conn: psycopg.AsyncConnection[Any], call: _Call) -> pq.abc.
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-class _AsyncLeanCursor(_Rows):
+class _AsyncOneExchangeCursor(_Rows):
     """The part of psycopg's cursor the generated queriers use, over one exchange."""
 
     _conn: psycopg.AsyncConnection[Any]
 
-    async def __aenter__(self) -> _AsyncLeanCursor:
+    async def __aenter__(self) -> _AsyncOneExchangeCursor:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         self._result = None
 
     async def execute(self, query: str, params: Mapping[str, Any] | None = None) -> None:
@@ -314,7 +308,7 @@ class _AsyncLeanCursor(_Rows):
         return self._all()
 
 
-class AsyncLeanConnection(_Lean):
+class AsyncOneExchangeConnection(_OneExchange):
     """A pooled autocommit connection as the generated queriers see it, minus the cursor's cost.
 
     Pass it where a querier takes a connection; only single statements
@@ -326,9 +320,9 @@ class AsyncLeanConnection(_Lean):
     def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
         super().__init__(conn)
 
-    def cursor(self) -> _AsyncLeanCursor:
+    def cursor(self) -> _AsyncOneExchangeCursor:
         """A cursor that runs one statement per ``execute`` in one exchange."""
-        return _AsyncLeanCursor(self._conn)
+        return _AsyncOneExchangeCursor(self._conn)
 
 
 # -- sync -------------------------------------------------------------------------------
@@ -363,20 +357,15 @@ def _run_sync(conn: psycopg.Connection[Any], call: _Call) -> pq.abc.PGresult:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-class _LeanCursor(_Rows):
-    """The sync twin of the lean cursor."""
+class _OneExchangeCursor(_Rows):
+    """The sync twin of the one-exchange cursor."""
 
     _conn: psycopg.Connection[Any]
 
-    def __enter__(self) -> _LeanCursor:
+    def __enter__(self) -> _OneExchangeCursor:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._result = None
 
     def execute(self, query: str, params: Mapping[str, Any] | None = None) -> None:
@@ -393,14 +382,14 @@ class _LeanCursor(_Rows):
         return self._all()
 
 
-class LeanConnection(_Lean):
-    """The sync twin of :class:`AsyncLeanConnection`."""
+class OneExchangeConnection(_OneExchange):
+    """The sync twin of :class:`AsyncOneExchangeConnection`."""
 
     _conn: psycopg.Connection[Any]
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         super().__init__(conn)
 
-    def cursor(self) -> _LeanCursor:
+    def cursor(self) -> _OneExchangeCursor:
         """A cursor that runs one statement per ``execute`` in one exchange."""
-        return _LeanCursor(self._conn)
+        return _OneExchangeCursor(self._conn)

@@ -1,4 +1,4 @@
-"""The worker's collector tuning: raised while held, put back after, never lowered."""
+"""The worker's garbage-collector tuning: raised while held, put back after, never lowered."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from jobrun._collector import young_threshold_raised
+from jobrun._gc_tuning import young_threshold_raised
 
 
 @pytest.fixture(autouse=True)

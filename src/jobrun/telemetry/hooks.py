@@ -2,10 +2,11 @@
 
 :class:`Observer` is the one interface the store, the worker and the reaper
 report to: jobs enqueued, claimed, finished, reaped. Its methods do nothing;
-an implementation overrides the ones it needs (:class:`jobrun.metrics.PrometheusObserver`
-counts them for Prometheus). Nothing here imports a metrics library, and a
-component without an observer skips the calls altogether, so the hooks cost
-the no-op path one ``is None`` test per batch.
+an implementation overrides the ones it needs
+(:class:`jobrun.telemetry.prometheus.PrometheusObserver` counts them for
+Prometheus). Nothing here imports a metrics library, and a component without
+an observer skips the calls altogether, so the hooks cost the no-op path one
+``is None`` test per batch.
 
 While a handler runs, :data:`current_job` holds its job (a contextvar: set by
 the worker in the job's own task and copied into a sync handler's thread), so
@@ -14,7 +15,7 @@ belongs to. :class:`JobLogFilter` adds ``job_id``, ``job_type``, ``queue`` and
 ``attempt`` to such records; ``jobrun worker`` installs it on its log handler,
 and a service embedding jobrun adds it to its own handlers::
 
-    handler.addFilter(jobrun.observe.JobLogFilter())
+    handler.addFilter(jobrun.telemetry.JobLogFilter())
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import logging
 from collections.abc import Sequence
 from contextvars import ContextVar
 
-from jobrun.job import Job
+from jobrun.domain import Job
 
 __all__ = ["FINISHED_OUTCOMES", "JobLogFilter", "Observer", "current_job"]
 

@@ -1,4 +1,4 @@
-"""CPython's cyclic garbage collector, tuned for a busy worker while it runs.
+"""GC tuning: CPython's cyclic garbage collector, tuned for a busy worker while it runs.
 
 Why: a worker allocates a few dozen small container objects per job (rows,
 jobs, contexts, tasks, futures, outcomes) and frees most of them a batch

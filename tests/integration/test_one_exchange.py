@@ -1,4 +1,4 @@
-"""The lean statement path: single statements without psycopg's cursor, on real PostgreSQL.
+"""The one-exchange statement path: single statements without psycopg's cursor, on real PostgreSQL.
 
 Each test runs on a pool of one connection, so the session the store prepared
 its statement in is the session the test then inspects or disturbs.
@@ -15,13 +15,15 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
+from jobrun.domain import Job, JobState, NewJob, Outcome, OutcomeKind
 from jobrun.errors import DatabaseUnavailable, SchemaMissing
-from jobrun.job import Job, JobState, NewJob, Outcome, OutcomeKind
 from jobrun.postgres import Pool, SyncPool, open_pool, open_sync_pool
 from jobrun.postgres.store import Store
 from jobrun.postgres.store_sync import SyncStore
 
-LEAN_STATEMENTS = "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'jobrun_lean_%'"
+ONE_EXCHANGE_STATEMENTS = (
+    "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'jobrun_call_%'"
+)
 
 
 @pytest.fixture
@@ -56,14 +58,14 @@ async def test_the_statement_is_prepared_once_per_session_and_per_parameter_type
     store = Store(one)
     now = await store.now()
     plain = [await store.enqueue(NewJob(type="t", payload={"i": i})) for i in range(3)]
-    assert await session_scalar(one, LEAN_STATEMENTS) == 1
+    assert await session_scalar(one, ONE_EXCHANGE_STATEMENTS) == 1
     # A run_at is sent as a timestamptz where the calls above sent an
     # untyped NULL: another statement, as psycopg would prepare.
     at = now + timedelta(days=1)
     timed = await store.enqueue(NewJob(type="t", run_at=at, priority=-5))
-    assert await session_scalar(one, LEAN_STATEMENTS) == 2
+    assert await session_scalar(one, ONE_EXCHANGE_STATEMENTS) == 2
     again = await store.enqueue(NewJob(type="t", run_at=at + timedelta(seconds=1)))
-    assert await session_scalar(one, LEAN_STATEMENTS) == 2
+    assert await session_scalar(one, ONE_EXCHANGE_STATEMENTS) == 2
     stored = await store.get(timed.id)
     assert (stored.run_at, stored.priority, stored.state) == (at, -5, JobState.QUEUED)
     assert (await store.get(again.id)).run_at == at + timedelta(seconds=1)
@@ -75,26 +77,28 @@ async def test_a_session_that_lost_its_statements_prepares_them_again(one: Pool)
     first = await store.enqueue(NewJob(type="t"))
     async with one.connection() as conn:
         await conn.execute("DEALLOCATE ALL")
-    assert await session_scalar(one, LEAN_STATEMENTS) == 0
+    assert await session_scalar(one, ONE_EXCHANGE_STATEMENTS) == 0
     second = await store.enqueue(NewJob(type="t", payload={"n": 2}))
-    assert await session_scalar(one, LEAN_STATEMENTS) == 1
+    assert await session_scalar(one, ONE_EXCHANGE_STATEMENTS) == 1
     assert (await store.get(first.id)).state is JobState.QUEUED
     assert (await store.get(second.id)).payload == {"n": 2}
 
 
-async def test_claims_and_outcomes_go_lean_with_their_binary_parameters(one: Pool) -> None:
-    # The claim's and the outcomes' queries send arrays as %(name)b: the lean
+async def test_claims_and_outcomes_go_in_one_exchange_with_binary_parameters(
+    one: Pool,
+) -> None:
+    # The claim's and the outcomes' queries send arrays as %(name)b: the one-exchange
     # path must dump them in binary, as psycopg's cursor does.
     store = Store(one)
     jobs = [await store.enqueue(NewJob(type="t", queue=q, priority=p)) for q, p in
             [("a", 0), ("b", -1), ("a", 5)]]  # fmt: skip
     claimed = await store.claim(["a", "b"], "w1", 10, timedelta(seconds=30))
     assert [j.id for j in claimed] == [jobs[1].id, jobs[0].id, jobs[2].id]
-    assert await session_scalar(one, LEAN_STATEMENTS) == 2  # the enqueue, the claim
+    assert await session_scalar(one, ONE_EXCHANGE_STATEMENTS) == 2  # the enqueue, the claim
     outcomes = [Outcome(job=j, kind=OutcomeKind.COMPLETE) for j in claimed[:2]]
     outcomes.append(Outcome(job=claimed[2], kind=OutcomeKind.FAIL, detail="boom"))
     recorded = await store.record_outcomes("w1", outcomes)
-    assert await session_scalar(one, LEAN_STATEMENTS) == 3
+    assert await session_scalar(one, ONE_EXCHANGE_STATEMENTS) == 3
     states = [r.state if isinstance(r, Job) else r for r in recorded]
     assert states == [JobState.SUCCEEDED, JobState.SUCCEEDED, JobState.QUEUED]
     assert (await store.get(jobs[2].id)).last_error == "boom"
@@ -147,7 +151,7 @@ async def test_an_enqueue_cancelled_mid_statement_costs_the_pool_nothing(
     assert (await store.get(after.id)).payload == {"n": 3}
 
 
-async def test_a_server_error_on_the_lean_path_is_mapped_as_before(db_url: str) -> None:
+async def test_a_server_error_on_the_one_exchange_path_is_mapped_as_before(db_url: str) -> None:
     async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as conn:
         await conn.execute("ALTER TABLE jobs RENAME TO jobs_elsewhere")
     pool = await open_pool(db_url, worker_concurrency=1)
@@ -162,11 +166,11 @@ def test_the_sync_store_prepares_once_and_again_after_losing_it(sync_one: SyncPo
     store = SyncStore(sync_one)
     jobs = [store.enqueue(NewJob(type="t", payload={"i": i})) for i in range(3)]
     with sync_one.connection() as conn:
-        assert conn.execute(LEAN_STATEMENTS).fetchone() == (1,)
+        assert conn.execute(ONE_EXCHANGE_STATEMENTS).fetchone() == (1,)
         conn.execute("DEALLOCATE ALL")
     jobs.append(store.enqueue(NewJob(type="t", payload={"i": 3}, delay=timedelta(hours=1))))
     with sync_one.connection() as conn:
-        assert conn.execute(LEAN_STATEMENTS).fetchone() == (1,)
+        assert conn.execute(ONE_EXCHANGE_STATEMENTS).fetchone() == (1,)
     assert [store.get(j.id).payload for j in jobs] == [{"i": i} for i in range(4)]
     assert jobs[-1].run_at - jobs[0].run_at > timedelta(minutes=59)
 

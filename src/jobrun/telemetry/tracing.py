@@ -3,7 +3,7 @@
 At enqueue, :func:`current_trace_meta` reads the current span's context and
 returns it in W3C form (``traceparent``, and ``tracestate`` when there is
 one); the store writes it to the job's ``meta`` column. When a worker runs
-the job, :func:`job_span` starts the span ``jobrun.job`` as a child of that
+the job, :func:`job_span` starts the span ``"jobrun.job"`` as a child of that
 context *and* linked to it, so the request that enqueued a job and the job
 itself are one trace, and a backend that shows links still finds the producer
 when the job runs hours later.
@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from jobrun.job import Job
+from jobrun.domain import Job
 
 __all__ = ["SPAN_NAME", "current_trace_meta", "job_span", "tracing_available"]
 
@@ -84,7 +84,7 @@ _NO_SPAN = contextlib.nullcontext()
 def job_span(
     job: Job, *, ok: tuple[type[BaseException], ...] = ()
 ) -> contextlib.AbstractContextManager[None]:
-    """Run one attempt of ``job`` inside the span ``jobrun.job`` (``with job_span(job): ...``).
+    """Run one attempt of ``job`` inside the span ``"jobrun.job"`` (``with job_span(job): ...``).
 
     The span is a child of the trace context stored at enqueue (a new trace
     when there was none) and links to it. An exception other than those in

@@ -1,0 +1,132 @@
+"""The domain of jobrun: jobs, queues, schedules and outcomes, and their rules, as plain data.
+
+Nothing here does I/O, speaks SQL or imports psycopg. The ports the runtime
+consumes are in :mod:`jobrun.ports`; the PostgreSQL package
+(:mod:`jobrun.postgres`) implements them. Keeping that line sharp is what lets
+the contract be tested in one place. One module per concept, lowest first:
+
+- :mod:`~jobrun.domain.rules`: the limits and the ``*_problem`` checks that
+  apply them, shared by every entry point;
+- :mod:`~jobrun.domain.ids`: time-ordered job ids and application lock ids;
+- :mod:`~jobrun.domain.inputs`: the base of the models users build, which
+  raise jobrun's own error naming the field;
+- :mod:`~jobrun.domain.backoff`: a job's retry policy;
+- :mod:`~jobrun.domain.jobs`: a job to enqueue, a stored job, its events, the
+  options jobs enqueued alike share (:class:`JobOptions`), and listings;
+- :mod:`~jobrun.domain.queues`, :mod:`~jobrun.domain.schedules`,
+  :mod:`~jobrun.domain.outcomes`, :mod:`~jobrun.domain.handoff`.
+
+This package's namespace is the domain's face: every name above is importable
+from ``jobrun.domain``. The errors have their own home, :mod:`jobrun.errors`.
+"""
+
+from __future__ import annotations
+
+from jobrun.domain.backoff import DEFAULT_BACKOFF, Backoff, BackoffKind
+from jobrun.domain.handoff import HANDOFF_CONFIRM_WITHIN, HandoffOffer, WorkerOffer
+from jobrun.domain.ids import key_lock_id, new_job_id, new_job_ids, parse_job_id
+from jobrun.domain.inputs import describe_invalid
+from jobrun.domain.jobs import (
+    Event,
+    EventMode,
+    Job,
+    JobFilter,
+    JobOptions,
+    JobPage,
+    JobState,
+    NewJob,
+    jobs_alike,
+    new_job_problem,
+)
+from jobrun.domain.outcomes import (
+    CommitCallback,
+    Effect,
+    Outcome,
+    OutcomeKind,
+    SyncCommitCallback,
+    SyncOutcome,
+)
+from jobrun.domain.queues import (
+    MAX_QUEUE_LIMIT,
+    QueueControls,
+    QueueDepth,
+    QueueInfo,
+    QueueStats,
+    queue_limits_problem,
+)
+from jobrun.domain.rules import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_NOTIFY_CHANNEL,
+    DEFAULT_QUEUE,
+    MAX_ATTEMPTS_LIMIT,
+    MAX_DELAY,
+    MAX_PAYLOAD_DEPTH,
+    MAX_PRIORITY,
+    MAX_QUEUE_NAME,
+    MIN_PRIORITY,
+    NOTIFY_CHANNEL_MAX_BYTES,
+    RUN_AT_FLOOR,
+    RUN_AT_LIMIT,
+    duration_problem,
+    notify_channel_problem,
+    payload_problem,
+    queue_name_problem,
+    text_problem,
+)
+from jobrun.domain.schedules import NewSchedule, Schedule, SchedulePatch
+
+__all__ = [
+    "DEFAULT_BACKOFF",
+    "DEFAULT_MAX_ATTEMPTS",
+    "DEFAULT_NOTIFY_CHANNEL",
+    "DEFAULT_QUEUE",
+    "HANDOFF_CONFIRM_WITHIN",
+    "MAX_ATTEMPTS_LIMIT",
+    "MAX_DELAY",
+    "MAX_PAYLOAD_DEPTH",
+    "MAX_PRIORITY",
+    "MAX_QUEUE_LIMIT",
+    "MAX_QUEUE_NAME",
+    "MIN_PRIORITY",
+    "NOTIFY_CHANNEL_MAX_BYTES",
+    "RUN_AT_FLOOR",
+    "RUN_AT_LIMIT",
+    "Backoff",
+    "BackoffKind",
+    "CommitCallback",
+    "Effect",
+    "Event",
+    "EventMode",
+    "HandoffOffer",
+    "Job",
+    "JobFilter",
+    "JobOptions",
+    "JobPage",
+    "JobState",
+    "NewJob",
+    "NewSchedule",
+    "Outcome",
+    "OutcomeKind",
+    "QueueControls",
+    "QueueDepth",
+    "QueueInfo",
+    "QueueStats",
+    "Schedule",
+    "SchedulePatch",
+    "SyncCommitCallback",
+    "SyncOutcome",
+    "WorkerOffer",
+    "describe_invalid",
+    "duration_problem",
+    "jobs_alike",
+    "key_lock_id",
+    "new_job_id",
+    "new_job_ids",
+    "new_job_problem",
+    "notify_channel_problem",
+    "parse_job_id",
+    "payload_problem",
+    "queue_limits_problem",
+    "queue_name_problem",
+    "text_problem",
+]

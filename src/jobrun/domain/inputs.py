@@ -1,0 +1,107 @@
+"""The base of the models users build from their own input, and their shared field checks.
+
+A bad field of a :class:`~jobrun.domain.NewJob`, a :class:`~jobrun.domain.Backoff`
+or a schedule raises jobrun's own error (:class:`~jobrun.errors.InvalidJob`,
+:class:`~jobrun.errors.InvalidSchedule`) naming the field, never pydantic's.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import (
+    BaseModel,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+)
+
+from jobrun.domain.rules import (
+    MAX_PAYLOAD_DEPTH,
+    duration_problem,
+    queue_name_problem,
+    text_problem,
+)
+from jobrun.errors import InvalidJob, JobrunError
+
+__all__ = [
+    "InputModel",
+    "bounded_nesting",
+    "check_every",
+    "checked_queue",
+    "checked_text",
+    "describe_invalid",
+]
+
+
+def describe_invalid(what: str, exc: ValidationError) -> str:
+    """One line naming every field pydantic refused: ``invalid job: priority: ...``."""
+    parts = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"])
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {msg}" if where else msg)
+    return f"invalid {what}: {'; '.join(parts)}"
+
+
+class InputModel(BaseModel):
+    """A model users build from their own input: bad fields raise jobrun's error, not pydantic's.
+
+    The one exception tree holds at construction too: ``NewJob(priority=99999)``
+    raises :class:`~jobrun.errors.InvalidJob` (still a ``ValueError``), naming the field.
+    """
+
+    _invalid: ClassVar[type[JobrunError]] = InvalidJob
+    _what: ClassVar[str] = "job"
+
+    if not TYPE_CHECKING:  # mypy keeps the pydantic plugin's typed __init__
+
+        def __init__(self, /, **data: Any) -> None:
+            try:
+                super().__init__(**data)
+            except ValidationError as exc:
+                raise self._invalid(describe_invalid(self._what, exc)) from exc
+
+
+def bounded_nesting(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """Validate a JSON payload, turning pydantic's own depth guard into our limit's message.
+
+    pydantic refuses a value nested a few hundred levels deep with one
+    location segment per level; the limit itself is enforced when the store
+    encodes the payload (:func:`~jobrun.domain.rules.payload_problem`).
+    """
+    try:
+        return handler(value)
+    except ValidationError as exc:
+        if any(err["type"] == "recursion_depth_exceeded" for err in exc.errors()):
+            raise ValueError(
+                f"payload is nested more than {MAX_PAYLOAD_DEPTH} levels deep"
+            ) from None
+        raise
+
+
+def checked_text(value: str | None, info: ValidationInfo) -> str | None:
+    """A text field's validator: ``value``, or ValueError when a text column refuses it."""
+    if value is not None:
+        problem = text_problem(info.field_name or "text", value)
+        if problem is not None:
+            raise ValueError(problem)
+    return value
+
+
+def checked_queue(value: str | None) -> str | None:
+    """A queue field's validator: ``value`` unchanged, or ValueError when no queue may bear it."""
+    if value is not None:
+        problem = queue_name_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+    return value
+
+
+def check_every(every: timedelta | None) -> None:
+    """Raise ValueError when a schedule's interval ``every`` is not positive or is too long."""
+    if every is not None:
+        problem = duration_problem("every", every, positive=True)
+        if problem is not None:
+            raise ValueError(problem)
