@@ -94,7 +94,9 @@ def jobrun_client(request: Any) -> Client:
     ``request`` is the Starlette (or FastAPI) request of an app whose lifespan
     is :meth:`Jobrun.lifespan`.
     """
-    client = getattr(request.state, STATE_KEY, None)
+    # The lifespan state reaches request.state under a server; a bare ASGI
+    # transport leaves it out, and app.state holds the same client.
+    client = getattr(request.state, STATE_KEY, None) or getattr(request.app.state, STATE_KEY, None)
     if not isinstance(client, Client):
         raise LookupError("no jobrun client: give the app lifespan=Jobrun(...).lifespan")
     return client
