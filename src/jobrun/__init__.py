@@ -55,6 +55,7 @@ from jobrun.errors import (
     ScheduleNotFound,
     SchemaMissing,
     UnknownJobType,
+    UnsupportedConnection,
     UsageError,
 )
 from jobrun.registry import Cancel, JobContext, Registry, Snooze
@@ -111,5 +112,6 @@ __all__ = [
     "SyncCommitCallback",
     "SyncOutcome",
     "UnknownJobType",
+    "UnsupportedConnection",
     "UsageError",
 ]

@@ -4,7 +4,8 @@ The hierarchy::
 
     JobrunError
     ├── ConfigurationError        bad settings (a heartbeat outside the lease, ...)
-    │   └── DurationError         a duration text (an option, a JOBRUN_* variable) unreadable
+    │   ├── DurationError         a duration text (an option, a JOBRUN_* variable) unreadable
+    │   └── UnsupportedConnection conn= is no transaction jobrun can join (says what is)
     ├── UsageError                an object used outside its life cycle (run twice, closed)
     ├── DatabaseUnavailable       the server can't be reached; names host, port, db
     │   └── PoolExhausted         every pooled connection stayed busy past the timeout
@@ -59,6 +60,7 @@ __all__ = [
     "ScheduleNotFound",
     "SchemaMissing",
     "UnknownJobType",
+    "UnsupportedConnection",
     "UsageError",
 ]
 
@@ -71,6 +73,15 @@ class ConfigurationError(JobrunError, ValueError):
     """Settings that cannot work together, or a setting out of range, found before anything runs.
 
     Also a ValueError, which is what some of these checks raised before.
+    """
+
+
+class UnsupportedConnection(ConfigurationError):
+    """``conn=`` is not a transaction jobrun can join; the message lists what it can.
+
+    A psycopg connection, SQLAlchemy on the psycopg driver, or Django's
+    connection (see :mod:`jobrun.postgres.holders`); a closed one, another
+    driver, or a framework holder in autocommit is refused.
     """
 
 

@@ -6,8 +6,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Unpack
 from uuid import UUID
 
-import psycopg
-
 from jobrun.domain import (
     EventMode,
     Job,
@@ -44,9 +42,7 @@ __all__ = ["EnqueueMethods"]
 class EnqueueMethods(StoreCore):
     """Enqueueing, mixed into :class:`jobrun.postgres.store.Store`."""
 
-    async def enqueue(
-        self, job: NewJob, *, conn: psycopg.AsyncConnection[Any] | None = None
-    ) -> Job:
+    async def enqueue(self, job: NewJob, *, conn: Any | None = None) -> Job:
         """Insert ``job``, or return the stored job when it replays an idempotency key.
 
         A replay (same key, same body) returns the stored job, whose ``id``
@@ -115,7 +111,7 @@ class EnqueueMethods(StoreCore):
         return made
 
     async def enqueue_batch(
-        self, jobs: Sequence[NewJob], *, conn: psycopg.AsyncConnection[Any] | None = None
+        self, jobs: Sequence[NewJob], *, conn: Any | None = None
     ) -> list[Job | IdempotencyConflict]:
         """Insert many jobs in one transaction; one result per input, in order.
 
@@ -182,7 +178,7 @@ class EnqueueMethods(StoreCore):
         job_type: str,
         payloads: Iterable[Any],
         *,
-        conn: psycopg.AsyncConnection[Any] | None = None,
+        conn: Any | None = None,
         **options: Unpack[JobOptions],
     ) -> list[UUID]:
         """Insert one job of ``job_type`` per payload, alike in all else, in one transaction.

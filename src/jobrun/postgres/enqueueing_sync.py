@@ -13,8 +13,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Unpack
 from uuid import UUID
 
-import psycopg
-
 from jobrun.domain import EventMode, Job, JobOptions, NewJob, new_job_ids
 from jobrun.errors import IdempotencyConflict, JobrunError
 from jobrun.postgres import preparing
@@ -33,7 +31,7 @@ __all__ = ["SyncEnqueueMethods"]
 class SyncEnqueueMethods(SyncStoreCore):
     """Enqueueing, mixed into :class:`jobrun.postgres.store_sync.SyncStore`."""
 
-    def enqueue(self, job: NewJob, *, conn: psycopg.Connection[Any] | None = None) -> Job:
+    def enqueue(self, job: NewJob, *, conn: Any | None = None) -> Job:
         """Insert ``job``, or return the stored job when it replays an idempotency key.
 
         A replay (same key, same body) returns the stored job, whose ``id``
@@ -96,7 +94,7 @@ class SyncEnqueueMethods(SyncStoreCore):
         return made
 
     def enqueue_batch(
-        self, jobs: Sequence[NewJob], *, conn: psycopg.Connection[Any] | None = None
+        self, jobs: Sequence[NewJob], *, conn: Any | None = None
     ) -> list[Job | IdempotencyConflict]:
         """Insert many jobs in one transaction; one result per input, in order.
 
@@ -167,7 +165,7 @@ class SyncEnqueueMethods(SyncStoreCore):
         job_type: str,
         payloads: Iterable[Any],
         *,
-        conn: psycopg.Connection[Any] | None = None,
+        conn: Any | None = None,
         **options: Unpack[JobOptions],
     ) -> list[UUID]:
         """Insert one job of ``job_type`` per payload, alike in all else, in one transaction.

@@ -25,7 +25,7 @@ from jobrun.errors import (
     ConfigurationError,
     JobrunError,
 )
-from jobrun.postgres import _base, preparing
+from jobrun.postgres import _base, holders, preparing
 from jobrun.postgres.convert import (
     utc,
 )
@@ -123,27 +123,29 @@ class StoreCore:
 
     @asynccontextmanager
     async def _with_tx(
-        self, conn: psycopg.AsyncConnection[Any] | None = None
+        self, conn: Any | None = None
     ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         """The one way a transaction opens: on ``conn`` (joining its transaction) or the pool.
+
+        ``conn`` is the caller's transaction holder: a psycopg connection, or
+        SQLAlchemy's or Django's, unwrapped by :mod:`jobrun.postgres.holders`.
 
         On a caller's connection that already has a transaction open this is a
         savepoint inside it, so the caller's commit or rollback decides.
         """
         try:
             if conn is not None:
-                if not isinstance(conn, psycopg.AsyncConnection):
-                    raise _base.wrong_connection(psycopg.AsyncConnection)
-                if _base.needs_transaction_block(conn):
+                held = await holders.unwrap_async(conn)
+                if _base.needs_transaction_block(held):
                     # Autocommit: our own atomic transaction. Inside the
                     # caller's transaction: a savepoint, so a failure here
                     # leaves their transaction usable.
-                    async with conn.transaction():
-                        yield conn
+                    async with held.transaction():
+                        yield held
                 else:
                     # psycopg's implicit transaction has not begun yet: our
                     # first statement begins it and the caller commits it.
-                    yield conn
+                    yield held
                 return
             if self._pid != os.getpid():
                 self._forked()

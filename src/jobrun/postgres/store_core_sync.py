@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from jobrun.domain import DEFAULT_NOTIFY_CHANNEL, EventMode, notify_channel_problem
 from jobrun.errors import ConfigurationError, JobrunError
-from jobrun.postgres import _base, preparing
+from jobrun.postgres import _base, holders, preparing
 from jobrun.postgres.convert import utc
 from jobrun.postgres.errors_map import map_error
 from jobrun.postgres.one_exchange import OneExchangeConnection
@@ -118,23 +118,23 @@ class SyncStoreCore:
         raise _base.forked_pool_error(self._pid)
 
     @contextmanager
-    def _with_tx(
-        self, conn: psycopg.Connection[Any] | None = None
-    ) -> Iterator[psycopg.Connection[Any]]:
+    def _with_tx(self, conn: Any | None = None) -> Iterator[psycopg.Connection[Any]]:
         """The one way a transaction opens: on ``conn`` (joining its transaction) or the pool.
+
+        ``conn`` is the caller's transaction holder: a psycopg connection, or
+        SQLAlchemy's or Django's, unwrapped by :mod:`jobrun.postgres.holders`.
 
         On a caller's connection that already has a transaction open this is a
         savepoint inside it, so the caller's commit or rollback decides.
         """
         try:
             if conn is not None:
-                if not isinstance(conn, psycopg.Connection):
-                    raise _base.wrong_connection(psycopg.Connection)
-                if _base.needs_transaction_block(conn):
-                    with conn.transaction():
-                        yield conn
+                held = holders.unwrap_sync(conn)
+                if _base.needs_transaction_block(held):
+                    with held.transaction():
+                        yield held
                 else:
-                    yield conn
+                    yield held
                 return
             if self._pid != os.getpid():
                 self._forked()

@@ -1,0 +1,7 @@
+"""jobrun inside the web frameworks services already run on.
+
+:mod:`jobrun.integrations.starlette` opens a :class:`jobrun.Client` for a
+Starlette or FastAPI app's lifetime. Sharing the caller's transaction needs no
+integration: ``conn=`` takes SQLAlchemy's and Django's connections as they are
+(see :mod:`jobrun.postgres.holders`).
+"""
