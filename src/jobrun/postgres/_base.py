@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
-from psycopg import AsyncConnection, BaseConnection
+from psycopg import BaseConnection
 from psycopg.pq import TransactionStatus
 
 from jobrun.domain import (
@@ -45,7 +45,6 @@ __all__ = [
     "list_args",
     "needs_transaction_block",
     "page_of",
-    "wrong_connection",
 ]
 
 
@@ -140,23 +139,6 @@ def needs_transaction_block(conn: BaseConnection[Any]) -> bool:
     caller's transaction and the caller's commit or rollback decides.
     """
     return conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE
-
-
-def wrong_connection(expected: type[BaseConnection[Any]]) -> ConfigurationError:
-    """The error for a ``conn=`` argument that is not the ``expected`` kind of connection.
-
-    The async store takes a ``psycopg.AsyncConnection`` and the sync store a
-    ``psycopg.Connection``; the message points at the other store.
-    """
-    if issubclass(expected, AsyncConnection):
-        return ConfigurationError(
-            "conn must be a psycopg.AsyncConnection; "
-            "use jobrun.postgres.SyncStore (or SyncProducer) with a sync connection"
-        )
-    return ConfigurationError(
-        "conn must be a sync psycopg.Connection; "
-        "use jobrun.postgres.Store with a psycopg.AsyncConnection"
-    )
 
 
 def forked_pool_error(opened_in: int) -> UsageError:
