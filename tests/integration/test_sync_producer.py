@@ -2,7 +2,7 @@
 
 The store's contract (enqueue, batches, idempotency, payload checks, the
 operators, notifications) runs against the generated sync store in
-``test_store.py``; here are transactional enqueue on a sync
+``test_store_sync.py``, generated from ``test_store.py``; here are transactional enqueue on a sync
 ``psycopg.Connection`` and the SyncProducer lifecycle.
 """
 

@@ -34,6 +34,7 @@ class SyncLeaseMethods(SyncStoreCore):
         lease: timedelta,
         *,
         offer: HandoffOffer | None = None,
+        now: datetime | None = None,
     ) -> list[Job]:
         """Lease up to ``limit`` due jobs of ``queues`` for ``owner``, in claim order.
 
@@ -43,7 +44,9 @@ class SyncLeaseMethods(SyncStoreCore):
         the slots this claim leaves free are offered for each of ``queues``;
         without it (or with none left) the owner's offers are withdrawn. A job
         handed through them is leased for ``offer.confirm_within`` (at most
-        ``lease``) until a heartbeat confirms it.
+        ``lease``) until a heartbeat confirms it. ``now`` pins the clock that
+        decides which jobs are due and when the leases end (tests); it
+        defaults to the database's.
         """
         if limit <= 0 or not queues:
             return []
@@ -54,7 +57,7 @@ class SyncLeaseMethods(SyncStoreCore):
                     owner=owner,
                     max_jobs=limit,
                     lease=lease,
-                    now=None,
+                    now=now,
                     offer_channel=None if offer is None else offer.channel,
                     offer_lease=lease if offer is None else min(lease, offer.confirm_within),
                     offer_ttl=NO_OFFER_TTL if offer is None else offer.ttl,
