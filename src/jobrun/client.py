@@ -235,13 +235,22 @@ class Client:
     # -- producing ------------------------------------------------------------------------
 
     async def enqueue(self, job: NewJob, *, conn: Any | None = None) -> Job:
-        """Enqueue ``job``; with ``conn`` (your open transaction) it commits with your rows."""
-        return await self.store.enqueue(job, conn=conn)
+        """Enqueue ``job``; with ``conn`` (your open transaction) it commits with your rows.
+
+        Fields the caller did not set take the defaults declared with the
+        type's handler in this client's registry.
+        """
+        return await self.store.enqueue(self.registry.with_defaults(job), conn=conn)
 
     async def enqueue_batch(
         self, jobs: Sequence[NewJob], *, conn: Any | None = None
     ) -> list[Job | IdempotencyConflict]:
-        """Enqueue many jobs in one transaction; one result per input, in order."""
+        """Enqueue many jobs in one transaction; one result per input, in order.
+
+        Each job takes its type's declared defaults, as :meth:`enqueue` does.
+        """
+        if self.registry:
+            jobs = [self.registry.with_defaults(job) for job in jobs]
         return await self.store.enqueue_batch(jobs, conn=conn)
 
     async def enqueue_many(
@@ -257,7 +266,9 @@ class Client:
         The fast path for bulk work: see :meth:`Store.enqueue_many
         <jobrun.postgres.Store.enqueue_many>`.
         """
-        return await self.store.enqueue_many(job_type, payloads, conn=conn, **options)
+        # The options given win over the defaults declared with the handler.
+        merged: dict[str, Any] = {**self.registry.defaults_for(job_type), **options}
+        return await self.store.enqueue_many(job_type, payloads, conn=conn, **merged)
 
     async def migrate(self) -> list[int]:
         """Apply pending migrations (safe to run concurrently); return the versions applied.

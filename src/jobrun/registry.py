@@ -31,14 +31,15 @@ import inspect
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
+from types import MappingProxyType
 from typing import Any, TypeAlias, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from jobrun.domain import CommitCallback, Job, NewJob, key_lock_id
-from jobrun.errors import ConfigurationError, InvalidPayload, UnknownJobType
+from jobrun.domain import Backoff, CommitCallback, Job, NewJob, key_lock_id
+from jobrun.errors import ConfigurationError, InvalidJob, InvalidPayload, UnknownJobType
 
 __all__ = [
     "MAX_SNOOZE",
@@ -224,6 +225,9 @@ class Handler:
     """This type's per-attempt time limit; ``None`` uses the worker's."""
     adapter: TypeAdapter[Any] | None = None
     """The validator built from ``payload_type``."""
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    """The job options declared with the handler (``queue``, ``priority``,
+    ``max_attempts``, ``backoff``), by name; only those declared are present."""
 
     def parse_payload(self, job: Job) -> Any:
         """The job's payload, validated into the declared type; raises :class:`InvalidPayload`."""
@@ -233,6 +237,26 @@ class Handler:
             return self.adapter.validate_python(job.payload)
         except ValidationError as exc:
             raise InvalidPayload(self.type, _summarise(exc)) from None
+
+
+_NO_DEFAULTS: Mapping[str, Any] = MappingProxyType({})
+
+
+def _declared_defaults(job_type: str, **options: Any) -> dict[str, Any]:
+    """The options given (not None), each checked alone by NewJob's own rules."""
+    defaults: dict[str, Any] = {}
+    for name, value in options.items():
+        if value is None:
+            continue
+        try:
+            checked = NewJob(type=job_type, **{name: value})
+        except InvalidJob as exc:
+            reason = str(exc).removeprefix("invalid job: ")
+            raise ConfigurationError(
+                f"default {name} of handler {job_type!r} is invalid: {reason}"
+            ) from None
+        defaults[name] = getattr(checked, name)
+    return defaults
 
 
 def _summarise(exc: ValidationError) -> str:
@@ -261,6 +285,10 @@ class Registry(Mapping[str, Handler]):
         *,
         payload: Any = None,
         timeout: timedelta | float | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        backoff: Backoff | None = None,
     ) -> Handler:
         """Register ``func`` for ``job_type``; see :meth:`handler` for the options."""
         if not job_type or len(job_type) > 255:
@@ -281,6 +309,9 @@ class Registry(Mapping[str, Handler]):
                 raise ConfigurationError(
                     f"payload type of {job_type!r} cannot be validated: {exc}"
                 ) from exc
+        defaults = _declared_defaults(
+            job_type, queue=queue, priority=priority, max_attempts=max_attempts, backoff=backoff
+        )
         entry = Handler(
             type=job_type,
             func=func,
@@ -288,6 +319,7 @@ class Registry(Mapping[str, Handler]):
             payload_type=payload,
             timeout=timeout,
             adapter=adapter,
+            defaults=MappingProxyType(defaults),
         )
         self._handlers[job_type] = entry
         return entry
@@ -298,6 +330,10 @@ class Registry(Mapping[str, Handler]):
         *,
         payload: Any = None,
         timeout: timedelta | float | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        backoff: Backoff | None = None,
     ) -> Callable[[F], F]:
         """Decorate a handler for ``job_type``.
 
@@ -306,10 +342,25 @@ class Registry(Mapping[str, Handler]):
         without it the handler receives the raw JSON value. ``timeout`` limits
         each attempt (seconds or a timedelta) and overrides the worker's
         ``job_timeout``. The decorated function is returned unchanged.
+
+        ``queue``, ``priority``, ``max_attempts`` and ``backoff`` are this
+        type's defaults for the :class:`NewJob` fields of those names: jobs
+        built by :meth:`new_job`, or enqueued through a client that holds this
+        registry, take them when the caller gives none. They are checked here,
+        by the rules a :class:`NewJob` applies, so a bad one fails at import.
         """
 
         def decorate(func: F) -> F:
-            self.register(job_type, func, payload=payload, timeout=timeout)
+            self.register(
+                job_type,
+                func,
+                payload=payload,
+                timeout=timeout,
+                queue=queue,
+                priority=priority,
+                max_attempts=max_attempts,
+                backoff=backoff,
+            )
             return func
 
         return decorate
@@ -347,7 +398,8 @@ class Registry(Mapping[str, Handler]):
         ``payload`` may be a model instance or plain data; it is validated and
         dumped to JSON the same way the worker will read it back, so a job
         that would not validate is refused here with :class:`InvalidPayload`.
-        ``options`` are the other :class:`NewJob` fields (queue, priority, ...).
+        ``options`` are the other :class:`NewJob` fields (queue, priority, ...);
+        those not given take the defaults declared with the handler.
         """
         entry = self.lookup(job_type)
         if entry.adapter is None:
@@ -358,7 +410,27 @@ class Registry(Mapping[str, Handler]):
             except ValidationError as exc:
                 raise InvalidPayload(job_type, _summarise(exc)) from None
             data = entry.adapter.dump_python(value, mode="json")
-        return NewJob(type=job_type, payload=data, **options)
+        return NewJob(type=job_type, payload=data, **{**entry.defaults, **options})
+
+    def defaults_for(self, job_type: str) -> Mapping[str, Any]:
+        """The job options declared with ``job_type``'s handler; empty for an unknown type."""
+        entry = self._handlers.get(job_type)
+        return _NO_DEFAULTS if entry is None else entry.defaults
+
+    def with_defaults(self, job: NewJob) -> NewJob:
+        """``job`` with its type's declared defaults in the fields its caller did not set.
+
+        A field counts as set when it was given to the constructor, even with
+        the value it would have defaulted to (``NewJob(..., queue="default")``
+        keeps ``"default"``); pydantic's ``model_fields_set`` tells them apart.
+        A job whose type declares no defaults is returned as it is.
+        """
+        defaults = self.defaults_for(job.type)
+        if not defaults:
+            return job
+        update = {k: v for k, v in defaults.items() if k not in job.model_fields_set}
+        # model_copy skips validation: the defaults were validated when declared.
+        return job.model_copy(update=update) if update else job
 
     def __getitem__(self, job_type: str) -> Handler:
         return self._handlers[job_type]

@@ -93,13 +93,22 @@ class SyncClient:
         return self._producer
 
     def enqueue(self, job: NewJob, *, conn: Any | None = None) -> Job:
-        """Enqueue ``job``; with ``conn`` (your open transaction) it commits with your rows."""
-        return self.store.enqueue(job, conn=conn)
+        """Enqueue ``job``; with ``conn`` (your open transaction) it commits with your rows.
+
+        Fields the caller did not set take the defaults declared with the
+        type's handler in this client's registry.
+        """
+        return self.store.enqueue(self.registry.with_defaults(job), conn=conn)
 
     def enqueue_batch(
         self, jobs: Sequence[NewJob], *, conn: Any | None = None
     ) -> list[Job | IdempotencyConflict]:
-        """Enqueue many jobs in one transaction; one result per input, in order."""
+        """Enqueue many jobs in one transaction; one result per input, in order.
+
+        Each job takes its type's declared defaults, as :meth:`enqueue` does.
+        """
+        if self.registry:
+            jobs = [self.registry.with_defaults(job) for job in jobs]
         return self.store.enqueue_batch(jobs, conn=conn)
 
     def enqueue_many(
@@ -115,7 +124,9 @@ class SyncClient:
         ``options`` are the fields the jobs share (:class:`~jobrun.domain.JobOptions`),
         as :meth:`jobrun.postgres.SyncStore.enqueue_many` takes them.
         """
-        return self.store.enqueue_many(job_type, payloads, conn=conn, **options)
+        # The options given win over the defaults declared with the handler.
+        merged: dict[str, Any] = {**self.registry.defaults_for(job_type), **options}
+        return self.store.enqueue_many(job_type, payloads, conn=conn, **merged)
 
     def get(self, job_id: UUID) -> Job:
         """The job with ``job_id`` as stored now; JobNotFound when there is none."""

@@ -39,18 +39,23 @@ PayloadOption = Annotated[
 ]
 # Not JOBRUN_QUEUE: that is the worker's list of queues (mail,default), not one to write to.
 EnqueueQueueOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--queue",
         "-q",
         envvar="JOBRUN_ENQUEUE_QUEUE",
         show_envvar=True,
-        help="The queue to put the job in.",
+        help="The queue to put the job in (default: the one declared with the --app "
+        "handler, else default).",
     ),
 ]
 PriorityOption = Annotated[
-    int,
-    typer.Option(envvar="JOBRUN_PRIORITY", show_envvar=True, help="Lower runs first (default 0)."),
+    int | None,
+    typer.Option(
+        envvar="JOBRUN_PRIORITY",
+        show_envvar=True,
+        help="Lower runs first (default: declared with the --app handler, else 0).",
+    ),
 ]
 DelayOption = Annotated[
     str | None,
@@ -69,7 +74,8 @@ MaxAttemptsOption = Annotated[
     typer.Option(
         envvar="JOBRUN_MAX_ATTEMPTS",
         show_envvar=True,
-        help="Attempts before the job ends dead (default 25).",
+        help="Attempts before the job ends dead (default: declared with the --app handler, "
+        "else 25).",
     ),
 ]
 EnqueueAppOption = Annotated[
@@ -89,8 +95,8 @@ def enqueue_command(
     job_type: Annotated[str, typer.Argument(metavar="TYPE", help="The job type.")],
     database_url: DatabaseUrlOption = None,
     payload: PayloadOption = "{}",
-    queue: EnqueueQueueOption = "default",
-    priority: PriorityOption = 0,
+    queue: EnqueueQueueOption = None,
+    priority: PriorityOption = None,
     delay: DelayOption = None,
     idempotency_key: IdempotencyKeyOption = None,
     max_attempts: MaxAttemptsOption = None,
@@ -101,14 +107,14 @@ def enqueue_command(
     options: dict[str, Any] = {
         "type": job_type,
         "payload": body_value,
-        "queue": queue,
-        "priority": priority,
         "idempotency_key": idempotency_key,
     }
+    # Only the options given are set: the others stay unset, so a Client
+    # holding the --app registry fills in the defaults declared with the handler.
+    given = {"queue": queue, "priority": priority, "max_attempts": max_attempts}
+    options.update((name, value) for name, value in given.items() if value is not None)
     if delay is not None:
         options["delay"] = read_duration("--delay", delay)
-    if max_attempts is not None:
-        options["max_attempts"] = max_attempts
     try:
         new = NewJob(**options)
     except JobrunError as exc:
