@@ -1,0 +1,34 @@
+"""``jobrun enqueue --app`` takes the job options declared with the handler (issue 30, item 5).
+
+The command goes through a Client holding the application's registry, so a
+job enqueued from the shell lands where the application's own would; an
+option given on the command line wins, and without ``--app`` nothing changes.
+"""
+
+from __future__ import annotations
+
+import psycopg
+from tests.acceptance.test_cli import ok
+
+APP = "tests.acceptance.defaults_app"
+
+
+def row(db_url: str, job_id: str) -> tuple[str, int, int]:
+    with psycopg.connect(db_url) as conn:
+        found = conn.execute(
+            "SELECT queue, priority, max_attempts FROM jobs WHERE id = %s", (job_id,)
+        ).fetchone()
+    assert found is not None
+    return found[0], found[1], found[2]
+
+
+def test_enqueue_with_the_app_takes_the_declared_defaults(db_url: str) -> None:
+    declared = ok("enqueue", "mail.welcome", "--app", APP, "--database-url", db_url).strip()
+    assert row(db_url, declared) == ("mail", 5, 3)
+    mine = ok(
+        "enqueue", "mail.welcome", "--app", APP, "--queue", "default", "--priority", "0",
+        "--database-url", db_url,
+    ).strip()  # fmt: skip
+    assert row(db_url, mine) == ("default", 0, 3)
+    bare = ok("enqueue", "mail.welcome", "--database-url", db_url).strip()
+    assert row(db_url, bare) == ("default", 0, 25)
