@@ -26,6 +26,7 @@ from jobrun import (
     SyncClient,
 )
 from jobrun.domain import DEFAULT_BACKOFF
+from jobrun.testing import RecordingProducer
 
 SLOW = Backoff(kind=BackoffKind.CONSTANT, base=timedelta(seconds=42))
 
@@ -152,3 +153,14 @@ def test_a_producer_without_the_registry_enqueues_as_before(db_url: str) -> None
     with SyncClient(database_url=db_url) as jobs:
         job = jobs.enqueue(NewJob(type="mail.welcome"))
     assert stored(db_url)[str(job.id)][:3] == NEWJOB_DEFAULTS[:3]
+
+
+async def test_the_recording_producer_applies_them_as_a_client_holding_the_registry() -> None:
+    recorder = RecordingProducer(make_registry())
+    one = await recorder.enqueue(NewJob(type="mail.welcome"))
+    mine = await recorder.enqueue(NewJob(type="mail.welcome", queue="default"))
+    (many,) = await recorder.enqueue_many("mail.welcome", [{}], priority=1)
+    assert (one.queue, one.priority, one.max_attempts) == ("mail", 5, 3)
+    assert (mine.queue, mine.priority) == ("default", 5)
+    assert (await recorder.get(many)).priority == 1
+    assert (await recorder.get(many)).queue == "mail"

@@ -96,6 +96,8 @@ class _Recorder:
         models = registry.payload_models() if registry is not None else {}
         self.payload_models: dict[str, type[BaseModel]] = {**models, **(payload_models or {})}
         self.job_types: frozenset[str] | None = frozenset(registry) if registry else None
+        # Its handlers' declared job options, filled in as a Client fills them in.
+        self._defaults = registry if registry else None
         self.max_payload_bytes = max_payload_bytes
         self.clock = clock
         self.offered: list[NewJob] = []
@@ -118,6 +120,8 @@ class _Recorder:
         return self.clock().astimezone(UTC)
 
     def _record(self, jobs: Sequence[NewJob]) -> list[Job | IdempotencyConflict]:
+        if self._defaults is not None:
+            jobs = [self._defaults.with_defaults(job) for job in jobs]
         prepared = preparing.prepare_jobs(
             jobs, self.payload_models, self.max_payload_bytes, self.job_types
         )
@@ -153,6 +157,8 @@ class _Recorder:
     def _record_many(
         self, job_type: str, payloads: Iterable[Any], fields: Mapping[str, Any]
     ) -> list[UUID]:
+        if self._defaults is not None:
+            fields = {**self._defaults.defaults_for(job_type), **fields}
         many = preparing.prepare_many(
             job_type, payloads, fields, self.payload_models, self.max_payload_bytes, self.job_types
         )
@@ -247,7 +253,8 @@ class RecordingProducer(_Recorder):
     Records every job enqueued through it, in memory, validated and keyed as
     the real store would. ``registry`` (optional) validates jobs as a
     :class:`~jobrun.client.Client` holding that registry does: types it does
-    not register are refused, payloads go through its handlers' models.
+    not register are refused, payloads go through its handlers' models, and
+    the job options declared with its handlers fill the fields a job left out.
     ``payload_models`` and ``max_payload_bytes`` mean what they mean on the
     Store (models given here add to the registry's); ``clock`` supplies
     "database now".
