@@ -83,7 +83,9 @@ class Client:
     enqueues against them: a job type it does not register, or a payload its
     handler's model refuses, raises :class:`~jobrun.errors.InvalidJob` and
     nothing is stored (to enqueue for another application's workers, use a
-    client without a registry). Settings are a ``config`` or keyword arguments of
+    client without a registry), and fills in the job options its handlers
+    declare (:meth:`jobrun.registry.Registry.with_defaults`) where a job leaves
+    them unset. Settings are a ``config`` or keyword arguments of
     :class:`Config` (``database_url=``, ``queues=``, ``concurrency=``, ...);
     either way ``JOBRUN_*`` variables fill in what is not given. Use it as an
     async context manager, or call :meth:`open` and :meth:`close`.
@@ -264,7 +266,8 @@ class Client:
         """Enqueue one job of ``job_type`` per payload, alike in all else; their ids, in order.
 
         The fast path for bulk work: see :meth:`Store.enqueue_many
-        <jobrun.postgres.Store.enqueue_many>`.
+        <jobrun.postgres.Store.enqueue_many>`. Options not given take the
+        ones declared with the type's handler.
         """
         # The options given win over the defaults declared with the handler.
         merged: dict[str, Any] = {**self.registry.defaults_for(job_type), **options}

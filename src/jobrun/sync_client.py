@@ -40,7 +40,8 @@ class SyncClient:
     """jobrun's producing side for synchronous code, from one :class:`Config`.
 
     ``registry`` gives the payload models enqueued payloads are validated
-    against (optional). Settings are a ``config`` or keyword arguments of
+    against and the job options its handlers declare, which fill the fields
+    a job leaves unset (optional). Settings are a ``config`` or keyword arguments of
     :class:`Config`; ``JOBRUN_*`` variables fill in the rest. Use it as a
     context manager, or call :meth:`open` and :meth:`close`. Safe to share
     between threads, and across ``os.fork()`` (each process opens its own pool).
@@ -122,7 +123,8 @@ class SyncClient:
         """Enqueue one job of ``job_type`` per payload, alike in all else; their ids, in order.
 
         ``options`` are the fields the jobs share (:class:`~jobrun.domain.JobOptions`),
-        as :meth:`jobrun.postgres.SyncStore.enqueue_many` takes them.
+        as :meth:`jobrun.postgres.SyncStore.enqueue_many` takes them; those not
+        given take the ones declared with the type's handler.
         """
         # The options given win over the defaults declared with the handler.
         merged: dict[str, Any] = {**self.registry.defaults_for(job_type), **options}
