@@ -14,11 +14,10 @@ APP = "tests.acceptance.defaults_app"
 
 
 def row(db_url: str, job_id: str) -> tuple[str, int, int]:
+    """The job's queue, priority and max attempts as stored."""
+    sql = "SELECT queue, priority, max_attempts FROM jobs WHERE id = %s"
     with psycopg.connect(db_url) as conn:
-        found = conn.execute(
-            "SELECT queue, priority, max_attempts FROM jobs WHERE id = %s", (job_id,)
-        ).fetchone()
-    assert found is not None
+        (found,) = conn.execute(sql, (job_id,)).fetchall()
     return found[0], found[1], found[2]
 
 
