@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
+from typing import Any
 
 from jobrun.errors import ConfigurationError
 
-__all__ = ["default_embedded_dir", "embedded_database_url"]
+__all__ = ["default_embedded_dir", "embedded_database_url", "start_embedded_server"]
 
 
 def default_embedded_dir() -> Path:
@@ -33,23 +34,34 @@ def embedded_database_url(data_dir: Path | None = None, *, database: str | None 
     The URL points at a Unix socket; the server stops when the last process that
     asked for it exits. Raises ConfigurationError when pgserver is not installed.
     """
+    directory = (data_dir or default_embedded_dir()).expanduser().resolve()
+    directory.mkdir(parents=True, exist_ok=True)
+    server = start_embedded_server(
+        directory,
+        cleanup_mode="stop",
+        missing="no database configured and the embedded server is not installed: "
+        "pass --database-url or set JOBRUN_DATABASE_URL, or pip install 'jobrun[embedded]'",
+    )
+    return str(server.get_uri(database))
+
+
+def start_embedded_server(directory: Path, *, cleanup_mode: str, missing: str) -> Any:
+    """Start (or join) pgserver's server for ``directory``; return pgserver's handle.
+
+    ``cleanup_mode`` is pgserver's (``"stop"`` keeps the data, ``"delete"``
+    removes it). Raises ConfigurationError with ``missing`` when pgserver is
+    not installed, and naming ``directory`` when the server does not start.
+    """
     try:
         with warnings.catch_warnings():
             # pgserver asks platformdirs for XDG_RUNTIME_DIR, unset in containers; harmless.
             warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
             import pgserver
     except ImportError:
-        raise ConfigurationError(
-            "no database configured and the embedded server is not installed: "
-            "pass --database-url or set JOBRUN_DATABASE_URL, "
-            "or pip install 'jobrun[embedded]'"
-        ) from None
-    directory = (data_dir or default_embedded_dir()).expanduser().resolve()
-    directory.mkdir(parents=True, exist_ok=True)
+        raise ConfigurationError(missing) from None
     try:
-        server = pgserver.get_server(directory, cleanup_mode="stop")
+        return pgserver.get_server(directory, cleanup_mode=cleanup_mode)
     except Exception as exc:  # pgserver raises plain subprocess and OS errors
         raise ConfigurationError(
             f"could not start the embedded PostgreSQL in {directory}: {exc}"
         ) from exc
-    return str(server.get_uri(database))

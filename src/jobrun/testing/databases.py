@@ -26,7 +26,6 @@ import os
 import shutil
 import tempfile
 import uuid
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,7 +34,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from jobrun.errors import ConfigurationError
+from jobrun.postgres.embedded import start_embedded_server
 from jobrun.postgres.migrate import migrate
 from jobrun.postgres.pool import open_pool, unavailable_error
 
@@ -132,24 +131,14 @@ def server_for_tests() -> Iterator[str]:
     if configured:
         yield configured
         return
-    try:
-        with warnings.catch_warnings():
-            # pgserver asks platformdirs for XDG_RUNTIME_DIR, unset in containers; harmless.
-            warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
-            import pgserver
-    except ImportError:
-        raise ConfigurationError(
-            f"no test database server: set {TEST_DATABASE_URL_ENV} to a URL whose user "
-            "may CREATE DATABASE, or pip install 'jobrun[embedded]'"
-        ) from None
     data_dir = Path(tempfile.mkdtemp(prefix="jobrun-test-pg-"))
     try:
-        try:
-            server = pgserver.get_server(data_dir, cleanup_mode="delete")
-        except Exception as exc:  # pgserver raises plain subprocess and OS errors
-            raise ConfigurationError(
-                f"could not start the embedded PostgreSQL in {data_dir}: {exc}"
-            ) from exc
+        server = start_embedded_server(
+            data_dir,
+            cleanup_mode="delete",
+            missing=f"no test database server: set {TEST_DATABASE_URL_ENV} to a URL whose user "
+            "may CREATE DATABASE, or pip install 'jobrun[embedded]'",
+        )
         try:
             yield str(server.get_uri())
         finally:
