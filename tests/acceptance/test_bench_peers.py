@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -117,3 +119,51 @@ def test_a_bench_peers_setting_reaches_every_jobrun_process(monkeypatch: Any) ->
     env = bench.child_env()
     assert env["JOBRUN_HANDOFF"] == "false" and env["JOBRUN_CLAIM_AHEAD"] == "0s"
     assert "JOBRUN_CONCURRENCY" not in env
+
+
+def test_bench_ab_reports_cpu_per_job_as_steps_of_their_own(pg_admin_url: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBRUN_")}
+    env["JOBRUN_DATABASE_URL"] = pg_admin_url
+    result = subprocess.run(
+        [
+            sys.executable, str(ROOT / "scripts" / "bench-ab"), "--a", ".", "--b", ".",
+            "--rounds", "1", "--",
+            "--quick", "--jobs", "100", "--wake-samples", "2", "--jobrun-concurrency", "",
+            "--callback-concurrency", "", "--jobrun-processes", "",
+        ],
+        capture_output=True, text=True, env=env, timeout=900, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = result.stdout.split("\nA = ", 1)[1].splitlines()
+    for step in (
+        "jobrun enqueue single client CPU",
+        "jobrun no-op defaults server CPU",
+        "jobrun no-op defaults worker CPU",
+    ):
+        line = next((ln for ln in report if ln.startswith(step)), None)
+        assert line is not None and " us " in line and "median" in line, (step, report)
+
+
+def test_bench_mechanisms_compares_each_mechanism_in_pairs(pg_admin_url: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBRUN_")}
+    env["JOBRUN_DATABASE_URL"] = pg_admin_url
+    env["PYTHONPATH"] = str(ROOT / "src")
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench-mechanisms"), "--pairs", "2"],
+        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    for name in (
+        "control: single enqueue, A/A", "control: no-op drain, A/A",
+        "one_exchange: single enqueue", "one_exchange: no-op drain",
+        "copy_rows: enqueue_batch of 1,000", "gc_tuning: no-op drain",
+        "claim_ahead: no-op drain", "handoff: idle worker, enqueue to handler entry",
+    ):  # fmt: skip
+        assert f"\n{name}: A = as is, B = " in result.stdout, (name, result.stdout)
+    medians = [ln for ln in result.stdout.splitlines() if "B/A median" in ln]
+    assert len(medians) == 15, result.stdout  # two metrics per sample, one for the wake-up
+    with psycopg.connect(pg_admin_url) as conn:
+        left = conn.execute(
+            "SELECT count(*) FROM pg_database WHERE datname LIKE 'jobrun_mech_%'"
+        ).fetchone()
+    assert left == (0,), "the benchmark's databases are dropped"
