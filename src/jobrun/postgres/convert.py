@@ -323,6 +323,10 @@ def schedule_from_row(row: models.Schedule) -> Schedule:
             created_at=utc(row.created_at),
             updated_at=utc(row.updated_at),
             changed_by=row.changed_by,
+            origin=row.origin,
+            declared_group=row.declared_group,
+            declared_digest=row.declared_digest,
+            removed_from_code_at=_utc_or_none(row.removed_from_code_at),
         ),
     )
 
@@ -346,6 +350,10 @@ def queue_from_row(row: models.Queue) -> QueueControls:
             rate_limit=row.rate_limit,
             rate_interval=row.rate_interval,
             changed_by=row.changed_by,
+            origin=row.origin,
+            declared_group=row.declared_group,
+            declared_digest=row.declared_digest,
+            removed_from_code_at=_utc_or_none(row.removed_from_code_at),
         ),
     )
 
