@@ -184,7 +184,7 @@ class Config(BaseSettings):
     periodic_renew: Duration = timedelta(seconds=10)
     """How often a worker whose registry declares periodic jobs renews them as running; a
     version of the declarations not renewed for three times this long lapses, and the newest
-    version still running takes over its schedules (see :mod:`jobrun.periodic`)."""
+    version still running takes over its schedules."""
     notify_channel: str = Field(default=DEFAULT_NOTIFY_CHANNEL, min_length=1, max_length=63)
     """The LISTEN/NOTIFY channel; producers and workers must agree on it."""
     commit_timeout: Duration = timedelta(seconds=30)
