@@ -142,8 +142,8 @@ class IdempotencyKeyPolicy:
             return None
         if not isinstance(key, str):
             raise InvalidJob(
-                f"idempotency_key of job type {self.job_type!r} returned a "
-                f"{type(key).__name__}, not a string or None"
+                f"idempotency_key of job type {self.job_type!r} returned "
+                f"{type(key).__name__} {key!r}, not a string or None"
             )
         problem = (
             f"it is {len(key)} characters long; keys are 1 to {MAX_IDEMPOTENCY_KEY}"
