@@ -22,7 +22,12 @@ backoff. A payload never changes, but the *model* does: during a rolling
 deploy a job written by a new producer can reach a worker still running the
 old model, and the retry is what lets a new worker pick it up.
 
-Nothing here touches the database: this module depends on the domain only.
+A handler may also declare its type's job options (:mod:`jobrun.job_defaults`)
+and, with :meth:`Registry.periodic`, jobs enqueued on a schedule
+(:mod:`jobrun.periodic`).
+
+Nothing here touches the database: this module depends on the domain and on
+those two modules only.
 """
 
 from __future__ import annotations
