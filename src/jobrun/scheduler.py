@@ -139,7 +139,8 @@ class Scheduler:
                 self._written[group] = digest
                 if done is not None:
                     _log_reconciliation(done)
-        except (JobrunError, OSError) as exc:
+        except (JobrunError, OSError, ValueError) as exc:
+            # ValueError: declarations this version of jobrun cannot read back.
             log.warning("scheduler: writing the schedules declared in code failed: %s", exc)
 
     async def _materialise(self) -> None:
