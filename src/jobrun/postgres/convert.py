@@ -350,10 +350,6 @@ def queue_from_row(row: models.Queue) -> QueueControls:
             rate_limit=row.rate_limit,
             rate_interval=row.rate_interval,
             changed_by=row.changed_by,
-            origin=row.origin,
-            declared_group=row.declared_group,
-            declared_digest=row.declared_digest,
-            removed_from_code_at=_utc_or_none(row.removed_from_code_at),
         ),
     )
 
