@@ -155,7 +155,9 @@ def declare(
     when it fires. ``payload`` is JSON or a pydantic model instance (dumped
     to JSON); ``name`` defaults to ``type``.
     """
-    if isinstance(every, int | float) and not isinstance(every, bool):
+    if isinstance(every, bool):
+        raise ConfigurationError(f"every of periodic job {name or type!r} must be a duration")
+    if isinstance(every, int | float):
         every = timedelta(seconds=every)
     if isinstance(payload, BaseModel):
         payload = payload.model_dump(mode="json")
