@@ -56,3 +56,53 @@ FOR UPDATE SKIP LOCKED;
 UPDATE schedules
 SET next_run_at = @next_run_at, last_run_at = @last_run_at, updated_at = now()
 WHERE id = @id;
+
+-- Schedules declared in code (jobrun.periodic). The scheduler's leader
+-- writes a group's current declarations with these; they never match a
+-- schedule of origin 'manual' or of another group, so a schedule made
+-- through the CLI or the dashboard is never touched.
+
+-- name: ScheduleLockForDeclarations :many
+-- The group's schedules and any schedule holding one of the declared names,
+-- locked against a firing leader (due_schedules) and a concurrent writer.
+SELECT *
+FROM schedules
+WHERE (origin = 'code' AND declared_group = @declared_group) OR name = ANY(@names::text[])
+ORDER BY name
+FOR UPDATE;
+
+-- name: ScheduleInsertDeclared :one
+-- As ScheduleInsert, for a declared schedule: no row back when the name is taken.
+INSERT INTO schedules (
+    name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at,
+    origin, declared_group, declared_digest
+) VALUES (
+    @name, @type, @queue, @payload, @priority, @max_attempts,
+    sqlc.narg('cron'), sqlc.narg('every'), @timezone, @next_run_at,
+    'code', @declared_group, @declared_digest
+)
+ON CONFLICT (name) DO NOTHING
+RETURNING *;
+
+-- name: ScheduleUpdateDeclared :one
+-- Rewrite a schedule of the group to its declaration as it now is (and
+-- declared again, if it had been removed from code).
+UPDATE schedules
+SET type = @type, queue = @queue, payload = @payload, priority = @priority,
+    max_attempts = @max_attempts, cron = sqlc.narg('cron'), every = sqlc.narg('every'),
+    timezone = @timezone, next_run_at = @next_run_at, paused = @paused,
+    declared_digest = @declared_digest, removed_from_code_at = NULL, updated_at = now()
+WHERE name = @name AND origin = 'code' AND declared_group = @declared_group
+RETURNING *;
+
+-- name: ScheduleRetireDeclared :many
+-- Pause schedules of the group that its current code no longer declares;
+-- they stay (with their history) and are marked removed from code.
+UPDATE schedules
+SET paused = true,
+    removed_from_code_at = coalesce(sqlc.narg('now')::timestamptz, now()),
+    changed_by = @actor,
+    updated_at = now()
+WHERE name = ANY(@names::text[])
+  AND origin = 'code' AND declared_group = @declared_group AND removed_from_code_at IS NULL
+RETURNING name;

@@ -38,9 +38,10 @@ from typing import Any, Unpack
 from uuid import UUID
 
 from jobrun.config import Config
-from jobrun.domain import Job, JobOptions, NewJob
+from jobrun.domain import Job, JobOptions, NewJob, Reconciliation
 from jobrun.errors import ConfigurationError, IdempotencyConflict
 from jobrun.maintenance import Maintenance
+from jobrun.periodic import LAPSE_AFTER
 from jobrun.postgres import (
     Notifier,
     Pool,
@@ -52,7 +53,7 @@ from jobrun.postgres import (
 from jobrun.postgres.lock import AdvisoryLocker
 from jobrun.postgres.migrate import check_schema, migrate
 from jobrun.registry import Registry, registry_given
-from jobrun.scheduler import Scheduler
+from jobrun.scheduler import DeclarationRenewal, Scheduler
 from jobrun.telemetry.hooks import Observer
 from jobrun.worker import CompletionStats, Worker
 
@@ -267,11 +268,31 @@ class Client:
 
         The fast path for bulk work: see :meth:`Store.enqueue_many
         <jobrun.postgres.Store.enqueue_many>`. Options not given take the
-        ones declared with the type's handler.
+        ones declared with the type's handler; a type whose handler declares
+        an idempotency key is refused with InvalidJob, since jobs enqueued
+        alike carry none (use :meth:`enqueue_batch`).
         """
         # The options given win over the defaults declared with the handler.
-        merged: dict[str, Any] = {**self.registry.defaults_for(job_type), **options}
+        merged = self.registry.options_for_many(job_type, options)
         return await self.store.enqueue_many(job_type, payloads, conn=conn, **merged)
+
+    async def declare_schedules(self) -> Reconciliation | None:
+        """Write the registry's periodic jobs into the schedules now, without a leader.
+
+        For a deploy step, a script or a test: it records the registry's
+        declarations as a running version (live for three ``periodic_renew``
+        periods, as a worker's renewal does) and writes its group's current
+        version, as the scheduler's leader would at its next tick, by the rule
+        of :mod:`jobrun.periodic`. Returns what was written, or None when the
+        registry declares nothing (and names no group).
+        """
+        declared = self.registry.declared_schedules()
+        if declared is None:
+            return None
+        store = self.store
+        await store.renew_declarations(declared, self.config.periodic_renew * LAPSE_AFTER)
+        current = (await store.current_declarations()).get(declared.group, declared.digest)
+        return await store.apply_declarations(declared.group, current)
 
     async def migrate(self) -> list[int]:
         """Apply pending migrations (safe to run concurrently); return the versions applied.
@@ -315,7 +336,10 @@ class Client:
         It checks the schema first (:class:`~jobrun.errors.SchemaMissing` when
         the database was never migrated), listens for notifications on the
         store's channel, and runs the scheduler and the maintenance service
-        (retention) too when the config says so.
+        (retention) too when the config says so. When the registry declares
+        periodic jobs, it keeps them recorded as running
+        (:class:`~jobrun.scheduler.DeclarationRenewal`), for the scheduler's
+        leader to write into the schedules (:mod:`jobrun.periodic`).
         ``drain=True`` returns once no job of its queues is due and nothing
         runs (jobs scheduled later, retries waiting out their backoff
         included, are left), for scripts and tests. ``stop`` ends it
@@ -326,6 +350,8 @@ class Client:
         if self._worker is not None:
             raise ConfigurationError("this client already runs a worker")
         await check_schema(self.pool)
+        # Resolved first: a periodic job its handler's payload type refuses stops the start.
+        declared = self.registry.declared_schedules()
         worker = self.worker()
         listen_url = self.listen_url
         notifier: Notifier | None = None
@@ -342,6 +368,9 @@ class Client:
                 services.append(publisher)
             if handle_signals:
                 worker.install_signal_handlers()
+            if declared is not None:
+                renewal = DeclarationRenewal(self.store, declared, self.config.periodic_renew)
+                services.append(asyncio.create_task(renewal.run(done), name="jobrun-periodic"))
             if self.config.scheduler:
                 runner = Scheduler(self.store, self.locker(), tick=self.config.scheduler_tick)
                 services.append(asyncio.create_task(runner.run(done), name="jobrun-scheduler"))

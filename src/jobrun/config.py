@@ -181,6 +181,10 @@ class Config(BaseSettings):
     """Also run the leader-elected scheduler with the worker."""
     scheduler_tick: Duration = timedelta(seconds=1)
     """How often the scheduler's leader looks for due schedules."""
+    periodic_renew: Duration = timedelta(seconds=10)
+    """How often a worker whose registry declares periodic jobs renews them as running; a
+    version of the declarations not renewed for three times this long lapses, and the newest
+    version still running takes over its schedules."""
     notify_channel: str = Field(default=DEFAULT_NOTIFY_CHANNEL, min_length=1, max_length=63)
     """The LISTEN/NOTIFY channel; producers and workers must agree on it."""
     commit_timeout: Duration = timedelta(seconds=30)
@@ -241,6 +245,7 @@ class Config(BaseSettings):
             "poll",
             "commit_timeout",
             "scheduler_tick",
+            "periodic_renew",
             "queue_stats_every",
             "maintenance_every",
             "unrunnable_retry",

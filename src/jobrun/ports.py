@@ -36,6 +36,7 @@ from uuid import UUID
 
 from jobrun.domain import (
     CommitCallback,
+    DeclaredSet,
     Event,
     HandoffOffer,
     Job,
@@ -50,6 +51,7 @@ from jobrun.domain import (
     QueueDepth,
     QueueInfo,
     QueueStats,
+    Reconciliation,
     Schedule,
     SchedulePatch,
 )
@@ -319,6 +321,22 @@ class ScheduleStore(Protocol):
 
     async def due_schedules(self, now: datetime) -> list[Job]:
         """Materialise every due run as a job and advance the schedules; return the jobs."""
+        ...
+
+    async def renew_declarations(
+        self, declared: DeclaredSet, live_for: timedelta, *, now: datetime | None = None
+    ) -> datetime:
+        """Say a running process declares ``declared``, live ``live_for`` more; return its since."""
+        ...
+
+    async def current_declarations(self, *, now: datetime | None = None) -> dict[str, str]:
+        """Each group's current version of its declarations: the digest, by group."""
+        ...
+
+    async def apply_declarations(
+        self, group: str, digest: str, *, now: datetime | None = None
+    ) -> Reconciliation | None:
+        """Write that version of the group's declarations into the schedules; None if unknown."""
         ...
 
 

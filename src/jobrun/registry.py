@@ -22,7 +22,12 @@ backoff. A payload never changes, but the *model* does: during a rolling
 deploy a job written by a new producer can reach a worker still running the
 old model, and the retry is what lets a new worker pick it up.
 
-Nothing here touches the database: this module depends on the domain only.
+A handler may also declare its type's job options (:mod:`jobrun.job_defaults`)
+and, with :meth:`Registry.periodic`, jobs enqueued on a schedule
+(:mod:`jobrun.periodic`).
+
+Nothing here touches the database: this module depends on the domain and on
+those two modules only.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import MappingProxyType
@@ -40,6 +45,8 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from jobrun.domain import Backoff, CommitCallback, Job, NewJob, key_lock_id
 from jobrun.errors import ConfigurationError, InvalidJob, InvalidPayload, UnknownJobType
+from jobrun.job_defaults import IdempotencyKeyPolicy, KeyFunction, declared_options, fill_in
+from jobrun.periodic import Periodic, PeriodicDeclarations, checked_group
 
 __all__ = [
     "MAX_SNOOZE",
@@ -228,6 +235,8 @@ class Handler:
     defaults: Mapping[str, Any] = field(default_factory=dict)
     """The job options declared with the handler (``queue``, ``priority``,
     ``max_attempts``, ``backoff``), by name; only those declared are present."""
+    idempotency_key: IdempotencyKeyPolicy | None = None
+    """How jobs of the type enqueued without a key get one; None: they get none."""
 
     def parse_payload(self, job: Job) -> Any:
         """The job's payload, validated into the declared type; raises :class:`InvalidPayload`."""
@@ -242,23 +251,6 @@ class Handler:
 _NO_DEFAULTS: Mapping[str, Any] = MappingProxyType({})
 
 
-def _declared_defaults(job_type: str, **options: Any) -> dict[str, Any]:
-    """The options given (not None), each checked alone by NewJob's own rules."""
-    defaults: dict[str, Any] = {}
-    for name, value in options.items():
-        if value is None:
-            continue
-        try:
-            checked = NewJob(type=job_type, **{name: value})
-        except InvalidJob as exc:
-            reason = str(exc).removeprefix("invalid job: ")
-            raise ConfigurationError(
-                f"default {name} of handler {job_type!r} is invalid: {reason}"
-            ) from None
-        defaults[name] = getattr(checked, name)
-    return defaults
-
-
 def _summarise(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors(include_url=False):
@@ -267,16 +259,23 @@ def _summarise(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-class Registry(Mapping[str, Handler]):
+class Registry(PeriodicDeclarations, Mapping[str, Handler]):
     """Handlers by job type; a read-only mapping once built.
 
     Register with the :meth:`handler` decorator or :meth:`register`. A type
     can be registered once: a second registration is a configuration error,
-    not a silent override.
+    not a silent override. Periodic jobs are declared with :meth:`periodic`;
+    ``periodic_group`` names the group they belong to (see
+    :mod:`jobrun.periodic`; services sharing a database that each declare
+    periodic jobs name distinct groups).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, periodic_group: str | None = None) -> None:
         self._handlers: dict[str, Handler] = {}
+        self._periodic: dict[str, Periodic] = {}
+        self._group_named = periodic_group is not None
+        self.periodic_group = checked_group(periodic_group)
+        """The group this registry's periodic jobs are declared in."""
 
     def register(
         self,
@@ -289,6 +288,7 @@ class Registry(Mapping[str, Handler]):
         priority: int | None = None,
         max_attempts: int | None = None,
         backoff: Backoff | None = None,
+        idempotency_key: KeyFunction | Sequence[str] | None = None,
     ) -> Handler:
         """Register ``func`` for ``job_type``; see :meth:`handler` for the options."""
         if not job_type or len(job_type) > 255:
@@ -309,9 +309,12 @@ class Registry(Mapping[str, Handler]):
                 raise ConfigurationError(
                     f"payload type of {job_type!r} cannot be validated: {exc}"
                 ) from exc
-        defaults = _declared_defaults(
+        defaults = declared_options(
             job_type, queue=queue, priority=priority, max_attempts=max_attempts, backoff=backoff
         )
+        policy = None
+        if idempotency_key is not None:
+            policy = IdempotencyKeyPolicy(job_type, idempotency_key)
         entry = Handler(
             type=job_type,
             func=func,
@@ -320,6 +323,7 @@ class Registry(Mapping[str, Handler]):
             timeout=timeout,
             adapter=adapter,
             defaults=MappingProxyType(defaults),
+            idempotency_key=policy,
         )
         self._handlers[job_type] = entry
         return entry
@@ -334,6 +338,7 @@ class Registry(Mapping[str, Handler]):
         priority: int | None = None,
         max_attempts: int | None = None,
         backoff: Backoff | None = None,
+        idempotency_key: KeyFunction | Sequence[str] | None = None,
     ) -> Callable[[F], F]:
         """Decorate a handler for ``job_type``.
 
@@ -348,6 +353,9 @@ class Registry(Mapping[str, Handler]):
         built by :meth:`new_job`, or enqueued through a client that holds this
         registry, take them when the caller gives none. They are checked here,
         by the rules a :class:`NewJob` applies, so a bad one fails at import.
+        ``idempotency_key`` keys those jobs when the caller gives no key: a
+        sequence of payload fields, or a function of the JSON payload (see
+        :class:`~jobrun.job_defaults.IdempotencyKeyPolicy`).
         """
 
         def decorate(func: F) -> F:
@@ -360,6 +368,7 @@ class Registry(Mapping[str, Handler]):
                 priority=priority,
                 max_attempts=max_attempts,
                 backoff=backoff,
+                idempotency_key=idempotency_key,
             )
             return func
 
@@ -399,7 +408,8 @@ class Registry(Mapping[str, Handler]):
         dumped to JSON the same way the worker will read it back, so a job
         that would not validate is refused here with :class:`InvalidPayload`.
         ``options`` are the other :class:`NewJob` fields (queue, priority, ...);
-        those not given take the defaults declared with the handler.
+        those not given take the defaults declared with the handler, and the
+        idempotency key, when not given, its key policy's.
         """
         entry = self.lookup(job_type)
         if entry.adapter is None:
@@ -410,7 +420,12 @@ class Registry(Mapping[str, Handler]):
             except ValidationError as exc:
                 raise InvalidPayload(job_type, _summarise(exc)) from None
             data = entry.adapter.dump_python(value, mode="json")
-        return NewJob(type=job_type, payload=data, **{**entry.defaults, **options})
+        fields = {**entry.defaults, **options}
+        if entry.idempotency_key is not None and "idempotency_key" not in options:
+            key = entry.idempotency_key.key_for(data)
+            if key is not None:
+                fields["idempotency_key"] = key
+        return NewJob(type=job_type, payload=data, **fields)
 
     def defaults_for(self, job_type: str) -> Mapping[str, Any]:
         """The job options declared with ``job_type``'s handler; empty for an unknown type."""
@@ -422,15 +437,31 @@ class Registry(Mapping[str, Handler]):
 
         A field counts as set when it was given to the constructor, even with
         the value it would have defaulted to (``NewJob(..., queue="default")``
-        keeps ``"default"``); pydantic's ``model_fields_set`` tells them apart.
-        A job whose type declares no defaults is returned as it is.
+        keeps ``"default"``, ``idempotency_key=None`` keeps no key); see
+        :func:`~jobrun.job_defaults.fill_in`. A job whose type declares no
+        defaults is returned as it is.
         """
-        defaults = self.defaults_for(job.type)
-        if not defaults:
+        entry = self._handlers.get(job.type)
+        if entry is None or (not entry.defaults and entry.idempotency_key is None):
             return job
-        update = {k: v for k, v in defaults.items() if k not in job.model_fields_set}
-        # model_copy skips validation: the defaults were validated when declared.
-        return job.model_copy(update=update) if update else job
+        return fill_in(job, entry.defaults, entry.idempotency_key)
+
+    def options_for_many(self, job_type: str, options: Mapping[str, Any]) -> dict[str, Any]:
+        """``enqueue_many``'s options for ``job_type``: those given over the declared ones.
+
+        Jobs enqueued alike carry no idempotency key, so a type that declares
+        a key policy is refused with InvalidJob (enqueue them with
+        ``enqueue_batch``, which keys each job).
+        """
+        entry = self._handlers.get(job_type)
+        if entry is None:
+            return dict(options)
+        if entry.idempotency_key is not None:
+            raise InvalidJob(
+                f"job type {job_type!r} declares an idempotency key, which jobs enqueued "
+                "alike cannot carry: enqueue them with enqueue_batch"
+            )
+        return {**entry.defaults, **options}
 
     def __getitem__(self, job_type: str) -> Handler:
         return self._handlers[job_type]

@@ -124,10 +124,12 @@ class SyncClient:
 
         ``options`` are the fields the jobs share (:class:`~jobrun.domain.JobOptions`),
         as :meth:`jobrun.postgres.SyncStore.enqueue_many` takes them; those not
-        given take the ones declared with the type's handler.
+        given take the ones declared with the type's handler. A type whose
+        handler declares an idempotency key is refused with InvalidJob, since
+        jobs enqueued alike carry none (use :meth:`enqueue_batch`).
         """
         # The options given win over the defaults declared with the handler.
-        merged: dict[str, Any] = {**self.registry.defaults_for(job_type), **options}
+        merged = self.registry.options_for_many(job_type, options)
         return self.store.enqueue_many(job_type, payloads, conn=conn, **merged)
 
     def get(self, job_id: UUID) -> Job:

@@ -12,3 +12,8 @@ registry = Registry()
 @registry.handler("mail.welcome", queue="mail", priority=5, max_attempts=3)
 async def welcome(ctx: JobContext, payload: Any) -> None:
     ctx.logger.info("welcome %s", payload)
+
+
+@registry.handler("mail.digest", idempotency_key=("user_id",))
+async def digest(ctx: JobContext, payload: Any) -> None:
+    ctx.logger.info("digest %s", payload)

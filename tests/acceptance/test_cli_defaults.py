@@ -8,7 +8,7 @@ option given on the command line wins, and without ``--app`` nothing changes.
 from __future__ import annotations
 
 import psycopg
-from tests.acceptance.test_cli import ok
+from tests.acceptance.test_cli import jobrun, ok, one_line_error
 
 APP = "tests.acceptance.defaults_app"
 
@@ -31,3 +31,24 @@ def test_enqueue_with_the_app_takes_the_declared_defaults(db_url: str) -> None:
     assert row(db_url, mine) == ("default", 0, 3)
     bare = ok("enqueue", "mail.welcome", "--database-url", db_url).strip()
     assert row(db_url, bare) == ("default", 0, 25)
+
+
+def test_enqueue_with_the_app_keys_the_job_by_the_declared_key_policy(db_url: str) -> None:
+    url = ("--database-url", db_url)
+    first = jobrun("enqueue", "mail.digest", "--app", APP, "--payload", '{"user_id": 7}', *url)
+    assert first.returncode == 0, first.stderr
+    again = jobrun("enqueue", "mail.digest", "--app", APP, "--payload", '{"user_id": 7}', *url)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == first.stdout
+    assert """replayed existing job (idempotency key 'mail.digest:{"user_id":7}'""" in again.stderr
+    # A key given on the command line wins over the policy.
+    mine = ok(
+        "enqueue", "mail.digest", "--app", APP, "--payload", '{"user_id": 7}',
+        "--idempotency-key", "mine", *url,
+    ).strip()  # fmt: skip
+    assert mine != first.stdout.strip()
+    with psycopg.connect(db_url) as conn:
+        (key,) = conn.execute("SELECT idempotency_key FROM jobs WHERE id = %s", (mine,)).fetchone()
+    assert key == "mine"
+    refused = jobrun("enqueue", "mail.digest", "--app", APP, "--payload", '{"day": 1}', *url)
+    assert "this payload has no 'user_id'" in one_line_error(refused)

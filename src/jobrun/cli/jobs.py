@@ -104,14 +104,16 @@ def enqueue_command(
 ) -> None:
     """Enqueue one job and print its id."""
     body_value = read_json("--payload", payload)
-    options: dict[str, Any] = {
-        "type": job_type,
-        "payload": body_value,
+    options: dict[str, Any] = {"type": job_type, "payload": body_value}
+    # Only the options given are set: the others stay unset, so a Client
+    # holding the --app registry fills in the defaults declared with the handler
+    # (the idempotency key included, made by the handler's key policy).
+    given = {
+        "queue": queue,
+        "priority": priority,
+        "max_attempts": max_attempts,
         "idempotency_key": idempotency_key,
     }
-    # Only the options given are set: the others stay unset, so a Client
-    # holding the --app registry fills in the defaults declared with the handler.
-    given = {"queue": queue, "priority": priority, "max_attempts": max_attempts}
     options.update((name, value) for name, value in given.items() if value is not None)
     if delay is not None:
         options["delay"] = read_duration("--delay", delay)
@@ -131,7 +133,7 @@ def enqueue_command(
     typer.echo(str(job.id))
     if job.id != new.id:
         typer.echo(
-            f"replayed existing job (idempotency key {idempotency_key!r}, state {job.state})",
+            f"replayed existing job (idempotency key {job.idempotency_key!r}, state {job.state})",
             err=True,
         )
 

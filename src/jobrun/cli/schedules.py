@@ -2,7 +2,9 @@
 
 A schedule enqueues a job on a cron expression (in an IANA time zone) or at a
 fixed interval; the leader-elected scheduler (``jobrun worker --scheduler``)
-fires them. These commands only change the stored schedules.
+fires them. These commands only change the stored schedules; ``list`` shows
+where each comes from (``manual``, or ``code`` for periodic jobs declared with
+their handlers, which the leader writes: see :mod:`jobrun.periodic`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from rich.table import Table
 from jobrun.cli.app import DatabaseUrlOption, app, fail, run_with_store
 from jobrun.cli.inputs import read_duration, read_json
 from jobrun.cli.rendering import stdout, trigger, when
-from jobrun.domain import NewSchedule
+from jobrun.domain import NewSchedule, Schedule
 from jobrun.errors import JobrunError
 
 __all__ = ["schedules_app"]
@@ -113,6 +115,7 @@ def schedules_list_command(database_url: DatabaseUrlOption = None) -> None:
     table.add_column("next run (UTC)", no_wrap=True)
     table.add_column("last run (UTC)", no_wrap=True)
     table.add_column("status")
+    table.add_column("origin")
     for s in schedules:
         table.add_row(
             s.name,
@@ -122,9 +125,16 @@ def schedules_list_command(database_url: DatabaseUrlOption = None) -> None:
             s.timezone,
             when(s.next_run_at),
             when(s.last_run_at),
-            "paused" if s.paused else "active",
+            _status(s),
+            s.origin if s.declared_group is None else f"code ({s.declared_group})",
         )
     stdout.print(table)
+
+
+def _status(schedule: Schedule) -> str:
+    if schedule.removed_from_code_at is not None:
+        return "paused (removed from code)" if schedule.paused else "active (removed from code)"
+    return "paused" if schedule.paused else "active"
 
 
 @schedules_app.command("pause")

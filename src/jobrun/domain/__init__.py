@@ -13,7 +13,8 @@ the contract be tested in one place. One module per concept, lowest first:
 - :mod:`~jobrun.domain.backoff`: a job's retry policy;
 - :mod:`~jobrun.domain.jobs`: a job to enqueue, a stored job, its events, the
   options jobs enqueued alike share (:class:`JobOptions`), and listings;
-- :mod:`~jobrun.domain.queues`, :mod:`~jobrun.domain.schedules`,
+- :mod:`~jobrun.domain.queues`, :mod:`~jobrun.domain.schedules` (with the
+  periodic jobs declared in code and how they are written),
   :mod:`~jobrun.domain.outcomes`, :mod:`~jobrun.domain.handoff`.
 
 This package's namespace is the domain's face: every name above is importable
@@ -73,10 +74,22 @@ from jobrun.domain.rules import (
     queue_name_problem,
     text_problem,
 )
-from jobrun.domain.schedules import NewSchedule, Schedule, SchedulePatch
+from jobrun.domain.schedules import (
+    DEFAULT_DECLARED_GROUP,
+    REMOVED_FROM_CODE,
+    DeclaredSet,
+    DeclaredWrite,
+    NewSchedule,
+    Reconciliation,
+    Schedule,
+    SchedulePatch,
+    declaration_digest,
+    reconcile_declared,
+)
 
 __all__ = [
     "DEFAULT_BACKOFF",
+    "DEFAULT_DECLARED_GROUP",
     "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_NOTIFY_CHANNEL",
     "DEFAULT_QUEUE",
@@ -89,11 +102,14 @@ __all__ = [
     "MAX_QUEUE_NAME",
     "MIN_PRIORITY",
     "NOTIFY_CHANNEL_MAX_BYTES",
+    "REMOVED_FROM_CODE",
     "RUN_AT_FLOOR",
     "RUN_AT_LIMIT",
     "Backoff",
     "BackoffKind",
     "CommitCallback",
+    "DeclaredSet",
+    "DeclaredWrite",
     "Effect",
     "Event",
     "EventMode",
@@ -111,11 +127,13 @@ __all__ = [
     "QueueDepth",
     "QueueInfo",
     "QueueStats",
+    "Reconciliation",
     "Schedule",
     "SchedulePatch",
     "SyncCommitCallback",
     "SyncOutcome",
     "WorkerOffer",
+    "declaration_digest",
     "describe_invalid",
     "duration_problem",
     "jobs_alike",
@@ -128,5 +146,6 @@ __all__ = [
     "payload_problem",
     "queue_limits_problem",
     "queue_name_problem",
+    "reconcile_declared",
     "text_problem",
 ]

@@ -323,6 +323,10 @@ def schedule_from_row(row: models.Schedule) -> Schedule:
             created_at=utc(row.created_at),
             updated_at=utc(row.updated_at),
             changed_by=row.changed_by,
+            origin=row.origin,
+            declared_group=row.declared_group,
+            declared_digest=row.declared_digest,
+            removed_from_code_at=_utc_or_none(row.removed_from_code_at),
         ),
     )
 

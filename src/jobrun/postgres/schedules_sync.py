@@ -17,6 +17,12 @@ advances ``next_run_at``.
 Misfire policy: after downtime a schedule fires once for all the runs it
 missed (the oldest missed run time is the job's key), and its next run is the
 first one after *now*, not a storm of catch-ups.
+
+Periodic jobs declared in code: ``renew_declarations`` records that a process
+runs a version of a group's declarations, ``current_declarations`` names each
+group's newest live version, and ``apply_declarations`` writes one version
+into the schedules in one transaction, as :func:`~jobrun.domain.reconcile_declared`
+decides (the rule is :mod:`jobrun.periodic`'s).
 """
 
 from __future__ import annotations
@@ -29,7 +35,19 @@ import psycopg
 from pydantic import ValidationError
 
 from jobrun.cron import next_fire, next_interval, validate_cron, validate_timezone
-from jobrun.domain import DEFAULT_BACKOFF, Job, NewSchedule, Schedule, SchedulePatch, new_job_id
+from jobrun.domain import (
+    DEFAULT_BACKOFF,
+    REMOVED_FROM_CODE,
+    DeclaredSet,
+    DeclaredWrite,
+    Job,
+    NewSchedule,
+    Reconciliation,
+    Schedule,
+    SchedulePatch,
+    new_job_id,
+    reconcile_declared,
+)
 from jobrun.errors import InvalidSchedule, ScheduleNotFound
 from jobrun.postgres._base import bounded_actor
 from jobrun.postgres.convert import (
@@ -43,6 +61,7 @@ from jobrun.postgres.convert import (
 from jobrun.postgres.store_core_sync import SyncStoreCore
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import models
+from jobrun.sqlc import schedule_declarations as declaration_queries
 from jobrun.sqlc import schedules as schedule_queries
 from jobrun.sqlc import system as system_queries
 
@@ -215,6 +234,119 @@ class SyncScheduleMethods(SyncStoreCore):
             for queue in sorted({job.queue for job in made}):
                 jobs.job_notify(channel=self.notify_channel, queue=queue)
         return made
+
+    def renew_declarations(
+        self, declared: DeclaredSet, live_for: timedelta, *, now: datetime | None = None
+    ) -> datetime:
+        """Record that a running process declares ``declared``, for ``live_for`` from now.
+
+        Returns the version's ``since``: now when it was new or had lapsed
+        (which makes it its group's newest), else when it appeared. ``now``
+        pins the database clock (tests).
+        """
+        for schedule in declared.schedules:
+            _check_trigger(schedule.cron, schedule.timezone)
+        with self._connection() as conn:
+            row = declaration_queries.Querier(conn).schedule_declarations_renew(
+                params=declaration_queries.ScheduleDeclarationsRenewParams(
+                    declared_group=declared.group,
+                    digest=declared.digest,
+                    declarations=declared.to_json(),
+                    now=now,
+                    live_for=live_for,
+                )
+            )
+        assert row is not None
+        return utc(row.since)
+
+    def current_declarations(self, *, now: datetime | None = None) -> dict[str, str]:
+        """Each group's current version (the digest), by group: its newest live one."""
+        with self._connection() as conn:
+            rows = declaration_queries.Querier(conn).schedule_declarations_current(now=now)
+        return {row.declared_group: row.digest for row in rows}
+
+    def apply_declarations(
+        self, group: str, digest: str, *, now: datetime | None = None
+    ) -> Reconciliation | None:
+        """Write version ``digest`` of ``group``'s declarations into the schedules.
+
+        One transaction: the group's schedules and those holding a declared
+        name are locked, :func:`~jobrun.domain.reconcile_declared` decides, and
+        its writes are made. None when no such version was ever recorded.
+        """
+        with self._with_tx() as tx:
+            stored = declaration_queries.Querier(tx).schedule_declarations_get(
+                declared_group=group, digest=digest
+            )
+            if stored is None:
+                return None
+            declared = DeclaredSet.from_json(group, stored.declarations)
+            queries = schedule_queries.Querier(tx)
+            rows = queries.schedule_lock_for_declarations(
+                declared_group=group, names=[s.name for s in declared.schedules]
+            )
+            at = utc(now) if now is not None else _db_now(tx)
+            plan = reconcile_declared(
+                declared, [schedule_from_row(r) for r in rows], at, _first_run
+            )
+            for write in plan.writes:
+                payload = normal_json(
+                    encode_payload(
+                        write.schedule.type, write.schedule.payload, self.max_payload_bytes
+                    )
+                )
+                _write_declared(queries, write, group, payload)
+            if plan.removed:
+                queries.schedule_retire_declared(
+                    now=at, actor=REMOVED_FROM_CODE, names=list(plan.removed), declared_group=group
+                )
+        return plan
+
+
+def _write_declared(
+    queries: schedule_queries.Querier, write: DeclaredWrite, group: str, payload: Any
+) -> None:
+    new = write.schedule
+    if write.create:
+        queries.schedule_insert_declared(
+            params=schedule_queries.ScheduleInsertDeclaredParams(
+                name=new.name,
+                type=new.type,
+                queue=new.queue,
+                payload=payload,
+                priority=new.priority,
+                max_attempts=new.max_attempts,
+                cron=new.cron,
+                every=new.every,
+                timezone=new.timezone,
+                next_run_at=write.next_run_at,
+                declared_group=group,
+                declared_digest=write.digest,
+            )
+        )
+        return
+    queries.schedule_update_declared(
+        params=schedule_queries.ScheduleUpdateDeclaredParams(
+            name=new.name,
+            type=new.type,
+            queue=new.queue,
+            payload=payload,
+            priority=new.priority,
+            max_attempts=new.max_attempts,
+            cron=new.cron,
+            every=new.every,
+            timezone=new.timezone,
+            next_run_at=write.next_run_at,
+            paused=write.paused,
+            declared_group=group,
+            declared_digest=write.digest,
+        )
+    )
+
+
+def _first_run(schedule: NewSchedule, after: datetime) -> datetime:
+    """The schedule's first run strictly after ``after`` (an interval counted from it)."""
+    return _next_run(schedule.cron, schedule.every, schedule.timezone, after, after)
 
 
 def _patched(current: models.Schedule, patch: SchedulePatch) -> NewSchedule:

@@ -285,6 +285,39 @@ def row_to_queue(row: Sequence[Any]) -> Queue:
     return obj
 
 
+class ScheduleDeclaration(pydantic.BaseModel):
+    """A row of the ``schedule_declarations`` table."""
+
+    declared_group: str
+    digest: str
+    declarations: JsonValue
+    since: datetime
+    live_until: datetime
+
+
+_SCHEDULE_DECLARATION_FIELDS = frozenset({'declared_group', 'digest', 'declarations', 'since', 'live_until'})
+
+
+def row_to_schedule_declaration(row: Sequence[Any]) -> ScheduleDeclaration:
+    """Build a :class:`ScheduleDeclaration` from a driver row, without re-validating it."""
+    obj = ScheduleDeclaration.__new__(ScheduleDeclaration)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "declared_group": row[0],
+            "digest": row[1],
+            "declarations": row[2],
+            "since": row[3],
+            "live_until": row[4],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_SCHEDULE_DECLARATION_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
 class Schedule(pydantic.BaseModel):
     """A row of the ``schedules`` table."""
 
@@ -304,9 +337,13 @@ class Schedule(pydantic.BaseModel):
     created_at: datetime
     updated_at: datetime
     changed_by: str | None
+    origin: str
+    declared_group: str | None
+    declared_digest: str | None
+    removed_from_code_at: datetime | None
 
 
-_SCHEDULE_FIELDS = frozenset({'id', 'name', 'type', 'queue', 'payload', 'priority', 'max_attempts', 'cron', 'every', 'timezone', 'next_run_at', 'last_run_at', 'paused', 'created_at', 'updated_at', 'changed_by'})
+_SCHEDULE_FIELDS = frozenset({'id', 'name', 'type', 'queue', 'payload', 'priority', 'max_attempts', 'cron', 'every', 'timezone', 'next_run_at', 'last_run_at', 'paused', 'created_at', 'updated_at', 'changed_by', 'origin', 'declared_group', 'declared_digest', 'removed_from_code_at'})
 
 
 def row_to_schedule(row: Sequence[Any]) -> Schedule:
@@ -332,6 +369,10 @@ def row_to_schedule(row: Sequence[Any]) -> Schedule:
             "created_at": row[13],
             "updated_at": row[14],
             "changed_by": row[15],
+            "origin": row[16],
+            "declared_group": row[17],
+            "declared_digest": row[18],
+            "removed_from_code_at": row[19],
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_SCHEDULE_FIELDS))

@@ -20,15 +20,15 @@ INSERT INTO schedules (
     %(cron)s, %(every)s, %(timezone)s, %(next_run_at)s
 )
 ON CONFLICT (name) DO NOTHING
-RETURNING id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by
+RETURNING id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by, origin, declared_group, declared_digest, removed_from_code_at
 """
 
 SCHEDULE_GET_BY_NAME = """
-SELECT id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by FROM schedules WHERE name = %(name)s
+SELECT id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by, origin, declared_group, declared_digest, removed_from_code_at FROM schedules WHERE name = %(name)s
 """
 
 SCHEDULE_LOCK_BY_NAME = """
-SELECT id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by FROM schedules WHERE name = %(name)s FOR UPDATE
+SELECT id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by, origin, declared_group, declared_digest, removed_from_code_at FROM schedules WHERE name = %(name)s FOR UPDATE
 """
 
 SCHEDULE_UPDATE = """
@@ -37,7 +37,7 @@ SET type = %(type)s, queue = %(queue)s, payload = %(payload)s, priority = %(prio
     max_attempts = %(max_attempts)s, cron = %(cron)s, every = %(every)s,
     timezone = %(timezone)s, next_run_at = %(next_run_at)s, updated_at = now()
 WHERE name = %(name)s
-RETURNING id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by
+RETURNING id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by, origin, declared_group, declared_digest, removed_from_code_at
 """
 
 SCHEDULE_SET_PAUSED = """
@@ -47,7 +47,7 @@ SET paused = %(paused)s,
     changed_by = %(actor)s,
     updated_at = now()
 WHERE name = %(name)s
-RETURNING id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by
+RETURNING id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by, origin, declared_group, declared_digest, removed_from_code_at
 """
 
 SCHEDULE_DELETE = """
@@ -55,11 +55,11 @@ DELETE FROM schedules WHERE name = %(name)s
 """
 
 SCHEDULE_LIST = """
-SELECT id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by FROM schedules ORDER BY name
+SELECT id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by, origin, declared_group, declared_digest, removed_from_code_at FROM schedules ORDER BY name
 """
 
 SCHEDULE_LOCK_DUE = """
-SELECT id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by
+SELECT id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by, origin, declared_group, declared_digest, removed_from_code_at
 FROM schedules
 WHERE NOT paused AND next_run_at <= coalesce(%(now)s::timestamptz, now())
 ORDER BY next_run_at
@@ -71,6 +71,48 @@ SCHEDULE_ADVANCE = """
 UPDATE schedules
 SET next_run_at = %(next_run_at)s, last_run_at = %(last_run_at)s, updated_at = now()
 WHERE id = %(id)s
+"""
+
+SCHEDULE_LOCK_FOR_DECLARATIONS = """
+SELECT id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by, origin, declared_group, declared_digest, removed_from_code_at
+FROM schedules
+WHERE (origin = 'code' AND declared_group = %(declared_group)s) OR name = ANY(%(names)b::text[])
+ORDER BY name
+FOR UPDATE
+"""
+
+SCHEDULE_INSERT_DECLARED = """
+INSERT INTO schedules (
+    name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at,
+    origin, declared_group, declared_digest
+) VALUES (
+    %(name)s, %(type)s, %(queue)s, %(payload)s, %(priority)s, %(max_attempts)s,
+    %(cron)s, %(every)s, %(timezone)s, %(next_run_at)s,
+    'code', %(declared_group)s, %(declared_digest)s
+)
+ON CONFLICT (name) DO NOTHING
+RETURNING id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by, origin, declared_group, declared_digest, removed_from_code_at
+"""
+
+SCHEDULE_UPDATE_DECLARED = """
+UPDATE schedules
+SET type = %(type)s, queue = %(queue)s, payload = %(payload)s, priority = %(priority)s,
+    max_attempts = %(max_attempts)s, cron = %(cron)s, every = %(every)s,
+    timezone = %(timezone)s, next_run_at = %(next_run_at)s, paused = %(paused)s,
+    declared_digest = %(declared_digest)s, removed_from_code_at = NULL, updated_at = now()
+WHERE name = %(name)s AND origin = 'code' AND declared_group = %(declared_group)s
+RETURNING id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by, origin, declared_group, declared_digest, removed_from_code_at
+"""
+
+SCHEDULE_RETIRE_DECLARED = """
+UPDATE schedules
+SET paused = true,
+    removed_from_code_at = coalesce(%(now)s::timestamptz, now()),
+    changed_by = %(actor)s,
+    updated_at = now()
+WHERE name = ANY(%(names)b::text[])
+  AND origin = 'code' AND declared_group = %(declared_group)s AND removed_from_code_at IS NULL
+RETURNING name
 """
 
 
@@ -104,6 +146,43 @@ class ScheduleUpdateParams:
     timezone: str
     next_run_at: datetime
     name: str
+
+
+@dataclass(slots=True, kw_only=True)
+class ScheduleInsertDeclaredParams:
+    """The parameters of ``ScheduleInsertDeclared``."""
+
+    name: str
+    type: str
+    queue: str
+    payload: JsonValue
+    priority: int
+    max_attempts: int
+    cron: str | None
+    every: timedelta | None
+    timezone: str
+    next_run_at: datetime
+    declared_group: str | None
+    declared_digest: str | None
+
+
+@dataclass(slots=True, kw_only=True)
+class ScheduleUpdateDeclaredParams:
+    """The parameters of ``ScheduleUpdateDeclared``."""
+
+    type: str
+    queue: str
+    payload: JsonValue
+    priority: int
+    max_attempts: int
+    cron: str | None
+    every: timedelta | None
+    timezone: str
+    next_run_at: datetime
+    paused: bool
+    declared_digest: str | None
+    name: str
+    declared_group: str | None
 
 
 class AsyncQuerier:
@@ -256,6 +335,105 @@ class AsyncQuerier:
                 "id": id,
             })
 
+    async def schedule_lock_for_declarations(
+        self,
+        *,
+        declared_group: str | None,
+        names: list[str],
+    ) -> list[Schedule]:
+        """The group's schedules and any schedule holding one of the declared names,
+        locked against a firing leader (due_schedules) and a concurrent writer.
+
+        Run ``ScheduleLockForDeclarations``; return all its rows.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(SCHEDULE_LOCK_FOR_DECLARATIONS, {"declared_group": declared_group, "names": names})
+            _rows = await _cur.fetchall()
+        return [row_to_schedule(_row) for _row in _rows]
+
+    async def schedule_insert_declared(
+        self,
+        *,
+        params: ScheduleInsertDeclaredParams,
+    ) -> Schedule | None:
+        """As ScheduleInsert, for a declared schedule: no row back when the name is taken.
+
+        Run ``ScheduleInsertDeclared``; return its first row, or None.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(SCHEDULE_INSERT_DECLARED, {
+                "name": params.name,
+                "type": params.type,
+                "queue": params.queue,
+                "payload": Jsonb(params.payload),
+                "priority": params.priority,
+                "max_attempts": params.max_attempts,
+                "cron": params.cron,
+                "every": params.every,
+                "timezone": params.timezone,
+                "next_run_at": params.next_run_at,
+                "declared_group": params.declared_group,
+                "declared_digest": params.declared_digest,
+            })
+            _row = await _cur.fetchone()
+        if _row is None:
+            return None
+        return row_to_schedule(_row)
+
+    async def schedule_update_declared(
+        self,
+        *,
+        params: ScheduleUpdateDeclaredParams,
+    ) -> Schedule | None:
+        """Rewrite a schedule of the group to its declaration as it now is (and
+        declared again, if it had been removed from code).
+
+        Run ``ScheduleUpdateDeclared``; return its first row, or None.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(SCHEDULE_UPDATE_DECLARED, {
+                "type": params.type,
+                "queue": params.queue,
+                "payload": Jsonb(params.payload),
+                "priority": params.priority,
+                "max_attempts": params.max_attempts,
+                "cron": params.cron,
+                "every": params.every,
+                "timezone": params.timezone,
+                "next_run_at": params.next_run_at,
+                "paused": params.paused,
+                "declared_digest": params.declared_digest,
+                "name": params.name,
+                "declared_group": params.declared_group,
+            })
+            _row = await _cur.fetchone()
+        if _row is None:
+            return None
+        return row_to_schedule(_row)
+
+    async def schedule_retire_declared(
+        self,
+        *,
+        now: datetime | None,
+        actor: str | None,
+        names: list[str],
+        declared_group: str | None,
+    ) -> list[str]:
+        """Pause schedules of the group that its current code no longer declares;
+        they stay (with their history) and are marked removed from code.
+
+        Run ``ScheduleRetireDeclared``; return all its rows.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(SCHEDULE_RETIRE_DECLARED, {
+                "now": now,
+                "actor": actor,
+                "names": names,
+                "declared_group": declared_group,
+            })
+            _rows = await _cur.fetchall()
+        return [_row[0] for _row in _rows]
+
 class Querier:
     """The queries of ``db/query/schedules.sql`` on a connection.
 
@@ -400,3 +578,94 @@ class Querier:
                 "last_run_at": last_run_at,
                 "id": id,
             })
+
+    def schedule_lock_for_declarations(
+        self,
+        *,
+        declared_group: str | None,
+        names: list[str],
+    ) -> list[Schedule]:
+        """The group's schedules and any schedule holding one of the declared names,
+        locked against a firing leader (due_schedules) and a concurrent writer.
+
+        Run ``ScheduleLockForDeclarations``; return all its rows.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(SCHEDULE_LOCK_FOR_DECLARATIONS, {"declared_group": declared_group, "names": names})
+            _rows = _cur.fetchall()
+        return [row_to_schedule(_row) for _row in _rows]
+
+    def schedule_insert_declared(self, *, params: ScheduleInsertDeclaredParams) -> Schedule | None:
+        """As ScheduleInsert, for a declared schedule: no row back when the name is taken.
+
+        Run ``ScheduleInsertDeclared``; return its first row, or None.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(SCHEDULE_INSERT_DECLARED, {
+                "name": params.name,
+                "type": params.type,
+                "queue": params.queue,
+                "payload": Jsonb(params.payload),
+                "priority": params.priority,
+                "max_attempts": params.max_attempts,
+                "cron": params.cron,
+                "every": params.every,
+                "timezone": params.timezone,
+                "next_run_at": params.next_run_at,
+                "declared_group": params.declared_group,
+                "declared_digest": params.declared_digest,
+            })
+            _row = _cur.fetchone()
+        if _row is None:
+            return None
+        return row_to_schedule(_row)
+
+    def schedule_update_declared(self, *, params: ScheduleUpdateDeclaredParams) -> Schedule | None:
+        """Rewrite a schedule of the group to its declaration as it now is (and
+        declared again, if it had been removed from code).
+
+        Run ``ScheduleUpdateDeclared``; return its first row, or None.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(SCHEDULE_UPDATE_DECLARED, {
+                "type": params.type,
+                "queue": params.queue,
+                "payload": Jsonb(params.payload),
+                "priority": params.priority,
+                "max_attempts": params.max_attempts,
+                "cron": params.cron,
+                "every": params.every,
+                "timezone": params.timezone,
+                "next_run_at": params.next_run_at,
+                "paused": params.paused,
+                "declared_digest": params.declared_digest,
+                "name": params.name,
+                "declared_group": params.declared_group,
+            })
+            _row = _cur.fetchone()
+        if _row is None:
+            return None
+        return row_to_schedule(_row)
+
+    def schedule_retire_declared(
+        self,
+        *,
+        now: datetime | None,
+        actor: str | None,
+        names: list[str],
+        declared_group: str | None,
+    ) -> list[str]:
+        """Pause schedules of the group that its current code no longer declares;
+        they stay (with their history) and are marked removed from code.
+
+        Run ``ScheduleRetireDeclared``; return all its rows.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(SCHEDULE_RETIRE_DECLARED, {
+                "now": now,
+                "actor": actor,
+                "names": names,
+                "declared_group": declared_group,
+            })
+            _rows = _cur.fetchall()
+        return [_row[0] for _row in _rows]

@@ -158,7 +158,7 @@ class _Recorder:
         self, job_type: str, payloads: Iterable[Any], fields: Mapping[str, Any]
     ) -> list[UUID]:
         if self._defaults is not None:
-            fields = {**self._defaults.defaults_for(job_type), **fields}
+            fields = self._defaults.options_for_many(job_type, fields)
         many = preparing.prepare_many(
             job_type, payloads, fields, self.payload_models, self.max_payload_bytes, self.job_types
         )
