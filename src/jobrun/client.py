@@ -41,7 +41,6 @@ from jobrun.config import Config
 from jobrun.domain import Job, JobOptions, NewJob, Reconciliation
 from jobrun.errors import ConfigurationError, IdempotencyConflict
 from jobrun.maintenance import Maintenance
-from jobrun.periodic import LAPSE_AFTER
 from jobrun.postgres import (
     Notifier,
     Pool,
@@ -53,7 +52,7 @@ from jobrun.postgres import (
 from jobrun.postgres.lock import AdvisoryLocker
 from jobrun.postgres.migrate import check_schema, migrate
 from jobrun.registry import Registry, registry_given
-from jobrun.scheduler import DeclarationRenewal, Scheduler
+from jobrun.scheduler import DeclarationRenewal, Scheduler, declare_now
 from jobrun.telemetry.hooks import Observer
 from jobrun.worker import CompletionStats, Worker
 
@@ -74,6 +73,22 @@ def load_metrics() -> ModuleType:
         raise ConfigurationError(
             f"metrics need the prometheus_client package: {METRICS_EXTRA}"
         ) from None
+
+
+def store_for(pool: Pool, config: Config, registry: Registry, observer: Observer | None) -> Store:
+    """The Store a client with ``config`` and ``registry`` uses on ``pool``."""
+    return Store(
+        pool,
+        event_mode=config.event_mode,
+        commit_timeout=config.commit_timeout,
+        retry_jitter=config.retry_jitter,
+        notify_channel=config.notify_channel,
+        payload_models=registry.payload_models(),
+        observer=observer,
+        # A registry with handlers is the list of types this application runs:
+        # any other type is refused at enqueue instead of dying in a worker.
+        job_types=registry if len(registry) else None,
+    )
 
 
 class Client:
@@ -123,18 +138,7 @@ class Client:
         self._pool = await open_pool(
             self._url, worker_concurrency=config.concurrency, pgbouncer=config.pgbouncer
         )
-        self._store = Store(
-            self._pool,
-            event_mode=config.event_mode,
-            commit_timeout=config.commit_timeout,
-            retry_jitter=config.retry_jitter,
-            notify_channel=config.notify_channel,
-            payload_models=self.registry.payload_models(),
-            observer=self._metrics,
-            # A registry with handlers is the list of types this application runs:
-            # any other type is refused at enqueue instead of dying in a worker.
-            job_types=self.registry if len(self.registry) else None,
-        )
+        self._store = store_for(self._pool, config, self.registry, self._metrics)
         return self
 
     async def close(self) -> None:
@@ -144,8 +148,7 @@ class Client:
                 self._worker.request_stop(graceful=False)
         if self._pool is not None:
             await self._pool.close()
-        self._pool = None
-        self._store = None
+        self._pool = self._store = None
 
     async def __aenter__(self) -> Client:
         return await self.open()
@@ -277,22 +280,15 @@ class Client:
         return await self.store.enqueue_many(job_type, payloads, conn=conn, **merged)
 
     async def declare_schedules(self) -> Reconciliation | None:
-        """Write the registry's periodic jobs into the schedules now, without a leader.
+        """Write the registry's periodic jobs into the schedules now, as the leader would.
 
-        For a deploy step, a script or a test: it records the registry's
-        declarations as a running version (live for three ``periodic_renew``
-        periods, as a worker's renewal does) and writes its group's current
-        version, as the scheduler's leader would at its next tick, by the rule
-        of :mod:`jobrun.periodic`. Returns what was written, or None when the
-        registry declares nothing (and names no group).
+        For a deploy step, a script or a test (:func:`jobrun.scheduler.declare_now`);
+        None when the registry declares nothing and names no group.
         """
         declared = self.registry.declared_schedules()
         if declared is None:
             return None
-        store = self.store
-        await store.renew_declarations(declared, self.config.periodic_renew * LAPSE_AFTER)
-        current = (await store.current_declarations()).get(declared.group, declared.digest)
-        return await store.apply_declarations(declared.group, current)
+        return await declare_now(self.store, declared, self.config.periodic_renew)
 
     async def migrate(self) -> list[int]:
         """Apply pending migrations (safe to run concurrently); return the versions applied.

@@ -218,3 +218,18 @@ class DeclarationRenewal:
             except (JobrunError, OSError) as exc:
                 log.warning("periodic: renewing the declared periodic jobs failed: %s", exc)
             await sleep_unless(stop, self._seconds)
+
+
+async def declare_now(
+    store: ScheduleStore, declared: DeclaredSet, every: timedelta
+) -> Reconciliation | None:
+    """Record ``declared`` as running (live ``LAPSE_AFTER`` times ``every``) and write its
+    group's current version now, as the scheduler's leader would at its next tick.
+
+    By the rule of :mod:`jobrun.periodic`, the version written is the group's
+    newest live one, which need not be ``declared``. Returns what was written
+    (None when the store knows no such version).
+    """
+    await store.renew_declarations(declared, every * LAPSE_AFTER)
+    current = (await store.current_declarations()).get(declared.group, declared.digest)
+    return await store.apply_declarations(declared.group, current)
