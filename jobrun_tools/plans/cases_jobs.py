@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -85,7 +86,7 @@ def _lease_batch(conn: psycopg.Connection[Any]) -> Given:
     return {"ids": [j.id for j in claimed], "attempts": [j.attempts for j in claimed]}
 
 
-def _list(f: Facts, **given: Any) -> jobs.JobListParams:
+def _list(**given: Any) -> jobs.JobListParams:
     params = jobs.JobListParams(
         queue=None,
         state=None,
@@ -100,28 +101,36 @@ def _list(f: Facts, **given: Any) -> jobs.JobListParams:
     return params
 
 
+def _purge(q: jobs.Querier, state: JobState, age: timedelta) -> Callable[[Given], object]:
+    return lambda g: q.job_purge_state(state=state, now=None, older_than=age, batch_size=1000)
+
+
+def _listing(q: jobs.Querier, params: jobs.JobListParams) -> Callable[[Given], object]:
+    return lambda g: q.job_list(params=params)
+
+
 def cases(f: Facts) -> dict[str, list[Case]]:
     """The cases of every query of jobs.sql."""
     q = jobs.Querier(recording())
     fact = f.jobs
     keys = [f"order-new-{i}" for i in range(100)]
     listing = {
-        "all": ("every job, first page of 50", _list(f)),
-        "all-next": ("every job, next page", _list(f, cursor=fact.page_cursor)),
-        "dead": ("dead jobs, first page", _list(f, state=JobState.DEAD)),
+        "all": ("every job, first page of 50", _list()),
+        "all-next": ("every job, next page", _list(cursor=fact.page_cursor)),
+        "dead": ("dead jobs, first page", _list(state=JobState.DEAD)),
         "dead-next": (
             "dead jobs, next page",
-            _list(f, state=JobState.DEAD, cursor=fact.dead_cursor),
+            _list(state=JobState.DEAD, cursor=fact.dead_cursor),
         ),
-        "cancelled": ("cancelled jobs, first page", _list(f, state=JobState.CANCELLED)),
-        "queued": ("queued jobs, first page", _list(f, state=JobState.QUEUED)),
-        "leased": ("leased jobs, first page", _list(f, state=JobState.LEASED)),
-        "succeeded": ("succeeded jobs, first page", _list(f, state=JobState.SUCCEEDED)),
-        "queue": ("the emails queue, first page", _list(f, queue="emails")),
-        "type": ("jobs of type send_email, first page", _list(f, type="send_email")),
+        "cancelled": ("cancelled jobs, first page", _list(state=JobState.CANCELLED)),
+        "queued": ("queued jobs, first page", _list(state=JobState.QUEUED)),
+        "leased": ("leased jobs, first page", _list(state=JobState.LEASED)),
+        "succeeded": ("succeeded jobs, first page", _list(state=JobState.SUCCEEDED)),
+        "queue": ("the emails queue, first page", _list(queue="emails")),
+        "type": ("jobs of type send_email, first page", _list(type="send_email")),
         "last-hour": (
             "jobs created in the last hour, first page",
-            _list(f, created_after=f.now - timedelta(hours=1), created_before=f.now),
+            _list(created_after=f.now - timedelta(hours=1), created_before=f.now),
         ),
     }
     return {
@@ -279,9 +288,7 @@ def cases(f: Facts) -> dict[str, list[Case]]:
             Case(
                 state.value,
                 f"{state.value} jobs finished more than {age.days} day(s) ago, 1,000 at a time",
-                lambda g, state=state, age=age: q.job_purge_state(
-                    state=state, now=None, older_than=age, batch_size=1000
-                ),
+                _purge(q, state, age),
             )
             for state, age in (
                 (JobState.SUCCEEDED, timedelta(days=1)),
@@ -290,8 +297,7 @@ def cases(f: Facts) -> dict[str, list[Case]]:
             )
         ],
         "JobList": [
-            Case(label, about, lambda g, params=params: q.job_list(params=params))
-            for label, (about, params) in listing.items()
+            Case(label, about, _listing(q, params)) for label, (about, params) in listing.items()
         ],
         "JobDepth": [Case("all", "every queue and state", lambda g: q.job_depth())],
         "JobQueueStats": [Case("all", "every queue", lambda g: q.job_queue_stats())],

@@ -28,20 +28,20 @@ def _copy_repository(target: Path) -> Path:
     return target / "repo"
 
 
+def _env() -> dict[str, str]:
+    # A copy has no .venv: the wrapper then runs python3 from PATH, this test's.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return {**os.environ, "PATH": path}
+
+
 def _plans(repo: Path, server_url: str, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    # The copy has no .venv: the wrapper then runs python3 from PATH, this test's.
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    scale = ["--jobs", "50000", "--out", str(out), "--query", "JobList"]
     return subprocess.run(
-        [
-            str(repo / "scripts" / "plans"),
-            "--jobs", "50000", "--out", str(out), "--query", "JobList",
-            "--database-url", server_url, *args,
-        ],  # fmt: skip
+        [str(repo / "scripts" / "plans"), *scale, "--database-url", server_url, *args],
         capture_output=True,
         text=True,
         cwd=repo,
-        env=env,
+        env=_env(),
         timeout=300,
     )
 
@@ -84,7 +84,7 @@ def test_a_scale_other_than_the_committed_one_must_be_written_elsewhere() -> Non
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"},
+        env=_env(),
         timeout=60,
     )
     assert result.returncode == 2

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from jobrun_tools.plans.catalog import QUERY_SETS, RuleLine, load_queries
 from jobrun_tools.plans.render import bucket, render_plan
 from jobrun_tools.plans.rules import RuleError, check, parse_rules
