@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +37,7 @@ _BLOCK_WRITES = frozenset(
 _BLOCK_READS = "AccessExclusiveLock"
 _CONCURRENT = re.compile(r"\bCONCURRENTLY\b", re.I)
 _ON_TABLE = re.compile(r"\bON\s+(\w+)", re.I)
+_PLAIN_INDEX = re.compile(r"\bCREATE\s+(?:UNIQUE\s+)?INDEX\s+(?!CONCURRENTLY)", re.I)
 _INDEX_NAME = re.compile(r"\bINDEX\s+CONCURRENTLY\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?(\w+)", re.I)
 
 
@@ -193,6 +193,14 @@ def _reviewed(
             review.writes.append(f"{written:,} rows of {row.name}")
     if review.blocks and not (review.rewrites or review.reads or review.writes):
         review.notes.append("catalog only: no row read or rewritten under the lock")
+    code = "\n".join(ln for ln in statement.splitlines() if not ln.strip().startswith("--"))
+    built = _ON_TABLE.search(code) if _PLAIN_INDEX.search(code) else None
+    if built and built.group(1) in existing:
+        name = built.group(1)
+        review.notes.append(
+            f"builds an index on {name} without CONCURRENTLY: it reads all "
+            f"{existing[name].tuples:,} rows while writes to {name} wait"
+        )
     return review
 
 
@@ -238,8 +246,3 @@ def _concurrent(
         if present:
             review.writes.append(f"drops {name}")
     return review
-
-
-def summary(reviews: Sequence[MigrationReview]) -> list[str]:
-    """One printed line per migration with its measured duration."""
-    return [f"  {r.migration.file_name}: {r.seconds:.2f} s" for r in reviews]

@@ -89,3 +89,41 @@ def test_a_scale_other_than_the_committed_one_must_be_written_elsewhere() -> Non
     )
     assert result.returncode == 2
     assert "the committed plans are at 1,000,000 jobs" in result.stderr
+
+
+def test_the_migration_review_shows_an_index_built_without_concurrently_blocking_writes(
+    pg_admin_url: str, tmp_path: Path
+) -> None:
+    repo = _copy_repository(tmp_path)
+    (repo / "migrations" / "00099_type_index.sql").write_text(
+        "-- +goose Up\nCREATE INDEX jobs_type_idx ON jobs (type);\n"
+    )
+    out = tmp_path / "plans"
+    result = subprocess.run(
+        [
+            str(repo / "scripts" / "plans"),
+            *("--jobs", "20000", "--out", str(out), "--database-url", pg_admin_url),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        env=_env(),
+        timeout=300,
+    )
+    # At 20,000 jobs some plans legitimately break rules made for a million;
+    # the review is written either way.
+    assert "00099_type_index.sql" in result.stdout, result.stdout + result.stderr
+    review = (out / "db" / "plans" / "migrations" / "00099_type_index.txt").read_text()
+    assert "1. CREATE INDEX jobs_type_idx ON jobs (type);" in review
+    assert "locks: SHARE on jobs (blocks writes)" in review
+    assert (
+        "builds an index on jobs without CONCURRENTLY: it reads all 20,000 rows "
+        "while writes to jobs wait"
+    ) in review
+    assert review.rstrip().endswith(
+        "verdict: blocks writes of jobs, each held until the migration commits"
+    )
+    # A catalog-only change says so.
+    meta = (out / "db" / "plans" / "migrations" / "00005_job_meta.txt").read_text()
+    assert "ACCESS EXCLUSIVE on jobs (blocks reads and writes)" in meta
+    assert "catalog only: no row read or rewritten under the lock" in meta
