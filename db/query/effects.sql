@@ -11,6 +11,7 @@
 -- was requested before its completion (job_outcome_state, migration 00003):
 -- the cancel wins, so its effect is skipped and the job's state and its
 -- effect never disagree.
+-- plan: jobs only by index jobs_pkey
 INSERT INTO processed_effects (scope, key, job_id)
 SELECT job_effect_scope(type), job_effect_key(queue, idempotency_key, id), id
 FROM jobs
@@ -26,6 +27,7 @@ SELECT job_effect_scope(@type::text)::text AS scope,
        job_effect_key(@queue::text, sqlc.narg('idempotency_key')::text, @id::uuid)::text AS key;
 
 -- name: EffectExists :one
+-- plan: index processed_effects_pkey
 SELECT EXISTS (
     SELECT 1 FROM processed_effects
     WHERE scope = job_effect_scope(@type::text)
@@ -42,6 +44,7 @@ SELECT EXISTS (
 -- it guards. processed_effects_created_brin (migration 00006) finds the old
 -- rows without scanning the ledger; the jobs of a row's key are one probe of
 -- jobs_idem_uniq each (job_effect_key_queue, migration 00011).
+-- plan: index processed_effects_created_brin; jobs only by index jobs_pkey, jobs_idem_uniq
 DELETE FROM processed_effects
 WHERE (scope, key) IN (
     SELECT effect.scope, effect.key

@@ -1,6 +1,7 @@
 -- Queries on job_events, the append-only history of every transition.
 
 -- name: EventListByJob :many
+-- plan: job_events only by index job_events_job_idx
 SELECT * FROM job_events WHERE job_id = @job_id ORDER BY id;
 
 -- name: EventPrune :execrows
@@ -12,6 +13,7 @@ SELECT * FROM job_events WHERE job_id = @job_id ORDER BY id;
 -- hot path (migration 00010). An old event queued behind a younger one waits
 -- until that one is old enough too. Fewer deleted than batch_size: the oldest
 -- events left are young enough to keep.
+-- plan: job_events only by index job_events_pkey
 DELETE FROM job_events
 WHERE id IN (
     SELECT oldest.id

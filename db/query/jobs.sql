@@ -196,6 +196,7 @@ ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHIN
 RETURNING id;
 
 -- name: JobGetByIdempotencyKey :one
+-- plan: jobs only by index jobs_idem_uniq
 SELECT * FROM jobs WHERE queue = @queue::text AND idempotency_key = @idempotency_key::text;
 
 -- name: JobGetByIdempotencyKeys :many
@@ -211,6 +212,7 @@ JOIN (
 SELECT pg_notify(@channel::text, @queue::text);
 
 -- name: JobGet :one
+-- plan: jobs only by index jobs_pkey
 SELECT * FROM jobs WHERE id = @id;
 
 -- name: JobClaim :many
@@ -237,6 +239,8 @@ SELECT * FROM jobs WHERE id = @id;
 -- always looked dearer, so every claim was planned afresh, which cost more
 -- than running it (about 1 ms of a 2 ms idle claim). Hidden behind
 -- subqueries, both plans estimate alike and PostgreSQL keeps the generic one.
+-- plan: jobs only by index jobs_claim_idx, jobs_pkey
+-- plan(idle): buffers <= 150
 WITH RECURSIVE controls AS MATERIALIZED (
     -- The row of every wanted queue that has a limit, locked until the claim
     -- commits: claimers of one limited queue take turns, so two of them can
@@ -461,6 +465,7 @@ WHERE (SELECT set_config('synchronous_commit', 'off', true)) = 'off';
 -- The fence's values are compared with columns of the materialized input,
 -- not with literals or parameters (see JobRecordOutcomes): each held job is
 -- one primary-key probe.
+-- plan: jobs only by index jobs_pkey; rows removed <= 500
 WITH held AS MATERIALIZED (
     SELECT unnest((SELECT @ids::uuid[])) AS id,
            unnest((SELECT @attempts::integer[])) AS attempt,
@@ -506,6 +511,7 @@ RETURNING jobs.id;
 -- too, so the planner guesses ten outcomes, not the batch's size: a nested
 -- loop of primary-key probes then always looks cheaper than hashing a scan
 -- of the table.
+-- plan: jobs only by index jobs_pkey; rows removed <= 500
 WITH outcome AS MATERIALIZED (
     SELECT unnest((SELECT @ids::uuid[])) AS id,
            unnest((SELECT @attempts::integer[])) AS attempt,
@@ -576,6 +582,7 @@ FROM recorded;
 -- hand-back is, queued and due now with the attempt not counted (cancelled
 -- if a cancel was requested), so a worker that died just after offering
 -- costs its handed jobs a delay, never an attempt.
+-- plan: index jobs_leased_idx
 WITH expired AS (
     SELECT id, (handed AND NOT cancel_requested) AS unconfirmed
     FROM jobs
@@ -634,6 +641,7 @@ SELECT * FROM reaped;
 -- it is now, the state it was found in and that action; no row: no such job.
 -- actor (who asked, e.g. an operator through the web dashboard) is recorded in
 -- the event's detail as 'by <actor>'; NULL leaves the detail empty.
+-- plan: jobs only by index jobs_pkey
 WITH target AS (
     SELECT jobs.id, jobs.state, jobs.cancel_requested FROM jobs WHERE jobs.id = @id FOR UPDATE
 ), cancelled AS (
@@ -690,6 +698,7 @@ FROM after JOIN target ON target.id = after.id;
 -- it is part of the body an idempotent replay is compared with. Returns the
 -- job as it is now, the state it was found in and that action; no row: no
 -- such job.
+-- plan: jobs only by index jobs_pkey
 WITH target AS (
     SELECT jobs.id, jobs.state FROM jobs WHERE jobs.id = @id FOR UPDATE
 ), retried AS (
@@ -729,6 +738,7 @@ FROM after JOIN target ON target.id = after.id;
 -- at a time, so retention gives each state its own age and an operator's
 -- purge of every state is three passes; jobs_finished_state_idx (migration
 -- 00006) makes each one index range scan.
+-- plan: index jobs_finished_state_idx; job_events only by index job_events_job_idx
 WITH doomed AS (
     SELECT id
     FROM jobs
@@ -746,6 +756,7 @@ DELETE FROM jobs WHERE id IN (SELECT id FROM doomed);
 -- name: JobList :many
 -- A page of jobs, newest first (ids are UUIDv7, ordered by creation). The
 -- cursor is the last id of the previous page.
+-- plan(dead, dead-next, cancelled): jobs only by index jobs_dead_cancelled_idx; no sort
 SELECT *
 FROM jobs
 WHERE (sqlc.narg('queue')::text IS NULL OR queue = sqlc.narg('queue'))
@@ -760,6 +771,7 @@ ORDER BY id DESC
 LIMIT @max_jobs;
 
 -- name: JobDepth :many
+-- plan: seq scan on jobs: it counts every job, finished ones too, by queue and state
 SELECT queue, state, count(*)::bigint AS count, min(created_at)::timestamptz AS oldest_created_at
 FROM jobs
 GROUP BY queue, state
@@ -772,6 +784,7 @@ ORDER BY queue, state;
 -- index-only scan of jobs_claim_idx (queue, priority, run_at, id WHERE
 -- queued), the leased half walks jobs_leased_idx, so the cost follows the
 -- backlog and the running jobs, never the finished history, however large.
+-- plan: jobs only by index jobs_claim_idx, jobs_leased_idx
 WITH waiting AS (
     SELECT queue,
            count(*) AS queued,

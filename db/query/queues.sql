@@ -53,6 +53,7 @@ RETURNING *;
 -- how many of its jobs are queued and leased right now. The counts read only
 -- the partial indexes of queued (jobs_claim_idx) and leased
 -- (jobs_leased_idx) rows, never finished jobs.
+-- plan: jobs only by index jobs_claim_idx, jobs_leased_idx
 WITH queued AS (
     SELECT jobs.queue, count(*)::bigint AS n FROM jobs WHERE jobs.state = 'queued'
     GROUP BY jobs.queue

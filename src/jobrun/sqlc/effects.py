@@ -110,6 +110,7 @@ class AsyncQuerier:
         was requested before its completion (job_outcome_state, migration 00003):
         the cancel wins, so its effect is skipped and the job's state and its
         effect never disagree.
+        plan: jobs only by index jobs_pkey
 
         Run ``EffectInsertMany``; return all its rows.
         """
@@ -150,7 +151,10 @@ class AsyncQuerier:
         idempotency_key: str | None,
         id: UUID,
     ) -> bool | None:
-        """Run ``EffectExists``; return its first row, or None."""
+        """plan: index processed_effects_pkey
+
+        Run ``EffectExists``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(EFFECT_EXISTS, {
                 "type": type,
@@ -180,6 +184,7 @@ class AsyncQuerier:
         it guards. processed_effects_created_brin (migration 00006) finds the old
         rows without scanning the ledger; the jobs of a row's key are one probe of
         jobs_idem_uniq each (job_effect_key_queue, migration 00011).
+        plan: index processed_effects_created_brin; jobs only by index jobs_pkey, jobs_idem_uniq
 
         Run ``EffectPrune``; return the number of rows it affected.
         """
@@ -227,6 +232,7 @@ class Querier:
         was requested before its completion (job_outcome_state, migration 00003):
         the cancel wins, so its effect is skipped and the job's state and its
         effect never disagree.
+        plan: jobs only by index jobs_pkey
 
         Run ``EffectInsertMany``; return all its rows.
         """
@@ -267,7 +273,10 @@ class Querier:
         idempotency_key: str | None,
         id: UUID,
     ) -> bool | None:
-        """Run ``EffectExists``; return its first row, or None."""
+        """plan: index processed_effects_pkey
+
+        Run ``EffectExists``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(EFFECT_EXISTS, {
                 "type": type,
@@ -291,6 +300,7 @@ class Querier:
         it guards. processed_effects_created_brin (migration 00006) finds the old
         rows without scanning the ledger; the jobs of a row's key are one probe of
         jobs_idem_uniq each (job_effect_key_queue, migration 00011).
+        plan: index processed_effects_created_brin; jobs only by index jobs_pkey, jobs_idem_uniq
 
         Run ``EffectPrune``; return the number of rows it affected.
         """

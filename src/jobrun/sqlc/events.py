@@ -46,7 +46,10 @@ class AsyncQuerier:
         return self._conn
 
     async def event_list_by_job(self, *, job_id: UUID) -> list[JobEvent]:
-        """Run ``EventListByJob``; return all its rows."""
+        """plan: job_events only by index job_events_job_idx
+
+        Run ``EventListByJob``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(EVENT_LIST_BY_JOB, {"job_id": job_id})
             _rows = await _cur.fetchall()
@@ -67,6 +70,7 @@ class AsyncQuerier:
         hot path (migration 00010). An old event queued behind a younger one waits
         until that one is old enough too. Fewer deleted than batch_size: the oldest
         events left are young enough to keep.
+        plan: job_events only by index job_events_pkey
 
         Run ``EventPrune``; return the number of rows it affected.
         """
@@ -107,7 +111,10 @@ class Querier:
         return self._conn
 
     def event_list_by_job(self, *, job_id: UUID) -> list[JobEvent]:
-        """Run ``EventListByJob``; return all its rows."""
+        """plan: job_events only by index job_events_job_idx
+
+        Run ``EventListByJob``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(EVENT_LIST_BY_JOB, {"job_id": job_id})
             _rows = _cur.fetchall()
@@ -122,6 +129,7 @@ class Querier:
         hot path (migration 00010). An old event queued behind a younger one waits
         until that one is old enough too. Fewer deleted than batch_size: the oldest
         events left are young enough to keep.
+        plan: job_events only by index job_events_pkey
 
         Run ``EventPrune``; return the number of rows it affected.
         """

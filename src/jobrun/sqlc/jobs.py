@@ -1247,7 +1247,10 @@ class AsyncQuerier:
         return [_row[0] for _row in _rows]
 
     async def job_get_by_idempotency_key(self, *, queue: str, idempotency_key: str) -> Job | None:
-        """Run ``JobGetByIdempotencyKey``; return its first row, or None."""
+        """plan: jobs only by index jobs_idem_uniq
+
+        Run ``JobGetByIdempotencyKey``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_GET_BY_IDEMPOTENCY_KEY, {"queue": queue, "idempotency_key": idempotency_key})
             _row = await _cur.fetchone()
@@ -1277,7 +1280,10 @@ class AsyncQuerier:
             await _cur.execute(JOB_NOTIFY, {"channel": channel, "queue": queue})
 
     async def job_get(self, *, id: UUID) -> Job | None:
-        """Run ``JobGet``; return its first row, or None."""
+        """plan: jobs only by index jobs_pkey
+
+        Run ``JobGet``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_GET, {"id": id})
             _row = await _cur.fetchone()
@@ -1309,6 +1315,8 @@ class AsyncQuerier:
         always looked dearer, so every claim was planned afresh, which cost more
         than running it (about 1 ms of a 2 ms idle claim). Hidden behind
         subqueries, both plans estimate alike and PostgreSQL keeps the generic one.
+        plan: jobs only by index jobs_claim_idx, jobs_pkey
+        plan(idle): buffers <= 150
 
         Run ``JobClaim``; return all its rows.
         """
@@ -1339,6 +1347,7 @@ class AsyncQuerier:
         The fence's values are compared with columns of the materialized input,
         not with literals or parameters (see JobRecordOutcomes): each held job is
         one primary-key probe.
+        plan: jobs only by index jobs_pkey; rows removed <= 500
 
         Run ``JobHeartbeat``; return all its rows.
         """
@@ -1382,6 +1391,7 @@ class AsyncQuerier:
         too, so the planner guesses ten outcomes, not the batch's size: a nested
         loop of primary-key probes then always looks cheaper than hashing a scan
         of the table.
+        plan: jobs only by index jobs_pkey; rows removed <= 500
 
         Run ``JobRecordOutcomes``; return all its rows.
         """
@@ -1418,6 +1428,7 @@ class AsyncQuerier:
         hand-back is, queued and due now with the attempt not counted (cancelled
         if a cancel was requested), so a worker that died just after offering
         costs its handed jobs a delay, never an attempt.
+        plan: index jobs_leased_idx
 
         Run ``JobReapExpired``; return all its rows.
         """
@@ -1442,6 +1453,7 @@ class AsyncQuerier:
         it is now, the state it was found in and that action; no row: no such job.
         actor (who asked, e.g. an operator through the web dashboard) is recorded in
         the event's detail as 'by <actor>'; NULL leaves the detail empty.
+        plan: jobs only by index jobs_pkey
 
         Run ``JobCancel``; return its first row, or None.
         """
@@ -1467,6 +1479,7 @@ class AsyncQuerier:
         it is part of the body an idempotent replay is compared with. Returns the
         job as it is now, the state it was found in and that action; no row: no
         such job.
+        plan: jobs only by index jobs_pkey
 
         Run ``JobRetry``; return its first row, or None.
         """
@@ -1493,6 +1506,7 @@ class AsyncQuerier:
         at a time, so retention gives each state its own age and an operator's
         purge of every state is three passes; jobs_finished_state_idx (migration
         00006) makes each one index range scan.
+        plan: index jobs_finished_state_idx; job_events only by index job_events_job_idx
 
         Run ``JobPurgeState``; return the number of rows it affected.
         """
@@ -1513,6 +1527,7 @@ class AsyncQuerier:
     async def job_list(self, *, params: JobListParams) -> list[Job]:
         """A page of jobs, newest first (ids are UUIDv7, ordered by creation). The
         cursor is the last id of the previous page.
+        plan(dead, dead-next, cancelled): jobs only by index jobs_dead_cancelled_idx; no sort
 
         Run ``JobList``; return all its rows.
         """
@@ -1530,7 +1545,10 @@ class AsyncQuerier:
         return [row_to_job(_row) for _row in _rows]
 
     async def job_depth(self) -> list[JobDepthRow]:
-        """Run ``JobDepth``; return all its rows."""
+        """plan: seq scan on jobs: it counts every job, finished ones too, by queue and state
+
+        Run ``JobDepth``; return all its rows.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_DEPTH)
             _rows = await _cur.fetchall()
@@ -1543,6 +1561,7 @@ class AsyncQuerier:
         index-only scan of jobs_claim_idx (queue, priority, run_at, id WHERE
         queued), the leased half walks jobs_leased_idx, so the cost follows the
         backlog and the running jobs, never the finished history, however large.
+        plan: jobs only by index jobs_claim_idx, jobs_leased_idx
 
         Run ``JobQueueStats``; return all its rows.
         """
@@ -1711,7 +1730,10 @@ class Querier:
         return [_row[0] for _row in _rows]
 
     def job_get_by_idempotency_key(self, *, queue: str, idempotency_key: str) -> Job | None:
-        """Run ``JobGetByIdempotencyKey``; return its first row, or None."""
+        """plan: jobs only by index jobs_idem_uniq
+
+        Run ``JobGetByIdempotencyKey``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_GET_BY_IDEMPOTENCY_KEY, {"queue": queue, "idempotency_key": idempotency_key})
             _row = _cur.fetchone()
@@ -1741,7 +1763,10 @@ class Querier:
             _cur.execute(JOB_NOTIFY, {"channel": channel, "queue": queue})
 
     def job_get(self, *, id: UUID) -> Job | None:
-        """Run ``JobGet``; return its first row, or None."""
+        """plan: jobs only by index jobs_pkey
+
+        Run ``JobGet``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_GET, {"id": id})
             _row = _cur.fetchone()
@@ -1773,6 +1798,8 @@ class Querier:
         always looked dearer, so every claim was planned afresh, which cost more
         than running it (about 1 ms of a 2 ms idle claim). Hidden behind
         subqueries, both plans estimate alike and PostgreSQL keeps the generic one.
+        plan: jobs only by index jobs_claim_idx, jobs_pkey
+        plan(idle): buffers <= 150
 
         Run ``JobClaim``; return all its rows.
         """
@@ -1803,6 +1830,7 @@ class Querier:
         The fence's values are compared with columns of the materialized input,
         not with literals or parameters (see JobRecordOutcomes): each held job is
         one primary-key probe.
+        plan: jobs only by index jobs_pkey; rows removed <= 500
 
         Run ``JobHeartbeat``; return all its rows.
         """
@@ -1842,6 +1870,7 @@ class Querier:
         too, so the planner guesses ten outcomes, not the batch's size: a nested
         loop of primary-key probes then always looks cheaper than hashing a scan
         of the table.
+        plan: jobs only by index jobs_pkey; rows removed <= 500
 
         Run ``JobRecordOutcomes``; return all its rows.
         """
@@ -1872,6 +1901,7 @@ class Querier:
         hand-back is, queued and due now with the attempt not counted (cancelled
         if a cancel was requested), so a worker that died just after offering
         costs its handed jobs a delay, never an attempt.
+        plan: index jobs_leased_idx
 
         Run ``JobReapExpired``; return all its rows.
         """
@@ -1896,6 +1926,7 @@ class Querier:
         it is now, the state it was found in and that action; no row: no such job.
         actor (who asked, e.g. an operator through the web dashboard) is recorded in
         the event's detail as 'by <actor>'; NULL leaves the detail empty.
+        plan: jobs only by index jobs_pkey
 
         Run ``JobCancel``; return its first row, or None.
         """
@@ -1915,6 +1946,7 @@ class Querier:
         it is part of the body an idempotent replay is compared with. Returns the
         job as it is now, the state it was found in and that action; no row: no
         such job.
+        plan: jobs only by index jobs_pkey
 
         Run ``JobRetry``; return its first row, or None.
         """
@@ -1941,6 +1973,7 @@ class Querier:
         at a time, so retention gives each state its own age and an operator's
         purge of every state is three passes; jobs_finished_state_idx (migration
         00006) makes each one index range scan.
+        plan: index jobs_finished_state_idx; job_events only by index job_events_job_idx
 
         Run ``JobPurgeState``; return the number of rows it affected.
         """
@@ -1961,6 +1994,7 @@ class Querier:
     def job_list(self, *, params: JobListParams) -> list[Job]:
         """A page of jobs, newest first (ids are UUIDv7, ordered by creation). The
         cursor is the last id of the previous page.
+        plan(dead, dead-next, cancelled): jobs only by index jobs_dead_cancelled_idx; no sort
 
         Run ``JobList``; return all its rows.
         """
@@ -1978,7 +2012,10 @@ class Querier:
         return [row_to_job(_row) for _row in _rows]
 
     def job_depth(self) -> list[JobDepthRow]:
-        """Run ``JobDepth``; return all its rows."""
+        """plan: seq scan on jobs: it counts every job, finished ones too, by queue and state
+
+        Run ``JobDepth``; return all its rows.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_DEPTH)
             _rows = _cur.fetchall()
@@ -1991,6 +2028,7 @@ class Querier:
         index-only scan of jobs_claim_idx (queue, priority, run_at, id WHERE
         queued), the leased half walks jobs_leased_idx, so the cost follows the
         backlog and the running jobs, never the finished history, however large.
+        plan: jobs only by index jobs_claim_idx, jobs_leased_idx
 
         Run ``JobQueueStats``; return all its rows.
         """

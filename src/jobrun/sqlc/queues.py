@@ -205,6 +205,7 @@ class AsyncQuerier:
         how many of its jobs are queued and leased right now. The counts read only
         the partial indexes of queued (jobs_claim_idx) and leased
         (jobs_leased_idx) rows, never finished jobs.
+        plan: jobs only by index jobs_claim_idx, jobs_leased_idx
 
         Run ``QueueList``; return all its rows.
         """
@@ -283,6 +284,7 @@ class Querier:
         how many of its jobs are queued and leased right now. The counts read only
         the partial indexes of queued (jobs_claim_idx) and leased
         (jobs_leased_idx) rows, never finished jobs.
+        plan: jobs only by index jobs_claim_idx, jobs_leased_idx
 
         Run ``QueueList``; return all its rows.
         """

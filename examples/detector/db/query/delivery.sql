@@ -32,6 +32,7 @@ UPDATE detector_intents SET snapshot_revision = @revision
 WHERE agent_id = @agent_id AND snapshot_revision IS NULL;
 
 -- name: IntentUncoveredCount :one
+-- plan: detector_intents only by index detector_intents_uncovered
 SELECT count(*)::bigint AS intents FROM detector_intents
 WHERE agent_id = @agent_id AND snapshot_revision IS NULL;
 

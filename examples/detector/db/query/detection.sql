@@ -11,6 +11,7 @@ RETURNING event_id;
 -- name: HitWindowMax :one
 -- The largest rolling-window count among the windows that contain this event:
 -- each window ends at a hit at or after the event and spans window_ms.
+-- plan: detector_hits only by index detector_hits_key_time
 SELECT coalesce(max(
     (SELECT count(*) FROM detector_hits h2
      WHERE h2.key = h.key
@@ -38,6 +39,7 @@ SELECT * FROM detector_counters ORDER BY key;
 
 -- name: DecisionActive :one
 -- A decision on this target still in force at at_ms, if any.
+-- plan: detector_decisions only by index detector_decisions_target
 SELECT * FROM detector_decisions
 WHERE site = @site AND address = @address AND rule_version = @rule_version AND expires_ms > @at_ms
 ORDER BY id

@@ -247,7 +247,10 @@ class AsyncQuerier:
             return _cur.rowcount
 
     async def intent_uncovered_count(self, *, agent_id: str) -> int | None:
-        """Run ``IntentUncoveredCount``; return its first row, or None."""
+        """plan: detector_intents only by index detector_intents_uncovered
+
+        Run ``IntentUncoveredCount``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(INTENT_UNCOVERED_COUNT, {"agent_id": agent_id})
             _row = await _cur.fetchone()
@@ -486,7 +489,10 @@ class Querier:
             return _cur.rowcount
 
     def intent_uncovered_count(self, *, agent_id: str) -> int | None:
-        """Run ``IntentUncoveredCount``; return its first row, or None."""
+        """plan: detector_intents only by index detector_intents_uncovered
+
+        Run ``IntentUncoveredCount``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(INTENT_UNCOVERED_COUNT, {"agent_id": agent_id})
             _row = _cur.fetchone()

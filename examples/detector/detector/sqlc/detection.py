@@ -135,6 +135,7 @@ class AsyncQuerier:
     async def hit_window_max(self, *, window_ms: int, key: str, occurred_ms: int) -> int | None:
         """The largest rolling-window count among the windows that contain this event:
         each window ends at a hit at or after the event and spans window_ms.
+        plan: detector_hits only by index detector_hits_key_time
 
         Run ``HitWindowMax``; return its first row, or None.
         """
@@ -191,6 +192,7 @@ class AsyncQuerier:
         at_ms: int,
     ) -> DetectorDecision | None:
         """A decision on this target still in force at at_ms, if any.
+        plan: detector_decisions only by index detector_decisions_target
 
         Run ``DecisionActive``; return its first row, or None.
         """
@@ -294,6 +296,7 @@ class Querier:
     def hit_window_max(self, *, window_ms: int, key: str, occurred_ms: int) -> int | None:
         """The largest rolling-window count among the windows that contain this event:
         each window ends at a hit at or after the event and spans window_ms.
+        plan: detector_hits only by index detector_hits_key_time
 
         Run ``HitWindowMax``; return its first row, or None.
         """
@@ -350,6 +353,7 @@ class Querier:
         at_ms: int,
     ) -> DetectorDecision | None:
         """A decision on this target still in force at at_ms, if any.
+        plan: detector_decisions only by index detector_decisions_target
 
         Run ``DecisionActive``; return its first row, or None.
         """
