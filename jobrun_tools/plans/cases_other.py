@@ -6,7 +6,17 @@ from datetime import timedelta
 from uuid import UUID
 
 from jobrun.postgres.migrate import MIGRATION_LOCK_KEY
-from jobrun.sqlc import effects, events, goose, locks, offers, queues, schedules, system
+from jobrun.sqlc import (
+    effects,
+    events,
+    goose,
+    locks,
+    offers,
+    queues,
+    schedule_declarations,
+    schedules,
+    system,
+)
 from jobrun_tools.plans.capture import recording
 from jobrun_tools.plans.cases import Case, Facts
 
@@ -15,7 +25,7 @@ __all__ = ["cases"]
 
 def cases(f: Facts) -> dict[str, list[Case]]:
     """The cases of every query of effects, events, goose, locks, offers, queues,
-    schedules and system.sql."""
+    schedule_declarations, schedules and system.sql."""
     conn = recording()
     fact = f.jobs
     e = effects.Querier(conn)
@@ -25,6 +35,7 @@ def cases(f: Facts) -> dict[str, list[Case]]:
     of = offers.Querier(conn)
     qu = queues.Querier(conn)
     sc = schedules.Querier(conn)
+    sd = schedule_declarations.Querier(conn)
     sy = system.Querier(conn)
     new_ids = [UUID(int=UUID("01900000-0000-7000-8000-ffffffff0001").int + i) for i in range(100)]
     schedule = schedules.ScheduleInsertParams(
@@ -225,6 +236,98 @@ def cases(f: Facts) -> dict[str, list[Case]]:
         ],
         "ScheduleDelete": [
             Case("name", "one schedule", lambda g: sc.schedule_delete(name="schedule-00007"))
+        ],
+        "ScheduleDeclarationsRenew": [
+            Case(
+                "renew",
+                "a worker renews its group's declared version",
+                lambda g: sd.schedule_declarations_renew(
+                    params=schedule_declarations.ScheduleDeclarationsRenewParams(
+                        declared_group="default",
+                        digest="d" * 64,
+                        declarations=[{"name": "nightly", "type": "send_digest"}],
+                        now=None,
+                        live_for=timedelta(seconds=30),
+                    )
+                ),
+            )
+        ],
+        "ScheduleDeclarationsCurrent": [
+            Case(
+                "live",
+                "the live versions of every group",
+                lambda g: sd.schedule_declarations_current(now=None),
+            )
+        ],
+        "ScheduleDeclarationsGet": [
+            Case(
+                "one",
+                "one group's version",
+                lambda g: sd.schedule_declarations_get(declared_group="default", digest="d" * 64),
+            )
+        ],
+        "ScheduleLockForDeclarations": [
+            Case(
+                "group",
+                "a group's schedules and the names it declares",
+                lambda g: sc.schedule_lock_for_declarations(
+                    declared_group="default", names=["nightly", "schedule-00007"]
+                ),
+            )
+        ],
+        "ScheduleInsertDeclared": [
+            Case(
+                "new",
+                "a schedule declared in code",
+                lambda g: sc.schedule_insert_declared(
+                    params=schedules.ScheduleInsertDeclaredParams(
+                        name="nightly",
+                        type=schedule.type,
+                        queue=schedule.queue,
+                        payload=schedule.payload,
+                        priority=0,
+                        max_attempts=25,
+                        cron=schedule.cron,
+                        every=None,
+                        timezone="UTC",
+                        next_run_at=schedule.next_run_at,
+                        declared_group="default",
+                        declared_digest="d" * 64,
+                    )
+                ),
+            )
+        ],
+        "ScheduleUpdateDeclared": [
+            Case(
+                "name",
+                "a declared schedule changed in code",
+                lambda g: sc.schedule_update_declared(
+                    params=schedules.ScheduleUpdateDeclaredParams(
+                        type=schedule.type,
+                        queue=schedule.queue,
+                        payload=schedule.payload,
+                        priority=0,
+                        max_attempts=25,
+                        cron=schedule.cron,
+                        every=None,
+                        timezone="UTC",
+                        next_run_at=schedule.next_run_at,
+                        paused=False,
+                        declared_digest="d" * 64,
+                        name="nightly",
+                        declared_group="default",
+                    )
+                ),
+            )
+        ],
+        "ScheduleRetireDeclared": [
+            Case(
+                "removed",
+                "a group's schedules its code no longer declares",
+                lambda g: sc.schedule_retire_declared(
+                    now=None, actor="jobrun", names=["nightly"], declared_group="default"
+                ),
+            )
         ],
         "ScheduleList": [Case("all", "every schedule", lambda g: sc.schedule_list())],
         "ScheduleLockDue": [
