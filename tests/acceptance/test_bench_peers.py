@@ -167,3 +167,26 @@ def test_bench_mechanisms_compares_each_mechanism_in_pairs(pg_admin_url: str) ->
             "SELECT count(*) FROM pg_database WHERE datname LIKE 'jobrun_mech_%'"
         ).fetchone()
     assert left == (0,), "the benchmark's databases are dropped"
+
+
+def test_bench_scale_drains_both_databases_and_reports_the_ratios(pg_admin_url: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBRUN_")}
+    env["JOBRUN_DATABASE_URL"] = pg_admin_url
+    env["PYTHONPATH"] = str(ROOT / "src")
+    result = subprocess.run(
+        [
+            sys.executable, str(ROOT / "scripts" / "bench-scale"), "--history", "5k",
+            "--rounds", "1", "--jobs", "300",
+        ],
+        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    for what in ("drain, defaults", "drain, tuned", "buffers per job, tuned", "WAL per job, tuned",
+                 "idle claim of 100, p50"):  # fmt: skip
+        line = next((ln for ln in result.stdout.splitlines() if what in ln), None)
+        assert line is not None and " x" in line, (what, result.stdout)
+    with psycopg.connect(pg_admin_url) as conn:
+        left = conn.execute(
+            "SELECT count(*) FROM pg_database WHERE datname LIKE 'jobrun_bench_scale_%'"
+        ).fetchone()
+    assert left == (0,), "the benchmark's databases are dropped"
