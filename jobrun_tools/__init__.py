@@ -1,6 +1,6 @@
 """Support for jobrun's plan checks, benchmarks and docs site; not part of the jobrun package.
 
-``scripts/vet``, ``scripts/bench-claim`` and the plan tests read the claim's
+``scripts/bench-claim``, ``scripts/plans`` and the plan tests read the claim's
 plan and fill the jobs table with synthetic rows through this package
 (:mod:`jobrun_tools.claimplan`), with queries of its own in ``query/``
 generated into ``sqlc/`` by ``scripts/generate``. The documentation site's

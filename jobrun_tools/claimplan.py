@@ -1,10 +1,10 @@
-"""The claim's plan, read with EXPLAIN (ANALYZE, BUFFERS), for the benchmark and the vet.
+"""The claim's plan, read with EXPLAIN (ANALYZE, BUFFERS), for the benchmark and the plan tests.
 
 The claim is the hottest query, and its cost must not follow the number of
 delayed (queued, not yet due) jobs: a claim that finds fewer due jobs than it
 wants would otherwise walk every delayed entry of the queue's claim index on
 each poll. That property is a plan property, invisible to a test that only
-checks which jobs come back, so ``scripts/vet`` checks it here: it fills a
+checks which jobs come back, so the plan tests check it here: it fills a
 queue with delayed jobs inside a transaction, runs the idle claim under
 EXPLAIN (ANALYZE, BUFFERS), compares the buffers it read with a bound, and
 rolls everything back. ``scripts/bench-claim`` reads the same figures at

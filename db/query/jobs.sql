@@ -230,7 +230,7 @@ SELECT * FROM jobs WHERE id = @id;
 --
 -- What a claim reads follows the jobs it leases and the number of priority
 -- levels queued in its queues, never the number of delayed jobs (see levels);
--- scripts/vet checks it on the plan.
+-- scripts/plans checks it on the plan.
 --
 -- The queue list and max_jobs are read through scalar subqueries wherever
 -- the planner would estimate from their values (array lengths, LIMITs). A

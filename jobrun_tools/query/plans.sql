@@ -4,7 +4,7 @@
 -- name: JobFillSynthetic :execrows
 -- Insert total synthetic jobs of one queue in one statement, for the claim
 -- benchmark (scripts/bench-claim) and the plan check of the claim
--- (scripts/vet), which need millions of rows in minutes. Job g (1..total)
+-- tests, which need millions of rows in minutes. Job g (1..total)
 -- gets priority g mod priorities, run_at db now + run_in + g * spacing, and
 -- finished_at (set it exactly for a finished state). Ids are first_id + g
 -- written as a uuid, so rows arrive in id order and the primary key grows at

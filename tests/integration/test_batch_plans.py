@@ -12,7 +12,7 @@ statements, nor a scan of the whole table (the same statistics made the
 planner drive the update from a sequential scan it believed found one row,
 with the same square cost: 170 ms for a batch of 1,000): each job is one
 primary-key probe, and a worker fleet's size never enters the cost of one
-batch. jobrun_tools.claimplan.check_fenced_updates (scripts/vet) checks
+batch. jobrun_tools.claimplan.check_fenced_updates checks
 the same under EXPLAIN ANALYZE.
 """
 

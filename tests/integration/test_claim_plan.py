@@ -6,8 +6,8 @@ job by its primary key, whatever the statistics say (the last test).
 Which jobs a claim returns is checked in test_store.py; how much it reads to
 find them is a plan property no result can show. A claim that finds nothing
 due must not walk the delayed entries of its queue, so these tests read the
-claim's EXPLAIN (ANALYZE, BUFFERS) through jobrun_tools.claimplan, the
-code scripts/vet runs, and compare buffer counts, never times.
+claim's EXPLAIN (ANALYZE, BUFFERS) through jobrun_tools.claimplan, and
+compare buffer counts, never times.
 """
 
 from __future__ import annotations

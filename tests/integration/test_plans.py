@@ -34,8 +34,10 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PATH": path}
 
 
-def _plans(repo: Path, server_url: str, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    scale = ["--jobs", "50000", "--out", str(out), "--query", "JobList"]
+def _plans(
+    repo: Path, server_url: str, out: Path, *args: str, query: str = "JobList", jobs: int = 50_000
+) -> subprocess.CompletedProcess[str]:
+    scale = ["--jobs", str(jobs), "--out", str(out), "--query", query]
     return subprocess.run(
         [str(repo / "scripts" / "plans"), *scale, "--database-url", server_url, *args],
         capture_output=True,
@@ -127,3 +129,24 @@ def test_the_migration_review_shows_an_index_built_without_concurrently_blocking
     meta = (out / "db" / "plans" / "migrations" / "00005_job_meta.txt").read_text()
     assert "ACCESS EXCLUSIVE on jobs (blocks reads and writes)" in meta
     assert "catalog only: no row read or rewritten under the lock" in meta
+
+
+def test_an_idle_claim_that_walks_the_delayed_jobs_breaks_its_buffer_rule(
+    pg_admin_url: str, tmp_path: Path
+) -> None:
+    # The rule moved here from scripts/vet: an index in the right order for due jobs but
+    # not for the loose scan over priority levels makes each level a walk of the queue's
+    # delayed jobs, which only a table holding many of them shows.
+    repo = _copy_repository(tmp_path)
+    out = tmp_path / "plans"
+    claim = {"query": "JobClaim", "jobs": 400_000}
+    written = _plans(repo, pg_admin_url, out, **claim)  # type: ignore[arg-type]
+    assert written.returncode == 0, written.stdout + written.stderr
+    (repo / "migrations" / "00099_claim_by_time.sql").write_text(
+        "-- +goose Up\nDROP INDEX jobs_claim_idx;\n"
+        "CREATE INDEX jobs_claim_by_time_idx ON jobs (queue, run_at, priority, id)"
+        " WHERE state = 'queued';\n"
+    )
+    regressed = _plans(repo, pg_admin_url, out, "--check", **claim)  # type: ignore[arg-type]
+    assert regressed.returncode == 1, regressed.stdout + regressed.stderr
+    assert "db/query/jobs.sql: JobClaim [idle]: plan rule" in regressed.stderr, regressed.stderr

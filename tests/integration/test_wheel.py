@@ -111,7 +111,7 @@ def test_installed_wheel_registers_the_pytest_plugin(wheel_venv: Path) -> None:
 
 
 def test_the_wheel_ships_no_benchmark_or_plan_check_support(wheel_venv: Path) -> None:
-    # The plan checks and synthetic fills (jobrun_tools) serve scripts/vet and the
+    # The plan checks and synthetic fills (jobrun_tools) serve the plan tests and the
     # benchmarks; the package users install carries the adapter only.
     names = (wheel_venv.parent / "contents.txt").read_text().splitlines()
     assert any(n.startswith("jobrun/postgres/store.py") for n in names)
