@@ -221,7 +221,7 @@ def test_misuses_are_named(db_url: str) -> None:
     jobs = Jobrun(app=app)
     with pytest.raises(ConfigurationError, match="already initialised"):
         jobs.init_app(app)
-    with pytest.raises(ConfigurationError, match="first argument is a jobrun.Registry"):
+    with pytest.raises(ConfigurationError, match=r"first argument is a jobrun\.Registry"):
         Jobrun(app)  # type: ignore[arg-type]
 
 
