@@ -23,6 +23,7 @@ import pytest
 from flask import Flask, abort
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import text
+from tests.acceptance.web_site import free_port
 
 from jobrun import Client, ConfigurationError, JobContext, NewJob, Registry, SyncClient
 from jobrun.integrations.flask import Jobrun
@@ -244,8 +245,6 @@ def test_importing_jobrun_does_not_import_flask() -> None:
 @pytest.fixture
 def served(users: str) -> Iterator[str]:
     """tests/integration/flask_app.py under ``flask run`` on a free port; its base URL."""
-    from tests.acceptance.web_site import free_port
-
     port = free_port()
     env = {**os.environ, "FLASK_JOBRUN_DATABASE_URL": users}
     env.pop("JOBRUN_DATABASE_URL", None)
