@@ -1,0 +1,316 @@
+"""The database's own failures under load: a server killed hard, a primary failed over.
+
+Each test starts its own PostgreSQL (``own_servers``), two `jobrun worker
+--scheduler` processes working jobs whose commit callback bumps a per-job
+counter (``fault_app``), and a producer in the test enqueueing with an
+idempotency key per job and retrying a key until an enqueue of it returns.
+Then the server fails, and afterwards:
+
+- every job the producer meant exists exactly once and succeeded: an enqueue
+  that raised was retried under its key, and a retry of one that had
+  committed found it;
+- every effect committed exactly once (one counter row per job, at 1);
+- no job is left leased, and the scheduler's leader fired again after the
+  failure without firing one run twice;
+- the workers kept running, logged no traceback, and stopped cleanly.
+
+These tests start servers of their own and ignore the shared test server,
+so they run once: in the pass on the embedded server (no
+``JOBRUN_TEST_DATABASE_URL``), which is also what ``scripts/test`` runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from jobrun import Client
+from jobrun.domain import NewJob, NewSchedule
+from jobrun.errors import JobrunError
+from jobrun.testing import eventually
+
+from .own_servers import LocalServer, missing_binaries, server_root
+
+HERE = Path(__file__).parent
+JOBS = 1_200
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(missing_binaries() is not None, reason=str(missing_binaries())),
+    pytest.mark.skipif(
+        bool(os.environ.get("JOBRUN_TEST_DATABASE_URL")),
+        reason="starts servers of its own: runs once, in the pass without JOBRUN_TEST_DATABASE_URL",
+    ),
+]
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    with server_root() as made:
+        yield made
+
+
+def start_worker(url: str, log: Path, *extra: str) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, PYTHONPATH=f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    env.pop("JOBRUN_DATABASE_URL", None)
+    return subprocess.Popen(
+        [
+            sys.executable, "-m", "jobrun", "worker", "--database-url", url,
+            "--app", "fault_app", "--scheduler", "--concurrency", "20",
+            "--lease", "5s", "--shutdown-grace", "5s", "--log-level", "info", *extra,
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),  # a file: a full pipe nobody reads would block the worker
+    )  # fmt: skip
+
+
+def prepare(server: LocalServer) -> str:
+    """Create the jobs database with jobrun's schema, the counters and a 1 s schedule."""
+    server.execute("CREATE DATABASE jobs")
+    url = server.url("jobs")
+    subprocess.run(
+        [sys.executable, "-m", "jobrun", "migrate", "--database-url", url],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    server.execute(
+        "CREATE TABLE fault_counts (job_id uuid PRIMARY KEY, n int NOT NULL)", dbname="jobs"
+    )
+    return url
+
+
+class Producer:
+    """Enqueues jobs 0..JOBS-1 one by one, each under its own key, retrying a key until
+    an enqueue of it returns; only JobrunError may come out of an enqueue."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.returned = 0
+        self.refused = 0
+
+    async def run(self) -> None:
+        async with Client(database_url=self.url) as client:
+            for i in range(JOBS):
+                while True:
+                    try:
+                        await client.enqueue(
+                            NewJob(type="count", payload={"i": i}, idempotency_key=f"job-{i}")
+                        )
+                    except JobrunError:
+                        self.refused += 1
+                        continue
+                    self.returned += 1
+                    break
+
+
+def count(url: str, query: str) -> int:
+    """One number from the server, or -1 while it cannot answer."""
+    try:
+        with psycopg.connect(url, connect_timeout=2) as conn:
+            row = conn.execute(query.encode()).fetchone()
+    except psycopg.OperationalError:
+        return -1
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def succeeded(url: str) -> Callable[[], int]:
+    return lambda: count(
+        url, "SELECT count(*) FROM jobs WHERE type = 'count' AND state = 'succeeded'"
+    )
+
+
+async def progress_beyond(url: str, done: int) -> int:
+    """Wait until more jobs than ``done`` have succeeded; return how many have."""
+    return await eventually(
+        lambda: max(0, succeeded(url)()) > done and succeeded(url)(),
+        within=120,
+        what=f"more than {done} jobs succeeded",
+    )
+
+
+def check_accounting(url: str, since_epoch: int, jobs: int) -> None:
+    with psycopg.connect(url) as conn:
+        per_key = conn.execute(
+            b"SELECT count(DISTINCT idempotency_key), count(*) FROM jobs WHERE type = 'count'"
+        ).fetchone()
+        states = dict(
+            conn.execute(
+                b"SELECT state::text, count(*) FROM jobs WHERE type = 'count' GROUP BY 1"
+            ).fetchall()
+        )
+        effects = conn.execute(
+            b"SELECT count(*), count(*) FILTER (WHERE n <> 1) FROM fault_counts"
+        ).fetchone()
+        leased = conn.execute(b"SELECT count(*) FROM jobs WHERE state = 'leased'").fetchone()
+        ticks = conn.execute(
+            f"SELECT count(*), count(*) - count(DISTINCT idempotency_key) FROM jobs "
+            f"WHERE type = 'tick' AND created_at > to_timestamp({since_epoch})".encode()
+        ).fetchone()
+    assert per_key == (jobs, jobs), "every job meant exists exactly once"
+    assert states == {"succeeded": jobs}
+    assert effects == (jobs, 0), "every effect committed exactly once"
+    assert leased == (0,)
+    assert ticks is not None and ticks[0] >= 2 and ticks[1] == 0, ticks
+
+
+def stop_workers(workers: list[subprocess.Popen[bytes]], logs: list[Path]) -> None:
+    for proc, log in zip(workers, logs, strict=True):
+        assert proc.poll() is None, log.read_text()[-3000:]
+    for proc in workers:
+        proc.send_signal(signal.SIGTERM)
+    for proc, log in zip(workers, logs, strict=True):
+        assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
+        assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
+
+
+async def test_a_server_killed_hard_under_load_loses_no_job_and_commits_no_effect_twice(
+    root: Path,
+) -> None:
+    server = LocalServer(root, "server")
+    server.initdb()
+    server.start()
+    try:
+        url = prepare(server)
+        async with Client(database_url=url) as client:
+            await client.store.create_schedule(
+                NewSchedule(name="tick", type="tick", every=timedelta(seconds=1))
+            )
+        logs = [root / "worker-1.log", root / "worker-2.log"]
+        workers = [start_worker(url, log) for log in logs]
+        producer = Producer(url)
+        producing = asyncio.create_task(producer.run())
+        try:
+            await eventually(
+                lambda: all("started on queues" in log.read_text() for log in logs),
+                what="both workers started",
+            )
+            done = 0
+            for _ in range(3):
+                # Crash while jobs are enqueued, claimed and completed, then
+                # restart: crash recovery replays the WAL.
+                done = await progress_beyond(url, done + 100)
+                server.crash()
+                server.start()
+            last_crash = count(url, "SELECT extract(epoch FROM now())::bigint")
+            await asyncio.wait_for(producing, 300)
+            await eventually(
+                lambda: (
+                    succeeded(url)() == JOBS
+                    and count(
+                        url,
+                        "SELECT count(*) FROM jobs WHERE type = 'tick' "
+                        f"AND created_at > to_timestamp({last_crash})",
+                    )
+                    >= 2
+                ),
+                within=180,
+                what="every job succeeded and the schedule fired again",
+            )
+        finally:
+            producing.cancel()
+            with contextlib.suppress(asyncio.CancelledError, JobrunError):
+                await producing
+            stop_workers(workers, logs)
+        assert producer.returned == JOBS
+        assert producer.refused > 0, "some enqueues met the crashed server"
+        check_accounting(url, last_crash, JOBS)
+    finally:
+        server.stop()
+
+
+async def test_a_primary_failed_over_to_its_synchronous_standby_loses_nothing_committed(
+    root: Path,
+) -> None:
+    primary = LocalServer(root, "primary")
+    standby = LocalServer(root, "standby")
+    primary.initdb()
+    # On the command line, so the standby's copy of the configuration does
+    # not make the promoted server wait for a standby of its own.
+    primary.start("synchronous_standby_names='standby'")
+    try:
+        # The standby first: with it named synchronous, the primary's commits
+        # wait for it.
+        standby.make_standby_of(primary)
+        standby.start()
+        prepare(primary)
+        await eventually(
+            lambda: primary.execute("SELECT sync_state FROM pg_stat_replication") == [("sync",)],
+            what="the standby streaming synchronously",
+        )
+        # One URL for both servers: libpq tries them in order and keeps the
+        # one that accepts writes, so after the failover every new connection
+        # (the pool's, the notifier's, the leaders' locks) finds the new primary.
+        url = (
+            f"postgresql://postgres@127.0.0.1:{primary.port},127.0.0.1:{standby.port}/jobs"
+            "?target_session_attrs=read-write&connect_timeout=2"
+        )
+        async with Client(database_url=url) as client:
+            await client.store.create_schedule(
+                NewSchedule(name="tick", type="tick", every=timedelta(seconds=1))
+            )
+        logs = [root / "worker-1.log", root / "worker-2.log"]
+        # Polls far apart: jobs enqueued after the failover are worked within
+        # the wait below only if the workers listen again on the new primary.
+        workers = [start_worker(url, log, "--poll", "60s") for log in logs]
+        producer = Producer(url)
+        producing = asyncio.create_task(producer.run())
+        try:
+            await eventually(
+                lambda: all("started on queues" in log.read_text() for log in logs),
+                what="both workers started",
+            )
+            await progress_beyond(url, 300)
+            primary.crash()
+            standby.promote()
+            failed_over = count(url, "SELECT extract(epoch FROM now())::bigint")
+            await asyncio.wait_for(producing, 300)
+            await eventually(
+                lambda: (
+                    succeeded(url)() == JOBS
+                    and count(
+                        url,
+                        "SELECT count(*) FROM jobs WHERE type = 'tick' "
+                        f"AND created_at > to_timestamp({failed_over})",
+                    )
+                    >= 2
+                ),
+                within=180,
+                what="every job succeeded and the schedule fired on the new primary",
+            )
+            # A wake-up on the new primary: well inside the 60 s poll.
+            async with Client(database_url=url) as client:
+                late = await client.enqueue(
+                    NewJob(type="count", payload={"i": JOBS}, idempotency_key="job-late")
+                )
+            await eventually(
+                lambda: (
+                    count(
+                        url,
+                        f"SELECT count(*) FROM jobs WHERE id = '{late.id}' AND state = 'succeeded'",
+                    )
+                    == 1
+                ),
+                within=30,
+                what="a job enqueued after the failover woke a worker",
+            )
+        finally:
+            producing.cancel()
+            with contextlib.suppress(asyncio.CancelledError, JobrunError):
+                await producing
+            stop_workers(workers, logs)
+        assert producer.returned == JOBS
+        check_accounting(url, failed_over, JOBS + 1)
+        assert standby.execute("SELECT pg_is_in_recovery()") == [(False,)]
+    finally:
+        standby.stop()
+        primary.stop()
