@@ -182,6 +182,7 @@ def test_bench_scale_drains_both_databases_and_reports_the_ratios(pg_admin_url: 
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     for what in ("drain, defaults", "drain, tuned", "buffers per job, tuned", "WAL per job, tuned",
+                 "claim of 100 due jobs, p50", "completion of 100 jobs, p50",
                  "idle claim of 100, p50", "vs 44 rows"):  # fmt: skip
         line = next((ln for ln in result.stdout.splitlines() if what in ln), None)
         assert line is not None and " x" in line, (what, result.stdout)
