@@ -38,6 +38,7 @@ from jobrun.domain import (
 from jobrun.errors import (
     CommitTimeout,
     ConfigurationError,
+    DatabaseFull,
     DatabaseUnavailable,
     DurationError,
     HandlerTimedOut,
@@ -73,6 +74,7 @@ __all__ = [
     "CommitTimeout",
     "Config",
     "ConfigurationError",
+    "DatabaseFull",
     "DatabaseUnavailable",
     "DurationError",
     "Effect",

@@ -8,7 +8,8 @@ The hierarchy::
     │   └── UnsupportedConnection conn= is no transaction jobrun can join (says what is)
     ├── UsageError                an object used outside its life cycle (run twice, closed)
     ├── DatabaseUnavailable       the server can't be reached; names host, port, db
-    │   └── PoolExhausted         every pooled connection stayed busy past the timeout
+    │   ├── PoolExhausted         every pooled connection stayed busy past the timeout
+    │   └── DatabaseFull          the server ran out of disk space; nothing was written
     ├── MigrationError            a malformed or failing migration file
     ├── SchemaMissing             the database lacks jobrun's tables: run `jobrun migrate`
     ├── InvalidJob                bad input at enqueue (payload, queue, type, policy),
@@ -43,6 +44,7 @@ from uuid import UUID
 __all__ = [
     "CommitTimeout",
     "ConfigurationError",
+    "DatabaseFull",
     "DatabaseUnavailable",
     "DurationError",
     "HandlerTimedOut",
@@ -126,6 +128,26 @@ class PoolExhausted(DatabaseUnavailable):
             f"no connection was free within {timeout:g}s: all {max_size} connection{plural} "
             f"of the pool to {host}:{port}, database {dbname!r}, are in use; "
             "raise the pool size or hold connections for less time",
+        )
+
+
+class DatabaseFull(DatabaseUnavailable):
+    """The server ran out of disk space for this statement; nothing it was writing was kept.
+
+    A DatabaseUnavailable, so workers and callers that back off and retry on an
+    outage do the same here, and resume once space is freed; the message says
+    what to free instead of "cannot reach".
+    """
+
+    def __init__(self, host: str, port: str, dbname: str, reason: str) -> None:
+        self.host = host
+        self.port = port
+        self.dbname = dbname
+        self.reason = reason
+        JobrunError.__init__(
+            self,
+            f"PostgreSQL at {host}:{port}, database {dbname!r}, is out of disk space, so "
+            f"nothing was written ({reason}); free space on the server's data volume",
         )
 
 

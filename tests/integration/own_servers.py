@@ -31,7 +31,7 @@ import psycopg
 
 from jobrun.testing import eventually_sync
 
-__all__ = ["LocalServer", "free_port", "missing_binaries", "server_root"]
+__all__ = ["LocalServer", "free_port", "missing_binaries", "server_root", "small_volume"]
 
 
 def _bin_dir() -> Path | None:
@@ -76,6 +76,27 @@ def server_root() -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def small_volume(where: Path, megabytes: int) -> Iterator[Path]:
+    """A tmpfs of ``megabytes`` mounted at ``where`` (root only), owned by the servers' user.
+
+    Raises PermissionError when this process may not mount one.
+    """
+    where.mkdir()
+    if os.geteuid() != 0:
+        raise PermissionError("mounting a small volume needs root")
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m,mode=0755", "tmpfs", str(where)],
+        check=True, capture_output=True, timeout=30,
+    )  # fmt: skip
+    try:
+        entry = pwd.getpwnam("postgres")
+        os.chown(where, entry.pw_uid, entry.pw_gid)
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False, capture_output=True, timeout=30)
+
+
 def _as_server_user(argv: list[str]) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv
 
@@ -103,9 +124,13 @@ class LocalServer:
             timeout=120,
         )
 
-    def initdb(self) -> None:
-        """Create the cluster (trust authentication on loopback, data checksums on)."""
-        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-k")
+    def initdb(self, waldir: Path | None = None) -> None:
+        """Create the cluster (trust authentication on loopback, data checksums on).
+
+        ``waldir`` puts the WAL in a folder of its own (another volume than the data).
+        """
+        wal = ["-X", str(waldir)] if waldir is not None else []
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-k", *wal)
         with (self.data / "pg_hba.conf").open("a") as hba:
             hba.write("host replication postgres 127.0.0.1/32 trust\n")
 

@@ -1,4 +1,5 @@
-"""The database's own failures under load: a server killed hard, a primary failed over.
+"""The database's own failures under load: a server killed hard, a primary failed over,
+a full disk.
 
 Each test starts its own PostgreSQL (``own_servers``), two `jobrun worker
 --scheduler` processes working jobs whose commit callback bumps a per-job
@@ -36,10 +37,10 @@ import pytest
 
 from jobrun import Client
 from jobrun.domain import NewJob, NewSchedule
-from jobrun.errors import JobrunError
+from jobrun.errors import DatabaseFull, JobrunError
 from jobrun.testing import eventually
 
-from .own_servers import LocalServer, missing_binaries, server_root
+from .own_servers import LocalServer, missing_binaries, server_root, small_volume
 
 HERE = Path(__file__).parent
 JOBS = 1_200
@@ -314,3 +315,69 @@ async def test_a_primary_failed_over_to_its_synchronous_standby_loses_nothing_co
     finally:
         standby.stop()
         primary.stop()
+
+
+async def test_a_full_disk_refuses_enqueues_clearly_and_everything_resumes_once_freed(
+    root: Path,
+) -> None:
+    try:
+        volume_cm = small_volume(root / "volume", 128)
+        volume = volume_cm.__enter__()
+    except (PermissionError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"cannot mount a small volume here: {exc}")
+    # The data on the small volume, the WAL on the big one: a full data volume
+    # fails the statements that need a new page; a full WAL volume stops the
+    # server, which the other tests cover.
+    server = LocalServer(volume, "server")
+    try:
+        server.initdb(waldir=root / "wal")
+        server.start()
+        url = prepare(server)
+        log = root / "worker.log"
+        worker = start_worker(url, log)
+        await eventually(lambda: "started on queues" in log.read_text(), what="worker started")
+        ballast = volume / "ballast"
+        free = os.statvfs(volume).f_bavail * os.statvfs(volume).f_frsize
+        ballast.write_bytes(b"\0" * (free - 6 * 1024 * 1024))
+
+        returned = 0
+        refusal: JobrunError | None = None
+        async with Client(database_url=url) as client:
+            for i in range(100_000):
+                try:
+                    await client.enqueue(
+                        NewJob(
+                            type="count",
+                            payload={"i": i, "pad": os.urandom(3000).hex()},
+                            idempotency_key=f"job-{i}",
+                        )
+                    )
+                except JobrunError as exc:
+                    refusal = exc
+                    break
+                returned += 1
+            assert isinstance(refusal, DatabaseFull), repr(refusal)
+            assert "out of disk space" in str(refusal), str(refusal)
+            assert (
+                count(url, f"SELECT count(*) FROM jobs WHERE idempotency_key = 'job-{returned}'")
+                == 0
+            )
+            ballast.unlink()
+            # Space is back: the refused job goes in, and more after it.
+            for i in range(returned, returned + 200):
+                await client.enqueue(
+                    NewJob(type="count", payload={"i": i}, idempotency_key=f"job-{i}")
+                )
+        total = returned + 200
+        try:
+            await eventually(
+                lambda: succeeded(url)() == total, within=180, what="every job succeeded"
+            )
+        finally:
+            stop_workers([worker], [log])
+        effects = count(url, "SELECT count(*) FROM fault_counts WHERE n = 1")
+        assert effects == total
+        assert count(url, "SELECT count(*) FROM jobs WHERE type = 'count'") == total
+    finally:
+        server.stop()
+        volume_cm.__exit__(None, None, None)

@@ -1,7 +1,7 @@
 """psycopg's errors to jobrun's: the one place that interprets a SQLSTATE.
 
 Every statement jobrun runs goes through :func:`map_error` when it fails, so a
-caller meets :class:`~jobrun.errors.DatabaseUnavailable`, ``SchemaMissing``,
+caller meets :class:`~jobrun.errors.DatabaseUnavailable` (or ``DatabaseFull``), ``SchemaMissing``,
 ``CommitTimeout``, ``InvalidJob`` or ``PoolExhausted``, never a driver exception
 with a connection string in it.
 """
@@ -17,6 +17,7 @@ from psycopg_pool.base import BasePool
 
 from jobrun.errors import (
     CommitTimeout,
+    DatabaseFull,
     DatabaseUnavailable,
     InvalidJob,
     JobrunError,
@@ -62,7 +63,8 @@ def map_error(
     a completion becomes CommitTimeout; CHECK and NOT NULL violations are bad
     input that the Python-side validation did not catch, as is a second job
     with an id already stored (a NewJob given its own id); an undefined table
-    or type of jobrun's own is SchemaMissing. A pool timeout while
+    or type of jobrun's own is SchemaMissing; a server out of disk space is
+    DatabaseFull. A pool timeout while
     ``pool`` (the pool the connection was asked of) has all its connections
     out becomes PoolExhausted.
     """
@@ -96,6 +98,10 @@ def map_error(
     if isinstance(exc, psycopg.errors.CheckViolation | psycopg.errors.NotNullViolation):
         constraint = exc.diag.constraint_name or exc.diag.column_name or "a constraint"
         return InvalidJob(f"rejected by the database ({constraint}): {exc.diag.message_primary}")
+    if isinstance(exc, psycopg.errors.DiskFull):
+        host, port, dbname = location
+        reason = exc.diag.message_primary or " ".join(str(exc).split())
+        return DatabaseFull(host, port, dbname, reason[:300])
     if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
         host, port, dbname = location
         return DatabaseUnavailable(host, port, dbname, " ".join(str(exc).split())[:300])
