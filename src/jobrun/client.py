@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import importlib
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from types import ModuleType
 from typing import Any, Unpack
 from uuid import UUID
@@ -239,6 +239,23 @@ class Client:
         await check_schema(self.pool)
 
     # -- producing ------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Any]:
+        """A pooled connection inside a transaction, for your rows and your enqueues together.
+
+        ::
+
+            async with client.transaction() as conn:
+                await conn.execute("INSERT INTO users ...")
+                await client.enqueue(NewJob(type="welcome"), conn=conn)
+
+        The connection is a psycopg ``AsyncConnection``. The transaction
+        commits when the block ends normally and rolls back when it raises, so
+        the job exists exactly when your rows do.
+        """
+        async with self.pool.connection() as conn, conn.transaction():
+            yield conn
 
     async def enqueue(self, job: NewJob, *, conn: Any | None = None) -> Job:
         """Enqueue ``job``; with ``conn`` (your open transaction) it commits with your rows.

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
@@ -93,3 +93,94 @@ def test_a_route_of_an_app_without_the_lifespan_is_told_what_to_do() -> None:
     app = Starlette(routes=[Route("/", route)])
     with TestClient(app) as http, pytest.raises(LookupError, match="lifespan=Jobrun"):
         http.get("/")
+
+
+def test_a_route_s_transaction_commits_its_job_with_its_rows_and_a_raise_rolls_both_back(
+    db_url: str,
+) -> None:
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE users (id int PRIMARY KEY, welcomed bool NOT NULL)")
+
+    async def signup(request: Request) -> JSONResponse:
+        user_id = int(request.path_params["user_id"])
+        client = jobrun_client(request)
+        async with client.transaction() as conn:
+            await client.enqueue(NewJob(type="welcome", payload={"id": user_id}), conn=conn)
+            await conn.execute("INSERT INTO users VALUES (%s, false)", (user_id,))
+        return JSONResponse({})
+
+    jobs = Jobrun(database_url=db_url)
+    app = Starlette(
+        routes=[Route("/signup/{user_id}", signup, methods=["POST"])], lifespan=jobs.lifespan
+    )
+    with TestClient(app, raise_server_exceptions=False) as http:
+        assert http.post("/signup/1").status_code == 200
+        assert http.post("/signup/1").status_code == 500  # the duplicate raised
+    with psycopg.connect(db_url) as conn:
+        jobs_made = conn.execute("SELECT payload FROM jobs").fetchall()
+    assert jobs_made == [({"id": 1},)]
+
+
+def _mounted(db_url: str, authorize: Any) -> tuple[Jobrun, Starlette]:
+    jobs = Jobrun(database_url=db_url)
+    app = Starlette(lifespan=jobs.lifespan)
+    app.mount("/ops/jobs", jobs.dashboard(authorize=authorize))
+    return jobs, app
+
+
+def test_the_mounted_dashboard_records_the_host_app_s_user_as_the_actor(db_url: str) -> None:
+    async def authorize(request: Request) -> str | None:
+        return "grace" if request.headers.get("x-user") == "grace" else None
+
+    _, app = _mounted(db_url, authorize)
+    with TestClient(app) as http:
+        assert http.get("/ops/jobs/").status_code == 403
+        headers = {"x-user": "grace"}
+        page = http.get("/ops/jobs/queues", headers=headers)
+        assert page.status_code == 200
+        assert 'action="/ops/jobs/queues/' in page.text or "/ops/jobs/" in page.text
+        token = http.get("/ops/jobs/api/csrf", headers=headers).json()["token"]
+        paused = http.post(
+            "/ops/jobs/api/queues/mail/pause", headers={**headers, "x-csrf-token": token}
+        )
+        assert paused.status_code == 200, paused.text
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute("SELECT paused, changed_by FROM queues WHERE name = 'mail'").fetchone()
+    assert row == (True, "grace via web")
+
+
+def test_the_mounted_dashboard_sends_the_host_app_s_own_answer_and_needs_the_lifespan(
+    db_url: str,
+) -> None:
+    def authorize(request: Request) -> Any:
+        return PlainTextResponse("log in", 302, {"location": "/login"})
+
+    _, app = _mounted(db_url, authorize)
+    with TestClient(app, follow_redirects=False) as http:
+        answer = http.get("/ops/jobs/")
+        assert (answer.status_code, answer.headers["location"]) == (302, "/login")
+    bare = Starlette()
+    bare.mount("/ops/jobs", Jobrun(database_url=db_url).dashboard())
+    with TestClient(bare) as http:
+        answer = http.get("/ops/jobs/")
+        assert answer.status_code == 503 and "lifespan=Jobrun" in answer.text
+
+
+def test_the_lifespan_shows_jobrun_s_records_only_when_nothing_else_handles_them(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import logging
+
+    root, jobrun_log = logging.getLogger(), logging.getLogger("jobrun")
+    monkeypatch.setattr(root, "handlers", [])
+    monkeypatch.setattr(jobrun_log, "handlers", [])
+    monkeypatch.setattr(jobrun_log, "level", logging.NOTSET)
+    app = Starlette(lifespan=Jobrun(database_url=db_url).lifespan)
+    with TestClient(app):
+        assert len(jobrun_log.handlers) == 1
+        assert jobrun_log.level == logging.INFO
+    mine = logging.StreamHandler()
+    monkeypatch.setattr(root, "handlers", [mine])
+    monkeypatch.setattr(jobrun_log, "handlers", [])
+    with TestClient(Starlette(lifespan=Jobrun(database_url=db_url).lifespan)):
+        assert jobrun_log.handlers == []

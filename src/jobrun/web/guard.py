@@ -59,7 +59,9 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        user = "anonymous"
+        # A host app that mounts the dashboard behind its own authentication
+        # names the user it let in (jobrun.integrations.starlette).
+        user = str(scope.get("jobrun.user") or "anonymous")
         if self.auth is not None:
             given = _basic_credentials(headers.get("authorization", ""))
             if given is None or not _same_credentials(given, self.auth):
