@@ -9,6 +9,9 @@ Every Python block is one of three kinds, named by its first line:
 * ``# tests/test_jobs.py``: a complete test module; run as a user would run
   it, in its own pytest process with jobrun's plugin loaded from its entry
   point, with the ``# pyproject.toml`` block of the same page as its settings.
+* ``# examples/<path>``: an excerpt of a file of an example project, which
+  must appear in that file word for word; the example's own acceptance test
+  runs the file (a Django project cannot share this process's settings).
 
 A block of any other kind fails the test, so no example can slip in unrun.
 
@@ -39,7 +42,13 @@ BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 TOML_BLOCK = re.compile(r"^```toml\n(.*?)^```", re.S | re.M)
 NAV_PAGE = re.compile(r":\s+([\w./-]+\.md)\s*$", re.M)
 
-KINDS = ("# myapp/", "# example: async", "# example: sync", "# tests/test_jobs.py")
+KINDS = (
+    "# myapp/",
+    "# example: async",
+    "# example: sync",
+    "# tests/test_jobs.py",
+    "# examples/",
+)
 
 
 @dataclass(frozen=True)
@@ -125,6 +134,16 @@ TESTING_PAGES = [
     for page in pages
     if any(block.startswith("# tests/test_jobs.py") for block in BLOCK.findall(page.text))
 ]
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_every_excerpt_of_an_example_project_is_in_its_file(document: str) -> None:
+    for page, block in blocks(document):
+        if block.startswith("# examples/"):
+            first, _, body = block.partition("\n")
+            path = ROOT / first.removeprefix("# ").strip()
+            assert path.is_file(), f"{page.name}: no file {path}"
+            assert body.strip() in path.read_text(), f"{page.name}: excerpt not in {path}"
 
 
 def test_the_site_has_a_testing_example() -> None:

@@ -1,0 +1,1 @@
+"""Members who signed up, and the welcome emails the jobs wrote for them."""

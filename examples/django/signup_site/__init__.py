@@ -1,0 +1,1 @@
+"""The signup example's Django project."""

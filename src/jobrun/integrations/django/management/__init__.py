@@ -1,0 +1,1 @@
+"""Django management commands of jobrun's app: ``jobrun_worker``, ``jobrun_migrate``."""

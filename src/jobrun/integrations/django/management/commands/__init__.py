@@ -1,0 +1,1 @@
+"""``manage.py jobrun_worker`` and ``manage.py jobrun_migrate``."""
