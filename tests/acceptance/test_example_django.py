@@ -113,10 +113,19 @@ def test_a_committed_signup_runs_its_welcome_once_and_a_rolled_back_one_leaves_n
     ]
 
 
-def test_the_example_s_tests_pass_under_django_s_test_runner(db_url: str) -> None:
+def test_the_example_s_tests_pass_under_django_s_test_runner_and_pytest_django(
+    db_url: str,
+) -> None:
     done = manage(db_url, "test", "accounts", "--noinput")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Ran 1 test" in done.stderr, done.stderr
+    with_pytest = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=EXAMPLE, env=environment(db_url), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert with_pytest.returncode == 0, with_pytest.stdout + with_pytest.stderr
+    assert "1 passed" in with_pytest.stdout, with_pytest.stdout
+    assert "warning" not in with_pytest.stdout.lower(), with_pytest.stdout
 
 
 def test_jobrun_worker_takes_jobrun_worker_s_options_processes_included(
