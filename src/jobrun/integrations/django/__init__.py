@@ -33,10 +33,12 @@ installed) for ``conn=connection`` to share its transaction.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from jobrun.config import Config
+from jobrun.errors import ConfigurationError
 from jobrun.registry import Registry
 from jobrun.sync_client import SyncClient
 
@@ -53,8 +55,6 @@ def database_url(settings_dict: dict[str, Any]) -> str:
     """A PostgreSQL URL for one of Django's ``DATABASES`` entries (its ``OPTIONS`` as query)."""
     engine = str(settings_dict.get("ENGINE", ""))
     if not engine.endswith("postgresql"):
-        from jobrun.errors import ConfigurationError
-
         raise ConfigurationError(
             f"jobrun needs a PostgreSQL database, and Django's is {engine or 'not set'}: "
             "set JOBRUN = {'database_url': ...} or use django.db.backends.postgresql"
@@ -80,10 +80,19 @@ def config() -> Config:
     from django.conf import settings
     from django.db import connections
 
-    given = dict(getattr(settings, "JOBRUN", None) or {})
+    given = getattr(settings, "JOBRUN", None) or {}
+    if not isinstance(given, Mapping):
+        raise ConfigurationError(
+            f"settings.JOBRUN must be a dict of jobrun.Config fields, not {type(given).__name__}"
+        )
+    given = dict(given)
     if "database_url" not in given:
         given["database_url"] = database_url(connections["default"].settings_dict)
-    return Config(**given)
+    try:
+        return Config(**given)
+    except ConfigurationError as error:
+        # Config's message names the field; say where the project set it.
+        raise ConfigurationError(f"settings.JOBRUN (or a JOBRUN_* variable): {error}") from error
 
 
 def client() -> SyncClient:
