@@ -63,6 +63,9 @@ def site(db_url: str, tmp_path: Path) -> Iterator[str]:
     for command in (["migrate"], ["jobrun_migrate"]):
         done = manage(db_url, *command)
         assert done.returncode == 0, done.stdout + done.stderr
+    status = manage(db_url, "jobrun_migrate", "status")
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert "00001_jobs.sql" in status.stdout and "pending" not in status.stdout, status.stdout
     port = free_port()
     server_log, worker_log = tmp_path / "runserver.log", tmp_path / "worker.log"
     server = start(db_url, server_log, "runserver", "--noreload", f"127.0.0.1:{port}")
