@@ -8,16 +8,14 @@ import pytest
 from django.test import Client
 
 from accounts.models import Outbox
-from jobrun.integrations.django import close_client
-from jobrun.integrations.django.testing import migrate, run_jobs
+from jobrun.integrations.django.testing import migrated, run_jobs
 
 
 @pytest.fixture
 def jobrun_tables(transactional_db: None) -> Iterator[None]:
     """jobrun's tables in the test database; the client closed before Django drops it."""
-    migrate()
-    yield
-    close_client()
+    with migrated():
+        yield
 
 
 def test_a_signup_s_welcome_runs_once(client: Client, jobrun_tables: None) -> None:

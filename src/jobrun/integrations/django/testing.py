@@ -12,9 +12,10 @@
 :class:`JobrunTestCase` is a ``TransactionTestCase``: jobs enqueued inside
 ``TestCase``'s never-committed transaction are invisible to the worker's
 connections, exactly as they would be in production. With pytest-django,
-use ``django_db(transaction=True)``, call :func:`migrate` first and
-:func:`~jobrun.integrations.django.close_client` last (Django cannot drop
-the test database while the client's pool holds a connection to it). The
+use ``django_db(transaction=True)`` (or the ``transactional_db`` fixture)
+and run the test inside :func:`migrated`, which migrates first and closes
+the process's client last (Django cannot drop the test database while the
+client's pool holds a connection to it). The
 helpers work on whatever database Django's ``default`` connection names,
 which during tests is the test database. jobrun's tables are not Django's,
 so Django's flush between tests leaves their rows alone.
@@ -23,6 +24,8 @@ so Django's flush between tests leaves their rows alone.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.test import TransactionTestCase
@@ -31,7 +34,7 @@ from jobrun.client import Client
 from jobrun.integrations.django import close_client, config, registry
 from jobrun.worker import CompletionStats
 
-__all__ = ["JobrunTestCase", "migrate", "run_jobs"]
+__all__ = ["JobrunTestCase", "migrate", "migrated", "run_jobs"]
 
 
 def migrate() -> list[int]:
@@ -47,6 +50,26 @@ def migrate() -> list[int]:
             return await client.migrate()
 
     return asyncio.run(run())
+
+
+@contextmanager
+def migrated() -> Iterator[list[int]]:
+    """jobrun's tables in Django's current database for the block; the client closed after.
+
+    For pytest-django, in a fixture over ``transactional_db``::
+
+        @pytest.fixture
+        def jobrun_tables(transactional_db):
+            with migrated():
+                yield
+
+    Yields the versions :func:`migrate` applied.
+    """
+    applied = migrate()
+    try:
+        yield applied
+    finally:
+        close_client()
 
 
 def run_jobs(**settings: Any) -> CompletionStats:
