@@ -42,3 +42,20 @@ def test_a_socket_directory_and_no_credentials() -> None:
 def test_another_engine_is_refused_naming_it() -> None:
     with pytest.raises(ConfigurationError, match=r"django.db.backends.sqlite3.*database_url"):
         database_url({"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"})
+
+
+def test_options_django_handles_itself_stay_out_of_the_url() -> None:
+    url = database_url(
+        {
+            "ENGINE": PG,
+            "NAME": "app",
+            "OPTIONS": {
+                "isolation_level": 3,
+                "assume_role": "app_owner",
+                "prepare_threshold": 5,
+                "server_side_binding": True,
+                "application_name": "shop",
+            },
+        }
+    )
+    assert conninfo_to_dict(url) == {"dbname": "app", "application_name": "shop"}

@@ -47,12 +47,31 @@ __all__ = ["client", "close_client", "config", "database_url", "registry"]
 registry = Registry()
 """The registry of the project's handlers: each installed app's ``jobs.py`` adds to it."""
 
+# OPTIONS keys Django's PostgreSQL backend consumes itself rather than pass to
+# libpq, which rejects them in a URL ("invalid URI query parameter").
+_DJANGO_ONLY_OPTIONS = frozenset(
+    {
+        "assume_role",
+        "context",
+        "cursor_factory",
+        "isolation_level",
+        "pool",
+        "prepare_threshold",
+        "server_side_binding",
+    }
+)
+
 _lock = threading.Lock()
 _client: SyncClient | None = None
 
 
 def database_url(settings_dict: dict[str, Any]) -> str:
-    """A PostgreSQL URL for one of Django's ``DATABASES`` entries (its ``OPTIONS`` as query)."""
+    """A PostgreSQL URL for one of Django's ``DATABASES`` entries.
+
+    Its libpq ``OPTIONS`` (``sslmode``, ``connect_timeout``, ...) become the
+    query; those Django's backend handles itself (``isolation_level``,
+    ``assume_role``, ``pool``, ...) are left out.
+    """
     engine = str(settings_dict.get("ENGINE", ""))
     if not engine.endswith("postgresql"):
         raise ConfigurationError(
@@ -69,7 +88,9 @@ def database_url(settings_dict: dict[str, Any]) -> str:
     options = {
         key: value
         for key, value in (settings_dict.get("OPTIONS") or {}).items()
-        if isinstance(value, str | int) and not isinstance(value, bool)
+        if key not in _DJANGO_ONLY_OPTIONS
+        and isinstance(value, str | int)
+        and not isinstance(value, bool)
     }
     query = f"?{urlencode(options)}" if options else ""
     return f"postgresql://{credentials}{where}/{name}{query}"
