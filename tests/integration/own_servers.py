@@ -31,7 +31,14 @@ import psycopg
 
 from jobrun.testing import eventually_sync
 
-__all__ = ["LocalServer", "free_port", "missing_binaries", "server_root", "small_volume"]
+__all__ = [
+    "LocalServer",
+    "children_of",
+    "free_port",
+    "missing_binaries",
+    "server_root",
+    "small_volume",
+]
 
 
 def _bin_dir() -> Path | None:
@@ -161,7 +168,7 @@ class LocalServer:
     def crash(self) -> None:
         """SIGKILL the postmaster and all of its children at once, as a power cut would."""
         pid = self.postmaster_pid()
-        children = _children(pid)
+        children = children_of(pid)
         for each in [pid, *children]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(each, signal.SIGKILL)
@@ -203,13 +210,13 @@ class LocalServer:
             return cur.fetchall() if cur.description else []
 
 
-def _children(pid: int) -> list[int]:
+def children_of(pid: int) -> list[int]:
     """The processes whose parent is ``pid``, from /proc (no procps needed)."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(") ", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError, IndexError):
+        except (OSError, IndexError):  # a process that ended while we read
             continue
         if int(fields[1]) == pid:
             found.append(int(stat.parent.name))

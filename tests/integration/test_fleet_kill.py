@@ -27,6 +27,8 @@ from jobrun.postgres import Pool
 from jobrun.postgres.store import Store
 from jobrun.testing import eventually
 
+from .own_servers import children_of
+
 HERE = Path(__file__).parent
 JOBS = 3_000
 LIMIT = 6
@@ -46,18 +48,6 @@ def start(db_url: str, log: Path, *extra: str) -> subprocess.Popen[bytes]:
         stderr=log.open("wb"),  # a file: a full pipe nobody reads would block the worker
         start_new_session=True,
     )  # fmt: skip
-
-
-def children_of(parent: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(") ", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[1]) == parent:
-            found.append(int(stat.parent.name))
-    return found
 
 
 def scalar(db_url: str, query: str) -> int:

@@ -139,6 +139,34 @@ async def progress_beyond(url: str, done: int) -> int:
     )
 
 
+async def schedule_ticks(url: str) -> None:
+    """A schedule firing a ``tick`` job every second: the leader's work to watch."""
+    async with Client(database_url=url) as client:
+        await client.store.create_schedule(
+            NewSchedule(name="tick", type="tick", every=timedelta(seconds=1))
+        )
+
+
+async def all_done_and_ticking_since(url: str, since_epoch: int) -> None:
+    """Wait until every job succeeded and the schedule fired twice after ``since_epoch``."""
+    ticks = (
+        "SELECT count(*) FROM jobs WHERE type = 'tick' "
+        f"AND created_at > to_timestamp({since_epoch})"
+    )
+    await eventually(
+        lambda: succeeded(url)() == JOBS and count(url, ticks) >= 2,
+        within=180,
+        what="every job succeeded and the schedule fired after the failure",
+    )
+
+
+async def stop_producing(producing: asyncio.Task[None]) -> None:
+    """Stop the producer if it still runs (a failed wait), leaving its counts as they are."""
+    producing.cancel()
+    with contextlib.suppress(asyncio.CancelledError, JobrunError):
+        await producing
+
+
 def check_accounting(url: str, since_epoch: int, jobs: int) -> None:
     with psycopg.connect(url) as conn:
         per_key = conn.execute(
@@ -182,10 +210,7 @@ async def test_a_server_killed_hard_under_load_loses_no_job_and_commits_no_effec
     server.start()
     try:
         url = prepare(server)
-        async with Client(database_url=url) as client:
-            await client.store.create_schedule(
-                NewSchedule(name="tick", type="tick", every=timedelta(seconds=1))
-            )
+        await schedule_ticks(url)
         logs = [root / "worker-1.log", root / "worker-2.log"]
         workers = [start_worker(url, log) for log in logs]
         producer = Producer(url)
@@ -204,23 +229,9 @@ async def test_a_server_killed_hard_under_load_loses_no_job_and_commits_no_effec
                 server.start()
             last_crash = count(url, "SELECT extract(epoch FROM now())::bigint")
             await asyncio.wait_for(producing, 300)
-            await eventually(
-                lambda: (
-                    succeeded(url)() == JOBS
-                    and count(
-                        url,
-                        "SELECT count(*) FROM jobs WHERE type = 'tick' "
-                        f"AND created_at > to_timestamp({last_crash})",
-                    )
-                    >= 2
-                ),
-                within=180,
-                what="every job succeeded and the schedule fired again",
-            )
+            await all_done_and_ticking_since(url, last_crash)
         finally:
-            producing.cancel()
-            with contextlib.suppress(asyncio.CancelledError, JobrunError):
-                await producing
+            await stop_producing(producing)
             stop_workers(workers, logs)
         assert producer.returned == JOBS
         assert producer.refused > 0, "some enqueues met the crashed server"
@@ -255,10 +266,7 @@ async def test_a_primary_failed_over_to_its_synchronous_standby_loses_nothing_co
             f"postgresql://postgres@127.0.0.1:{primary.port},127.0.0.1:{standby.port}/jobs"
             "?target_session_attrs=read-write&connect_timeout=2"
         )
-        async with Client(database_url=url) as client:
-            await client.store.create_schedule(
-                NewSchedule(name="tick", type="tick", every=timedelta(seconds=1))
-            )
+        await schedule_ticks(url)
         logs = [root / "worker-1.log", root / "worker-2.log"]
         # Polls far apart: jobs enqueued after the failover are worked within
         # the wait below only if the workers listen again on the new primary.
@@ -275,19 +283,7 @@ async def test_a_primary_failed_over_to_its_synchronous_standby_loses_nothing_co
             standby.promote()
             failed_over = count(url, "SELECT extract(epoch FROM now())::bigint")
             await asyncio.wait_for(producing, 300)
-            await eventually(
-                lambda: (
-                    succeeded(url)() == JOBS
-                    and count(
-                        url,
-                        "SELECT count(*) FROM jobs WHERE type = 'tick' "
-                        f"AND created_at > to_timestamp({failed_over})",
-                    )
-                    >= 2
-                ),
-                within=180,
-                what="every job succeeded and the schedule fired on the new primary",
-            )
+            await all_done_and_ticking_since(url, failed_over)
             # A wake-up on the new primary: well inside the 60 s poll.
             async with Client(database_url=url) as client:
                 late = await client.enqueue(
@@ -305,9 +301,7 @@ async def test_a_primary_failed_over_to_its_synchronous_standby_loses_nothing_co
                 what="a job enqueued after the failover woke a worker",
             )
         finally:
-            producing.cancel()
-            with contextlib.suppress(asyncio.CancelledError, JobrunError):
-                await producing
+            await stop_producing(producing)
             stop_workers(workers, logs)
         assert producer.returned == JOBS
         check_accounting(url, failed_over, JOBS + 1)
