@@ -33,6 +33,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from jobrun.domain import Job
+from jobrun.outages import process_outages
 from jobrun.ports import Executor
 
 __all__ = ["HandoffConfirmer"]
@@ -115,8 +116,8 @@ class HandoffConfirmer:
             for ends, job in held:
                 if retry < ends:
                     self._push(retry, ends, job)
-            self._log.warning(
-                "could not confirm %d handed jobs: %s", len(jobs), " ".join(str(exc).split())
+            process_outages().log_failure(
+                self._log, exc, "could not confirm %d handed jobs: %s", len(jobs), exc
             )
             return
         for job in jobs:

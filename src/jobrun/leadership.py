@@ -35,6 +35,7 @@ from typing import Final
 
 from jobrun._waiting import sleep_unless
 from jobrun.errors import JobrunError
+from jobrun.outages import process_outages
 from jobrun.ports import Locker, LockHandle
 
 __all__ = [
@@ -131,7 +132,9 @@ class Elector:
                 with contextlib.suppress(JobrunError, OSError):
                     await handle.release()
             if lost:
-                log.warning("%s: lost leadership; standing by", self._name)
+                # During an outage the loss follows from it: said, not warned of again.
+                level = logging.INFO if process_outages().down else logging.WARNING
+                log.log(level, "%s: lost leadership; standing by", self._name)
                 await sleep_unless(stop, 2 * self._retry)
             else:
                 log.info("%s: stepped down", self._name)
@@ -140,7 +143,9 @@ class Elector:
         try:
             return await self._locker.try_acquire(self._key)
         except (JobrunError, OSError) as exc:
-            log.warning("%s: cannot try for leadership: %s", self._name, exc)
+            process_outages().log_failure(
+                log, exc, "%s: cannot try for leadership: %s", self._name, exc
+            )
             return None
         finally:
             self._attempts += 1

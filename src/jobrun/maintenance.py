@@ -57,6 +57,7 @@ from jobrun.domain import JobState
 from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError, JobrunError
 from jobrun.leadership import MAINTENANCE_LOCK_KEY, Elector
+from jobrun.outages import process_outages
 from jobrun.ports import Locker, LockHandle, Pruning
 from jobrun.retention import Retention, retention_problem
 
@@ -266,7 +267,9 @@ class Maintenance:
         try:
             tables = await self._store.refresh_statistics()
         except (JobrunError, OSError) as exc:
-            log.warning("maintenance: refreshing planner statistics failed: %s", exc)
+            process_outages().log_failure(
+                log, exc, "maintenance: refreshing planner statistics failed: %s", exc
+            )
             return
         if tables:
             self._analyzed += tables
@@ -280,7 +283,7 @@ class Maintenance:
         try:
             pruned = await self.prune_once(stop=stop, handle=handle)
         except (JobrunError, OSError) as exc:
-            log.warning("maintenance: pruning failed: %s", exc)
+            process_outages().log_failure(log, exc, "maintenance: pruning failed: %s", exc)
             return
         finally:
             self._passes += 1

@@ -19,6 +19,7 @@ from datetime import timedelta
 
 from jobrun.domain import Job
 from jobrun.errors import ConfigurationError, JobrunError
+from jobrun.outages import process_outages
 from jobrun.ports import Reaping
 from jobrun.telemetry.hooks import Observer
 
@@ -81,26 +82,18 @@ class Reaper:
         database must not kill the worker that hosts the reaper.
         """
         stop = stop or asyncio.Event()
-        failing = False
+        health = process_outages().part(self._log, "reaper working again")
         while not stop.is_set():
             try:
                 await self.reap_once()
             except Exception as exc:
-                # One line per pass: an outage must not flood the log with tracebacks
-                # (debug logging adds them back).
+                # One line per pass, none during a database outage (the process
+                # says it once); debug logging adds the tracebacks.
                 reason = " ".join(str(exc).split())
                 if not isinstance(exc, JobrunError):
                     reason = f"{type(exc).__name__}: {reason}"
-                self._log.warning(
-                    "reaper pass failed, retrying in %.1fs: %s",
-                    self._every,
-                    reason,
-                    exc_info=self._log.isEnabledFor(logging.DEBUG),
-                )
-                failing = True
+                health.failed(exc, "reaper pass failed, retrying in %.1fs: %s", self._every, reason)
             else:
-                if failing:
-                    failing = False
-                    self._log.info("reaper working again")
+                health.ok()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self._every)

@@ -42,6 +42,7 @@ from jobrun.domain import DeclaredSet, Reconciliation
 from jobrun.durations import positive_seconds
 from jobrun.errors import JobrunError
 from jobrun.leadership import SCHEDULER_LOCK_KEY, Elector
+from jobrun.outages import process_outages
 from jobrun.periodic import LAPSE_AFTER
 from jobrun.ports import Locker, LockHandle, ScheduleStore
 
@@ -141,14 +142,18 @@ class Scheduler:
                     _log_reconciliation(done)
         except (JobrunError, OSError, ValueError) as exc:
             # ValueError: declarations this version of jobrun cannot read back.
-            log.warning("scheduler: writing the schedules declared in code failed: %s", exc)
+            process_outages().log_failure(
+                log, exc, "scheduler: writing the schedules declared in code failed: %s", exc
+            )
 
     async def _materialise(self) -> None:
         try:
             now = await self._store.now()
             jobs = await self._store.due_schedules(now)
         except (JobrunError, OSError) as exc:
-            log.warning("scheduler: materialising due schedules failed: %s", exc)
+            process_outages().log_failure(
+                log, exc, "scheduler: materialising due schedules failed: %s", exc
+            )
             return
         self._materialised += len(jobs)
         for job in jobs:
@@ -216,7 +221,9 @@ class DeclarationRenewal:
                 await self._store.renew_declarations(declared, self._every * LAPSE_AFTER)
                 self._renewals += 1
             except (JobrunError, OSError) as exc:
-                log.warning("periodic: renewing the declared periodic jobs failed: %s", exc)
+                process_outages().log_failure(
+                    log, exc, "periodic: renewing the declared periodic jobs failed: %s", exc
+                )
             await sleep_unless(stop, self._seconds)
 
 

@@ -13,7 +13,8 @@ Then the server fails, and afterwards:
 - every effect committed exactly once (one counter row per job, at 1);
 - no job is left leased, and the scheduler's leader fired again after the
   failure without firing one run twice;
-- the workers kept running, logged no traceback, and stopped cleanly.
+- the workers kept running, logged no traceback, said each outage in one
+  line and its end in one (no line per retry), and stopped cleanly.
 
 These tests start servers of their own and ignore the shared test server,
 so they run once: in the pass on the embedded server (no
@@ -202,6 +203,47 @@ def stop_workers(workers: list[subprocess.Popen[bytes]], logs: list[Path]) -> No
         assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
 
 
+LOSS = "database unavailable, retrying until it answers"
+RECOVERY = "database answers again after"
+
+
+RETRIES = (
+    "claim failed",
+    "heartbeat failed",
+    "reaper pass failed",
+    "notifier: reconnect",
+    "notifier: connection lost",
+    "cannot try for leadership",
+    "could not record",
+    "psycopg.pool: error connecting",
+    "psycopg.pool: discarding",
+)
+"""How the parts' retries and psycopg's lost connections read in the log: none may show."""
+
+
+def check_outage_lines(logs: list[Path], outages: int, *, at_least: int = 1) -> None:
+    """Each worker said each outage it saw in one line and its end in one, and nothing else of it.
+
+    Outages close together may be one outage to a worker (a failure just
+    after a recovery is taken for a connection the outage broke), so a
+    worker says at most ``outages`` of them (and at least ``at_least``).
+    """
+    for log in logs:
+        lines = log.read_text().splitlines()
+        said = [line for line in lines if LOSS in line or RECOVERY in line]
+        losses = [line for line in said if LOSS in line]
+        retries = [line for line in lines if any(retry in line for retry in RETRIES)]
+        print(
+            f"{log.name}: {len(losses)} outage(s) said in {len(said)} lines "
+            f"for {outages} server failure(s); {len(retries)} retry lines shown"
+        )
+        assert at_least <= len(losses) <= outages, said
+        assert all(LOSS in line for line in said[::2]), said
+        assert all(RECOVERY in line for line in said[1::2]), said
+        assert len(said) == 2 * len(losses), "the last outage was said to end"
+        assert retries == [], retries[:5]
+
+
 async def test_a_server_killed_hard_under_load_loses_no_job_and_commits_no_effect_twice(
     root: Path,
 ) -> None:
@@ -233,6 +275,7 @@ async def test_a_server_killed_hard_under_load_loses_no_job_and_commits_no_effec
         finally:
             await stop_producing(producing)
             stop_workers(workers, logs)
+        check_outage_lines(logs, 3)
         assert producer.returned == JOBS
         assert producer.refused > 0, "some enqueues met the crashed server"
         check_accounting(url, last_crash, JOBS)
@@ -303,6 +346,7 @@ async def test_a_primary_failed_over_to_its_synchronous_standby_loses_nothing_co
         finally:
             await stop_producing(producing)
             stop_workers(workers, logs)
+        check_outage_lines(logs, 1)
         assert producer.returned == JOBS
         check_accounting(url, failed_over, JOBS + 1)
         assert standby.execute("SELECT pg_is_in_recovery()") == [(False,)]
@@ -369,6 +413,8 @@ async def test_a_full_disk_refuses_enqueues_clearly_and_everything_resumes_once_
             )
         finally:
             stop_workers([worker], [log])
+        # A worker may meet the full disk or not (claims that find pages with room succeed).
+        check_outage_lines([log], 1, at_least=0)
         effects = count(url, "SELECT count(*) FROM fault_counts WHERE n = 1")
         assert effects == total
         assert count(url, "SELECT count(*) FROM jobs WHERE type = 'count'") == total

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from jobrun.cli.app import fail
+from jobrun.outages import hold_driver_churn
 from jobrun.telemetry.hooks import JobLogFilter
 
 __all__ = ["JsonLogFormatter", "TextLogFormatter", "setup_logging"]
@@ -78,3 +79,6 @@ def setup_logging(level: str, fmt: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(numeric)
+    # A database outage is said once, by jobrun.outages; psycopg's line per
+    # connection lost would bury that line (debug logging shows them again).
+    hold_driver_churn()

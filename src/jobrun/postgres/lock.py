@@ -51,6 +51,7 @@ import psycopg
 from jobrun.domain import key_lock_id
 from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError
+from jobrun.outages import process_outages
 from jobrun.postgres.pool import unavailable_error
 from jobrun.sqlc.locks import AsyncQuerier
 
@@ -134,7 +135,10 @@ class AdvisoryLock:
                     held = await querier.advisory_lock_held(key=self._key)
             except psycopg.Error as exc:
                 reason = " ".join(str(exc).split()) or type(exc).__name__
-                self._mark_lost(f"its connection failed: {reason}")
+                outage = isinstance(exc, psycopg.OperationalError)
+                if outage:
+                    process_outages().lost(reason)
+                self._mark_lost(f"its connection failed: {reason}", quietly=outage)
                 break
             if not held:
                 self._mark_lost("the session no longer holds it")
@@ -142,8 +146,14 @@ class AdvisoryLock:
         with contextlib.suppress(psycopg.Error):
             await self._conn.close()
 
-    def _mark_lost(self, reason: str) -> None:
-        log.warning("advisory lock %d lost: %s", self._key, reason)
+    def _mark_lost(self, reason: str, *, quietly: bool = False) -> None:
+        # Lost to a database outage, the process has said why (jobrun.outages).
+        log.log(
+            logging.DEBUG if quietly else logging.WARNING,
+            "advisory lock %d lost: %s",
+            self._key,
+            reason,
+        )
         self._lost.set()
 
 

@@ -45,6 +45,7 @@ from psycopg import sql
 from jobrun.domain import Job, notify_channel_problem
 from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError, UsageError
+from jobrun.outages import process_outages
 from jobrun.postgres.convert import job_from_handoff
 from jobrun.postgres.pool import unavailable_error
 
@@ -339,6 +340,7 @@ class Notifier:
 
     async def _read(self, conn: psycopg.AsyncConnection[Any] | None) -> None:
         failures = 0
+        lost_to_outage = False
         while not self._closed:
             if conn is None:
                 try:
@@ -348,7 +350,10 @@ class Notifier:
                     failures += 1
                     # Jitter spreads a fleet of workers reconnecting to one restarted server.
                     delay *= random.uniform(0.5, 1.0)
-                    log.warning(
+                    # The server is unreachable: the process says so once (jobrun.outages).
+                    process_outages().lost(" ".join(str(exc).split()))
+                    lost_to_outage = True
+                    log.debug(
                         "notifier: reconnect to channel %r failed (%s); retrying in %.2fs",
                         self._channel,
                         " ".join(str(exc).split()),
@@ -360,15 +365,27 @@ class Notifier:
                 self._conn = conn
                 self._reconnects += 1
                 self._connected.set()
-                log.info("notifier: listening on channel %r again", self._channel)
+                process_outages().answered()
+                log.log(
+                    logging.DEBUG if lost_to_outage else logging.INFO,
+                    "notifier: listening on channel %r again",
+                    self._channel,
+                )
+                lost_to_outage = False
                 # Anything notified while we were away is lost: let everyone look.
                 self._wake_all()
             try:
                 async for note in conn.notifies():
                     self._dispatch_note(note.channel, note.payload)
             except psycopg.Error as exc:
-                log.warning(
-                    "notifier: connection lost (%s); reconnecting", " ".join(str(exc).split())
+                reason = " ".join(str(exc).split())
+                lost_to_outage = isinstance(exc, psycopg.OperationalError)
+                if lost_to_outage:
+                    process_outages().lost(reason)
+                log.log(
+                    logging.DEBUG if lost_to_outage else logging.WARNING,
+                    "notifier: connection lost (%s); reconnecting",
+                    reason,
                 )
             self._connected.clear()
             self._conn = None

@@ -6,6 +6,7 @@ from :class:`StoreCore`, which :class:`jobrun.postgres.store.Store` composes.
 
 from __future__ import annotations
 
+import asyncio  # sync: skip
 import logging
 import os
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -25,6 +26,7 @@ from jobrun.errors import (
     ConfigurationError,
     JobrunError,
 )
+from jobrun.outages import is_outage
 from jobrun.postgres import _base, holders, preparing
 from jobrun.postgres.convert import (
     utc,
@@ -105,6 +107,7 @@ class StoreCore:
         """Told of every job enqueued through this store (metrics); None: nobody."""
         self._timeout_setting = f"{max(1, int(commit_timeout.total_seconds() * 1000))}ms"
         self._location = database_location(str(pool.conninfo))
+        self._pool_check: Any = None
 
     @property
     def pool(self) -> Pool:
@@ -120,6 +123,29 @@ class StoreCore:
         which knows how its own pool was opened, opens a new one instead.
         """
         raise _base.forked_pool_error(self._pid)
+
+    def _failed(self, exc: psycopg.Error) -> BaseException:
+        """The jobrun error for ``exc``; when the server was lost, the idle connections are tested.
+
+        A server that restarts or fails over breaks every connection the pool
+        holds idle, and each would fail once more when next borrowed: after
+        the outage had ended, one failure per connection. The pool's
+        ``check()`` tests them all now and replaces the broken ones, so the
+        outage ends once (:mod:`jobrun.outages`).
+        """
+        mapped = map_error(exc, self._location, self._pool)
+        if is_outage(mapped):
+            if True:  # sync: else
+                running = self._pool_check
+                if running is None or running.done():
+                    check = asyncio.get_running_loop().create_task(self._pool.check())
+                    check.add_done_callback(_ignore_result)
+                    self._pool_check = check
+            else:
+                # A sync pool's check would block the caller's thread on every
+                # idle connection; its callers see each failure themselves.
+                pass
+        return mapped
 
     @asynccontextmanager
     async def _with_tx(
@@ -152,7 +178,7 @@ class StoreCore:
             async with self._pool.connection() as pooled, pooled.transaction():
                 yield pooled
         except psycopg.Error as exc:
-            raise map_error(exc, self._location, self._pool) from exc
+            raise self._failed(exc) from exc
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -179,7 +205,7 @@ class StoreCore:
             finally:
                 await self._pool.putconn(conn)
         except psycopg.Error as exc:
-            raise map_error(exc, self._location, self._pool) from exc
+            raise self._failed(exc) from exc
 
     async def now(self) -> datetime:
         """The database clock, in UTC."""
@@ -188,3 +214,9 @@ class StoreCore:
         if now is None:  # pragma: no cover - now() always returns a row
             raise JobrunError("the database returned no time")
         return utc(now)
+
+
+def _ignore_result(task: Any) -> None:
+    """A pool check's end: a closed pool or a server still down is nothing to report."""
+    if not task.cancelled():
+        task.exception()

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from jobrun.domain import DEFAULT_NOTIFY_CHANNEL, EventMode, notify_channel_problem
 from jobrun.errors import ConfigurationError, JobrunError
+from jobrun.outages import is_outage
 from jobrun.postgres import _base, holders, preparing
 from jobrun.postgres.convert import utc
 from jobrun.postgres.errors_map import map_error
@@ -103,6 +104,7 @@ class SyncStoreCore:
         "Told of every job enqueued through this store (metrics); None: nobody."
         self._timeout_setting = f"{max(1, int(commit_timeout.total_seconds() * 1000))}ms"
         self._location = database_location(str(pool.conninfo))
+        self._pool_check: Any = None
 
     @property
     def pool(self) -> SyncPool:
@@ -116,6 +118,20 @@ class SyncStoreCore:
         which knows how its own pool was opened, opens a new one instead.
         """
         raise _base.forked_pool_error(self._pid)
+
+    def _failed(self, exc: psycopg.Error) -> BaseException:
+        """The jobrun error for ``exc``; when the server was lost, the idle connections are tested.
+
+        A server that restarts or fails over breaks every connection the pool
+        holds idle, and each would fail once more when next borrowed: after
+        the outage had ended, one failure per connection. The pool's
+        ``check()`` tests them all now and replaces the broken ones, so the
+        outage ends once (:mod:`jobrun.outages`).
+        """
+        mapped = map_error(exc, self._location, self._pool)
+        if is_outage(mapped):
+            pass
+        return mapped
 
     @contextmanager
     def _with_tx(self, conn: Any | None = None) -> Iterator[psycopg.Connection[Any]]:
@@ -141,7 +157,7 @@ class SyncStoreCore:
             with self._pool.connection() as pooled, pooled.transaction():
                 yield pooled
         except psycopg.Error as exc:
-            raise map_error(exc, self._location, self._pool) from exc
+            raise self._failed(exc) from exc
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
@@ -168,7 +184,7 @@ class SyncStoreCore:
             finally:
                 self._pool.putconn(conn)
         except psycopg.Error as exc:
-            raise map_error(exc, self._location, self._pool) from exc
+            raise self._failed(exc) from exc
 
     def now(self) -> datetime:
         """The database clock, in UTC."""
@@ -177,3 +193,9 @@ class SyncStoreCore:
         if now is None:
             raise JobrunError("the database returned no time")
         return utc(now)
+
+
+def _ignore_result(task: Any) -> None:
+    """A pool check's end: a closed pool or a server still down is nothing to report."""
+    if not task.cancelled():
+        task.exception()

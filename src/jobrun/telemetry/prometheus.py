@@ -50,6 +50,7 @@ from jobrun.domain import Job, JobState, QueueStats
 from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError, JobrunError
 from jobrun.leadership import QUEUE_STATS_LOCK_KEY, Elector
+from jobrun.outages import process_outages
 from jobrun.ports import Locker, LockHandle
 from jobrun.telemetry.hooks import FINISHED_OUTCOMES, Observer
 
@@ -293,7 +294,9 @@ class QueueStatsPublisher:
         try:
             stats = await self._store.queue_stats()
         except (JobrunError, OSError) as exc:
-            _log.warning("queue stats: reading queue stats failed: %s", exc)
+            process_outages().log_failure(
+                _log, exc, "queue stats: reading queue stats failed: %s", exc
+            )
         else:
             self._metrics.set_queue_stats(stats)
             self.updates += 1

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from jobrun.domain import HandoffOffer, Job
+from jobrun.outages import process_outages
 from jobrun.ports import Dispatcher, Executor
 from jobrun.telemetry.hooks import Observer
 from jobrun.worker.attempt import one_line
@@ -86,7 +87,7 @@ class Claimer:
         self._observer = observer
         self._signals = signals
         self._log = log
-        self._failing = False
+        self._health = process_outages().part(log, "claims working again")
 
     async def run(self, dispatcher: Dispatcher | None, *, drain: bool = False) -> None:
         """Claim until a stop is requested (or, with ``drain``, nothing is due or running).
@@ -142,19 +143,13 @@ class Claimer:
             )
         except Exception as exc:
             self._offers.claim_done()
-            # One line per attempt: a database restart must not flood the log
-            # with tracebacks (debug logging adds them back).
-            self._log.warning(
-                "claim failed, retrying in %.1fs: %s",
-                self._poll_every,
-                one_line(exc),
-                exc_info=self._log.isEnabledFor(logging.DEBUG),
+            # One line per attempt, none during a database outage (the
+            # process says it once); debug logging adds the tracebacks.
+            self._health.failed(
+                exc, "claim failed, retrying in %.1fs: %s", self._poll_every, one_line(exc)
             )
-            self._failing = True
             return None
-        if self._failing:
-            self._failing = False
-            self._log.info("claims working again")
+        self._health.ok()
         if jobs and self._observer is not None:
             self._observer.claimed(jobs)
         state.last_claim_full = len(jobs) >= plan.limit

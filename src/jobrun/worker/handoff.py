@@ -26,6 +26,7 @@ from datetime import timedelta
 
 from jobrun._confirm import HandoffConfirmer
 from jobrun.domain import HANDOFF_CONFIRM_WITHIN, HandoffOffer, Job
+from jobrun.outages import process_outages
 from jobrun.ports import Dispatcher, Executor, HandoffInbox, HandoffReceiver
 from jobrun.telemetry.hooks import Observer
 from jobrun.worker.attempt import STOP_CANCELLED, log_fields, one_line
@@ -125,7 +126,9 @@ class Handoff:
             await self._store.retract_offers(self._owner)
         except Exception as exc:
             # They expire by themselves; jobs handed meanwhile are given back.
-            self._log.warning("could not withdraw handoff offers: %s", one_line(exc))
+            process_outages().log_failure(
+                self._log, exc, "could not withdraw handoff offers: %s", one_line(exc)
+            )
 
     def _handed(self, job: Job) -> None:
         """A job an enqueue leased to this worker: start it, or give it back.

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from uuid import UUID
 
 from jobrun.domain import Job, Outcome, OutcomeKind
+from jobrun.outages import process_outages
 from jobrun.ports import Executor
 from jobrun.worker.attempt import STOP_CANCELLED, Attempt, log_fields, one_line
 from jobrun.worker.settings import WorkerSettings
@@ -50,7 +51,7 @@ class Heartbeat:
 
     async def run(self) -> None:
         """Beat until cancelled; a failed round is logged once and retried next time."""
-        failing = False
+        health = process_outages().part(self._log, "heartbeats working again")
         state = self._state
         while True:
             await asyncio.sleep(self._every)
@@ -64,16 +65,11 @@ class Heartbeat:
             try:
                 kept = await self._store.heartbeat(self._owner, held, self._lease)
             except Exception as exc:
-                self._log.warning(
-                    "heartbeat failed, leases not extended this round: %s",
-                    one_line(exc),
-                    exc_info=self._log.isEnabledFor(logging.DEBUG),
+                health.failed(
+                    exc, "heartbeat failed, leases not extended this round: %s", one_line(exc)
                 )
-                failing = True
                 continue
-            if failing:
-                failing = False
-                self._log.info("heartbeats working again")
+            health.ok()
             self._drop(runs, buffered, kept)
 
     def _drop(self, runs: list[Attempt], buffered: list[Job], kept: set[UUID]) -> None:

@@ -17,6 +17,7 @@ from jobrun._endings import ending
 from jobrun._endings import one_line as short_line
 from jobrun.domain import Job, Outcome, OutcomeKind
 from jobrun.errors import LeaseLost
+from jobrun.outages import process_outages
 from jobrun.telemetry.hooks import Observer
 from jobrun.worker.attempt import Attempt, error_text, log_fields, one_line
 
@@ -79,7 +80,10 @@ class Reporter:
             detail = f"completion failed: {error_text(result)}"
             await self.report(run, Outcome(job=run.job, kind=OutcomeKind.FAIL, detail=detail))
         else:
-            self._log.warning(
+            # During a database outage the process says so once; each job's line is DEBUG.
+            outage = process_outages().failed(result)
+            self._log.log(
+                logging.DEBUG if outage else logging.WARNING,
                 "could not record the %s of job %s, its lease will expire: %s",
                 outcome.kind.value,
                 run.job.id,
