@@ -37,3 +37,15 @@ ANALYZE (SKIP_LOCKED) job_events;
 -- Refresh the statistics of processed_effects, unless someone (autovacuum) is at it.
 -- @sqlc-vet-disable
 ANALYZE (SKIP_LOCKED) processed_effects;
+
+-- name: ReplicaLag :one
+-- Whether this server is a standby, and what its lag is made of: whether it
+-- has replayed all the WAL it received, whether it has replayed any
+-- transaction since it started, and how long ago (by this server's clock)
+-- the last one it replayed committed on the primary (0 when none).
+SELECT pg_catalog.pg_is_in_recovery() AS standby,
+       pg_catalog.pg_last_wal_receive_lsn() IS NOT DISTINCT FROM
+         pg_catalog.pg_last_wal_replay_lsn() AS replayed_all,
+       (pg_catalog.pg_last_xact_replay_timestamp() IS NOT NULL)::boolean AS replayed_any,
+       coalesce(extract(epoch FROM now() - pg_catalog.pg_last_xact_replay_timestamp()),
+                0)::float8 AS seconds_since_replay;

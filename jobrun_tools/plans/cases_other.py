@@ -347,6 +347,7 @@ def cases(f: Facts) -> dict[str, list[Case]]:
             )
         ],
         "DatabaseNow": [Case("now", "the clock", lambda g: sy.database_now())],
+        "ReplicaLag": [Case("primary", "asked of a primary", lambda g: sy.replica_lag())],
         "TablesOutgrowingStatistics": [
             Case("all", "jobrun's growing tables", lambda g: sy.tables_outgrowing_statistics())
         ],

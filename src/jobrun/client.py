@@ -120,6 +120,8 @@ class Client:
         self._url: str | None = None
         self._pool: Pool | None = None
         self._store: Store | None = None
+        self._read_pool: Pool | None = None
+        self._reader: Store | None = None
         self._worker: Worker | None = None
         self._metrics: Any = None
         self._metrics_server: Any = None
@@ -139,6 +141,15 @@ class Client:
             self._url, worker_concurrency=config.concurrency, pgbouncer=config.pgbouncer
         )
         self._store = store_for(self._pool, config, self.registry, self._metrics)
+        if config.read_url is not None:
+            try:
+                self._read_pool = await open_pool(
+                    config.read_url, worker_concurrency=1, name="jobrun-read"
+                )
+            except BaseException:
+                await self.close()
+                raise
+            self._reader = store_for(self._read_pool, config, self.registry, None)
         return self
 
     async def close(self) -> None:
@@ -148,7 +159,10 @@ class Client:
                 self._worker.request_stop(graceful=False)
         if self._pool is not None:
             await self._pool.close()
+        if self._read_pool is not None:
+            await self._read_pool.close()
         self._pool = self._store = None
+        self._read_pool = self._reader = None
 
     async def __aenter__(self) -> Client:
         return await self.open()
@@ -164,6 +178,18 @@ class Client:
         if self._store is None:
             raise ConfigurationError("the client is not open: use `async with Client(...)`")
         return self._store
+
+    @property
+    def reader(self) -> Store:
+        """The store reads that may be a little stale go to: on ``read_url``, else :attr:`store`.
+
+        The dashboard's pages, ``jobrun jobs list/show``, ``events`` and
+        ``stats`` read through it; every write, claim and lock goes through
+        :attr:`store` to the primary. A store on a replica refuses writes
+        (PostgreSQL's read-only transaction error); its
+        :meth:`~jobrun.postgres.Store.replica_lag` says how far behind it is.
+        """
+        return self._reader if self._reader is not None else self.store
 
     @property
     def pool(self) -> Pool:

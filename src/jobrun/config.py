@@ -141,6 +141,11 @@ class Config(BaseSettings):
     direct_url: str | None = Field(default=None, repr=False)
     """A URL straight to the server, for what needs a session of its own: the LISTEN
     connection, leader locks and migrations. Unset: ``database_url``."""
+    read_url: str | None = Field(default=None, repr=False)
+    """A read replica (a streaming standby) for reads that may be a little stale: the
+    dashboard's pages, ``jobrun jobs list/show``, ``events`` and ``stats``, which show
+    its lag. Writes, claims and locks always go to ``database_url``. Unset: every read
+    goes there too."""
     listen: bool = True
     """Wake idle workers by LISTEN/NOTIFY; off: poll only (also off behind PgBouncer
     without ``direct_url``)."""
@@ -324,13 +329,13 @@ class Config(BaseSettings):
         Every setting that was given (by argument or by the environment) is
         written, so ``Config()`` in a process started with them resolves to
         equal settings; defaults are left to the other process's own.
-        ``database_url`` and ``direct_url`` are written too: a child process
+        The URLs (``database_url``, ``direct_url``, ``read_url``) are written too: a child process
         is how they travel without showing in ``ps``.
         """
         variables: dict[str, str] = {}
         for name in sorted(self.model_fields_set):
             value = getattr(self, name)
-            if value is None and name in ("database_url", "direct_url"):
+            if value is None and name in ("database_url", "direct_url", "read_url"):
                 continue  # unset is the default; every other None is written "off"
             variables[f"JOBRUN_{name.upper()}"] = _as_variable(value)
         return variables

@@ -99,8 +99,16 @@ def test_every_worker_setting_of_config_is_an_option_of_jobrun_worker() -> None:
     worker = command.commands["worker"]  # type: ignore[attr-defined]
     names = {p.name for p in worker.params}
     shared = {"database_url", "pgbouncer", "direct_url"}
-    assert set(Config.model_fields) == set(WORKER_SETTINGS) | shared
-    assert set(Config.model_fields) <= names
+    # read_url is for the commands that only read: a worker reads nothing from a replica.
+    read_only = {"read_url"}
+    assert set(Config.model_fields) == set(WORKER_SETTINGS) | shared | read_only
+    assert set(Config.model_fields) - read_only <= names
+    assert "read_url" not in names
+    for reader in ("web", "stats", "events"):
+        assert "read_url" in {p.name for p in command.commands[reader].params}  # type: ignore[attr-defined]
+    jobs = command.commands["jobs"]  # type: ignore[attr-defined]
+    for reader in ("list", "show"):
+        assert "read_url" in {p.name for p in jobs.commands[reader].params}
 
 
 @pytest.mark.parametrize(
@@ -126,3 +134,13 @@ def test_config_written_as_variables_reads_back_equal(
     for name, value in config.environment().items():
         monkeypatch.setenv(name, value)
     assert Config() == config
+
+
+def test_a_worker_ignores_the_read_replica_of_a_shared_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from jobrun.cli.worker import _config
+
+    monkeypatch.setenv("JOBRUN_READ_URL", "postgresql://replica.example/app")
+    assert _config({}).read_url is None
+    assert "JOBRUN_READ_URL" not in _config({}).environment()

@@ -10,6 +10,7 @@ live in sibling modules that register themselves on :data:`app` when
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
@@ -66,6 +67,18 @@ DirectUrlOption = Annotated[
     ),
 ]
 """The ``--direct-url`` option: where connections that need a session of their own go."""
+
+ReadUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--read-url",
+        envvar="JOBRUN_READ_URL",
+        show_envvar=True,
+        help="PostgreSQL URL of a read replica to read from; what is read there is shown "
+        "with the replica's lag. Default: --database-url.",
+    ),
+]
+"""The ``--read-url`` option of the commands that only read: where their reads go."""
 
 LogLevelOption = Annotated[
     str, typer.Option(envvar="JOBRUN_LOG_LEVEL", show_envvar=True, help="Log level.")
@@ -166,6 +179,32 @@ def run_with_store(database_url: str | None, body: Callable[[Store], Awaitable[T
         return await body(client.store)
 
     return run_with_client(database_url, with_store, concurrency=1)
+
+
+def run_with_reader(
+    database_url: str | None, read_url: str | None, body: Callable[[Store], Awaitable[T]]
+) -> T:
+    """Like :func:`run_with_store`, handing ``body`` the client's :attr:`~Client.reader`.
+
+    With ``read_url`` (or ``JOBRUN_READ_URL``) the reads go to that replica,
+    and a line on standard error says how far behind the primary it is, so
+    the output is never taken for the primary's present state.
+    """
+
+    async def with_reader(client: Client) -> T:
+        try:
+            return await body(client.reader)
+        finally:
+            # Also after an error: "job ... does not exist" on a replica may
+            # only mean it has not replayed the job yet.
+            if client.config.read_url is not None:
+                with contextlib.suppress(JobrunError):
+                    lag = await client.reader.replica_lag()
+                    note = lag.describe() if lag is not None else "read from --read-url, a primary"
+                    typer.echo(f"note: {note}", err=True)
+
+    settings: dict[str, Any] = {} if read_url is None else {"read_url": read_url}
+    return run_with_client(database_url, with_reader, None, concurrency=1, **settings)
 
 
 def main() -> None:

@@ -16,7 +16,15 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from jobrun.cli.app import DatabaseUrlOption, app, fail, run_with_client, run_with_store
+from jobrun.cli.app import (
+    DatabaseUrlOption,
+    ReadUrlOption,
+    app,
+    fail,
+    run_with_client,
+    run_with_reader,
+    run_with_store,
+)
 from jobrun.cli.durations import format_duration, human_duration
 from jobrun.cli.inputs import read_duration, read_job_id, read_json, read_state, validation_exit
 from jobrun.cli.rendering import events_table, stdout, when
@@ -144,6 +152,7 @@ def enqueue_command(
 @jobs_app.command("list")
 def jobs_list_command(
     database_url: DatabaseUrlOption = None,
+    read_url: ReadUrlOption = None,
     queue: Annotated[
         str | None,
         typer.Option(
@@ -185,8 +194,8 @@ def jobs_list_command(
     except ValidationError as exc:
         raise validation_exit("filter", exc) from None
     after = read_job_id(cursor) if cursor else None
-    page = run_with_store(
-        database_url, lambda store: store.list_jobs(flt, limit=limit, cursor=after)
+    page = run_with_reader(
+        database_url, read_url, lambda store: store.list_jobs(flt, limit=limit, cursor=after)
     )
     table = Table(title=f"jobs ({len(page.jobs)})")
     # The whole id, however narrow the terminal: a UUIDv7's leading characters
@@ -219,6 +228,7 @@ def jobs_list_command(
 def jobs_show_command(
     job_id: Annotated[str, typer.Argument(metavar="ID", help="The job id.")],
     database_url: DatabaseUrlOption = None,
+    read_url: ReadUrlOption = None,
 ) -> None:
     """Show one job's fields and its event history."""
     jid = read_job_id(job_id)
@@ -226,7 +236,7 @@ def jobs_show_command(
     async def body(store: Store) -> tuple[Any, list[Any]]:
         return await store.get(jid), await store.events(jid)
 
-    job, events = run_with_store(database_url, body)
+    job, events = run_with_reader(database_url, read_url, body)
     fields = Table(title=f"job {job.id}", show_header=False)
     fields.add_column("field", style="bold")
     fields.add_column("value")
@@ -309,6 +319,7 @@ def jobs_purge_command(
 def events_command(
     job_id: Annotated[str, typer.Argument(metavar="JOB_ID", help="The job id.")],
     database_url: DatabaseUrlOption = None,
+    read_url: ReadUrlOption = None,
 ) -> None:
     """Show the recorded transitions of one job, oldest first."""
     jid = read_job_id(job_id)
@@ -317,7 +328,7 @@ def events_command(
         await store.get(jid)  # a clear error for an unknown id, not an empty table
         return await store.events(jid)
 
-    events = run_with_store(database_url, body)
+    events = run_with_reader(database_url, read_url, body)
     stdout.print(events_table(events, f"events of job {jid}"))
 
 
@@ -325,7 +336,7 @@ def events_command(
 
 
 @app.command("stats")
-def stats_command(database_url: DatabaseUrlOption = None) -> None:
+def stats_command(database_url: DatabaseUrlOption = None, read_url: ReadUrlOption = None) -> None:
     """Per queue: jobs waiting, due now and running, the lag of the oldest due job, and totals.
 
     Lag is measured from each job's run_at, so a job delayed to later is not
@@ -337,7 +348,7 @@ def stats_command(database_url: DatabaseUrlOption = None) -> None:
     async def body(store: Store) -> tuple[list[QueueStats], list[QueueDepth]]:
         return await store.queue_stats(), await store.depth()
 
-    stats, depth = run_with_store(database_url, body)
+    stats, depth = run_with_reader(database_url, read_url, body)
     live = {row.queue: row for row in stats}
     totals: dict[str, dict[JobState, int]] = {}
     for row in depth:

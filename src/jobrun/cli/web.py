@@ -21,6 +21,7 @@ from jobrun.cli.app import (
     DatabaseUrlOption,
     LogFormatOption,
     LogLevelOption,
+    ReadUrlOption,
     app,
     fail,
     run_with_client,
@@ -56,6 +57,7 @@ def _load(name: str) -> Any:
 @app.command()
 def web(
     database_url: DatabaseUrlOption = None,
+    read_url: ReadUrlOption = None,
     host: Annotated[
         str,
         typer.Option(
@@ -112,4 +114,5 @@ def web(
         typer.echo(f"jobrun web: serving on http://{host}:{port}/{mode}", err=True)
         await server.serve()
 
-    run_with_client(database_url, serve, concurrency=1)
+    replica: dict[str, Any] = {} if read_url is None else {"read_url": read_url}
+    run_with_client(database_url, serve, concurrency=1, **replica)

@@ -87,7 +87,13 @@ def load_registry(ref: str) -> Registry:
 _SHARED_SETTINGS = ("database_url", "pgbouncer", "direct_url")
 """Settings every database command takes, declared once in :mod:`jobrun.cli.app`."""
 
-WORKER_SETTINGS = tuple(name for name in Config.model_fields if name not in _SHARED_SETTINGS)
+_READ_SETTINGS = ("read_url",)
+"""Settings of the commands that only read (``jobs list``, ``stats``, ``web``): a worker reads
+nothing a replica could serve."""
+
+WORKER_SETTINGS = tuple(
+    name for name in Config.model_fields if name not in _SHARED_SETTINGS + _READ_SETTINGS
+)
 """The ``Config`` fields ``jobrun worker`` takes as options of its own (derived from Config)."""
 
 
@@ -168,7 +174,9 @@ def worker_command(**values: Any) -> None:
 def _config(given: dict[str, Any]) -> Config:
     """``Config`` from the options given and the environment; one error line naming the option."""
     try:
-        return Config(**given)
+        # A worker reads nothing a replica could serve: JOBRUN_READ_URL, set
+        # for the dashboard in a shared environment, opens no pool here.
+        return Config(**{**given, "read_url": None})
     except ConfigurationError as exc:
         cause = exc.__cause__
         if not isinstance(cause, ValidationError):

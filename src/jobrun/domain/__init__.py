@@ -15,7 +15,8 @@ the contract be tested in one place. One module per concept, lowest first:
   options jobs enqueued alike share (:class:`JobOptions`), and listings;
 - :mod:`~jobrun.domain.queues`, :mod:`~jobrun.domain.schedules` (with the
   periodic jobs declared in code and how they are written),
-  :mod:`~jobrun.domain.outcomes`, :mod:`~jobrun.domain.handoff`.
+  :mod:`~jobrun.domain.outcomes`, :mod:`~jobrun.domain.handoff`;
+- :mod:`~jobrun.domain.replicas`: a read replica's lag.
 
 This package's namespace is the domain's face: every name above is importable
 from ``jobrun.domain``. The errors have their own home, :mod:`jobrun.errors`.
@@ -55,6 +56,7 @@ from jobrun.domain.queues import (
     QueueStats,
     queue_limits_problem,
 )
+from jobrun.domain.replicas import ReplicaLag
 from jobrun.domain.rules import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_NOTIFY_CHANNEL,
@@ -128,6 +130,7 @@ __all__ = [
     "QueueInfo",
     "QueueStats",
     "Reconciliation",
+    "ReplicaLag",
     "Schedule",
     "SchedulePatch",
     "SyncCommitCallback",

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from jobrun.domain import (
     DEFAULT_NOTIFY_CHANNEL,
     EventMode,
+    ReplicaLag,
     notify_channel_problem,
 )
 from jobrun.errors import (
@@ -206,6 +207,22 @@ class StoreCore:
                 await self._pool.putconn(conn)
         except psycopg.Error as exc:
             raise self._failed(exc) from exc
+
+    async def replica_lag(self) -> ReplicaLag | None:
+        """How far this store's server is behind its primary; None when it is a primary.
+
+        For a store on ``read_url``: the dashboard and the CLI show it beside
+        what they read there.
+        """
+        async with self._connection() as conn:
+            row = await system_queries.AsyncQuerier(conn).replica_lag()
+        if row is None or not row.standby:
+            return None
+        if row.replayed_all:
+            return ReplicaLag(timedelta(0))
+        if not row.replayed_any:
+            return ReplicaLag(None)
+        return ReplicaLag(timedelta(seconds=max(0.0, row.seconds_since_replay)))
 
     async def now(self) -> datetime:
         """The database clock, in UTC."""

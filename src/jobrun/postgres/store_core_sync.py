@@ -23,7 +23,7 @@ from typing import Any, cast
 import psycopg
 from pydantic import BaseModel
 
-from jobrun.domain import DEFAULT_NOTIFY_CHANNEL, EventMode, notify_channel_problem
+from jobrun.domain import DEFAULT_NOTIFY_CHANNEL, EventMode, ReplicaLag, notify_channel_problem
 from jobrun.errors import ConfigurationError, JobrunError
 from jobrun.outages import is_outage
 from jobrun.postgres import _base, holders, preparing
@@ -185,6 +185,22 @@ class SyncStoreCore:
                 self._pool.putconn(conn)
         except psycopg.Error as exc:
             raise self._failed(exc) from exc
+
+    def replica_lag(self) -> ReplicaLag | None:
+        """How far this store's server is behind its primary; None when it is a primary.
+
+        For a store on ``read_url``: the dashboard and the CLI show it beside
+        what they read there.
+        """
+        with self._connection() as conn:
+            row = system_queries.Querier(conn).replica_lag()
+        if row is None or not row.standby:
+            return None
+        if row.replayed_all:
+            return ReplicaLag(timedelta(0))
+        if not row.replayed_any:
+            return ReplicaLag(None)
+        return ReplicaLag(timedelta(seconds=max(0.0, row.seconds_since_replay)))
 
     def now(self) -> datetime:
         """The database clock, in UTC."""

@@ -2,10 +2,14 @@
 # source: db/query/system.sql
 """Queries of ``db/query/system.sql``, typed for psycopg 3."""
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 import psycopg
+import pydantic
+
+_setattr = object.__setattr__
 
 
 DATABASE_NOW = """
@@ -33,6 +37,46 @@ ANALYZE (SKIP_LOCKED) job_events
 ANALYZE_PROCESSED_EFFECTS = """
 ANALYZE (SKIP_LOCKED) processed_effects
 """
+
+REPLICA_LAG = """
+SELECT pg_catalog.pg_is_in_recovery() AS standby,
+       pg_catalog.pg_last_wal_receive_lsn() IS NOT DISTINCT FROM
+         pg_catalog.pg_last_wal_replay_lsn() AS replayed_all,
+       (pg_catalog.pg_last_xact_replay_timestamp() IS NOT NULL)::boolean AS replayed_any,
+       coalesce(extract(epoch FROM now() - pg_catalog.pg_last_xact_replay_timestamp()),
+                0)::float8 AS seconds_since_replay
+"""
+
+
+class ReplicaLagRow(pydantic.BaseModel):
+    """A row returned by ``ReplicaLag``."""
+
+    standby: bool
+    replayed_all: bool
+    replayed_any: bool
+    seconds_since_replay: float
+
+
+_REPLICA_LAG_ROW_FIELDS = frozenset({'standby', 'replayed_all', 'replayed_any', 'seconds_since_replay'})
+
+
+def _row_to_replica_lag_row(row: Sequence[Any]) -> ReplicaLagRow:
+    """Build a :class:`ReplicaLagRow` from a driver row, without re-validating it."""
+    obj = ReplicaLagRow.__new__(ReplicaLagRow)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "standby": row[0],
+            "replayed_all": row[1],
+            "replayed_any": row[2],
+            "seconds_since_replay": row[3],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_REPLICA_LAG_ROW_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
 
 
 class AsyncQuerier:
@@ -109,6 +153,21 @@ class AsyncQuerier:
         async with self._conn.cursor() as _cur:
             await _cur.execute(ANALYZE_PROCESSED_EFFECTS)
 
+    async def replica_lag(self) -> ReplicaLagRow | None:
+        """Whether this server is a standby, and what its lag is made of: whether it
+        has replayed all the WAL it received, whether it has replayed any
+        transaction since it started, and how long ago (by this server's clock)
+        the last one it replayed committed on the primary (0 when none).
+
+        Run ``ReplicaLag``; return its first row, or None.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(REPLICA_LAG)
+            _row = await _cur.fetchone()
+        if _row is None:
+            return None
+        return _row_to_replica_lag_row(_row)
+
 class Querier:
     """The queries of ``db/query/system.sql`` on a connection.
 
@@ -182,3 +241,18 @@ class Querier:
         """
         with self._conn.cursor() as _cur:
             _cur.execute(ANALYZE_PROCESSED_EFFECTS)
+
+    def replica_lag(self) -> ReplicaLagRow | None:
+        """Whether this server is a standby, and what its lag is made of: whether it
+        has replayed all the WAL it received, whether it has replayed any
+        transaction since it started, and how long ago (by this server's clock)
+        the last one it replayed committed on the primary (0 when none).
+
+        Run ``ReplicaLag``; return its first row, or None.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(REPLICA_LAG)
+            _row = _cur.fetchone()
+        if _row is None:
+            return None
+        return _row_to_replica_lag_row(_row)

@@ -24,7 +24,7 @@ from jobrun.web.bodies import json_body, listing
 from jobrun.web.dashboard import Dashboard
 from jobrun.web.guard import actor, check_action
 
-__all__ = ["act", "csrf", "job", "jobs", "overview", "queues", "schedules"]
+__all__ = ["REPLICA_HEADER", "act", "csrf", "job", "jobs", "overview", "queues", "schedules"]
 
 
 def _jsonable(value: Any) -> Any:
@@ -39,42 +39,42 @@ async def csrf(dash: Dashboard, request: Request) -> Response:
 
 async def overview(dash: Dashboard, request: Request) -> Response:
     """The overview's rows, and whether the dashboard is read-only."""
-    return JSONResponse({"queues": await dash.overview_data(), "read_only": dash.read_only})
+    return _read(dash, {"queues": await dash.overview_data(), "read_only": dash.read_only})
 
 
 async def jobs(dash: Dashboard, request: Request) -> Response:
     """A page of jobs under the query's filter (``limit`` 1 to 500, 50 by default)."""
-    store = await dash.store()
+    store = await dash.reader()
     params = request.query_params
     try:
         flt, cursor = listing(params)
         limit = min(max(int(params.get("limit", "50")), 1), 500)
     except ValueError as exc:
         return JSONResponse({"error": str(exc)}, status_code=400)
-    return JSONResponse(_jsonable(await store.list_jobs(flt, limit=limit, cursor=cursor)))
+    return _read(dash, _jsonable(await store.list_jobs(flt, limit=limit, cursor=cursor)))
 
 
 async def job(dash: Dashboard, request: Request) -> Response:
     """One job and its events."""
-    store = await dash.store()
+    store = await dash.reader()
     try:
         found = await store.get(UUID(request.path_params["job_id"]))
     except (JobNotFound, ValueError) as exc:
         return JSONResponse({"error": str(exc)}, status_code=404)
     events = await store.events(found.id)
-    return JSONResponse({"job": _jsonable(found), "events": [_jsonable(e) for e in events]})
+    return _read(dash, {"job": _jsonable(found), "events": [_jsonable(e) for e in events]})
 
 
 async def schedules(dash: Dashboard, request: Request) -> Response:
     """Every schedule."""
-    store = await dash.store()
-    return JSONResponse([_jsonable(s) for s in await store.list_schedules()])
+    store = await dash.reader()
+    return _read(dash, [_jsonable(s) for s in await store.list_schedules()])
 
 
 async def queues(dash: Dashboard, request: Request) -> Response:
     """Every queue with controls."""
-    store = await dash.store()
-    return JSONResponse([_jsonable(q) for q in await store.list_queues()])
+    store = await dash.reader()
+    return _read(dash, [_jsonable(q) for q in await store.list_queues()])
 
 
 async def act(dash: Dashboard, action: Action, request: Request) -> Response:
@@ -88,3 +88,13 @@ async def act(dash: Dashboard, action: Action, request: Request) -> Response:
     except REFUSALS as exc:
         return JSONResponse({"error": str(exc)}, status_code=refusal_status(exc))
     return JSONResponse(_jsonable(done))
+
+
+REPLICA_HEADER = "X-Jobrun-Replica"
+"""The header on an API read served by a replica: how far behind the primary it was."""
+
+
+def _read(dash: Dashboard, content: Any) -> JSONResponse:
+    """A read's answer; when it came from a replica, with :data:`REPLICA_HEADER` saying so."""
+    headers = {REPLICA_HEADER: dash.replica_note} if dash.replica_note else None
+    return JSONResponse(content, headers=headers)

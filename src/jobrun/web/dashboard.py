@@ -82,6 +82,8 @@ class Dashboard:
         self._sampler: asyncio.Task[None] | None = None
         self._notifier: Notifier | None = None
         self._notifier_failed = False
+        self.replica_note: str | None = None
+        """What the last read from a replica said of its lag; None when reads go to the primary."""
 
     async def store(self) -> WebStore:
         """The store, opening the client (once) when the app was given a closed one."""
@@ -97,6 +99,23 @@ class Dashboard:
         if self._sampler is None:
             self._sampler = asyncio.create_task(self._sample(), name="jobrun-web-sampler")
         return store
+
+    async def reader(self) -> WebStore:
+        """Where the pages read: the replica (``read_url``) if the client has one, else the store.
+
+        Reading a replica also refreshes its note of the lag, which every page
+        shows, so what is on screen is never taken for the primary's present.
+        Actions always go through :meth:`store`, to the primary.
+        """
+        store = await self.store()
+        if not isinstance(self.source, Client) or self.source.config.read_url is None:
+            return store
+        reader = self.source.reader
+        lag = await reader.replica_lag()
+        self.replica_note = (
+            lag.describe() if lag is not None else "read from read_url, which is a primary"
+        )
+        return cast(WebStore, reader)
 
     async def notifier(self) -> Notifier | None:
         """The LISTEN connection, started on the first live stream; None without a database URL."""
@@ -127,7 +146,7 @@ class Dashboard:
             if isinstance(self.source, Client) and self.source._store is None:
                 return  # the client was closed under us: nothing left to sample
             with contextlib.suppress(Exception):
-                store = await self.store()
+                store = await self.reader()
                 finished: dict[str, int] = {}
                 for row in await store.depth():
                     finished.setdefault(row.queue, 0)
@@ -151,7 +170,7 @@ class Dashboard:
 
     async def overview_data(self) -> list[dict[str, Any]]:
         """One row per queue: its counts by state, lag, pause and throughput series."""
-        store = await self.store()
+        store = await self.reader()
         stats = {s.queue: s for s in await store.queue_stats()}
         queues = {q.name: q for q in await store.list_queues()}
         depth: dict[str, dict[str, int]] = {}

@@ -139,6 +139,7 @@ def render(
         csrf=request.scope.get("jobrun.csrf", ""),
         user=request.scope.get("jobrun.user", "anonymous"),
         read_only=dash.read_only,
+        replica_note=dash.replica_note,
         current=name.removesuffix(".html"),
         **context,
     )
@@ -159,7 +160,7 @@ async def overview_fragment(dash: Dashboard, request: Request) -> Response:
 
 async def jobs(dash: Dashboard, request: Request) -> Response:
     """The jobs listing under the query's filter, 50 a page."""
-    store = await dash.store()
+    store = await dash.reader()
     params = request.query_params
     try:
         flt, cursor = listing(params)
@@ -173,7 +174,7 @@ async def jobs(dash: Dashboard, request: Request) -> Response:
 
 async def job_detail(dash: Dashboard, request: Request) -> Response:
     """One job whole, with its events."""
-    store = await dash.store()
+    store = await dash.reader()
     try:
         job = await store.get(UUID(request.path_params["job_id"]))
     except (JobNotFound, ValueError) as exc:
@@ -184,13 +185,13 @@ async def job_detail(dash: Dashboard, request: Request) -> Response:
 
 async def schedules(dash: Dashboard, request: Request) -> Response:
     """Every schedule, with its controls."""
-    store = await dash.store()
+    store = await dash.reader()
     return render(dash, request, "schedules.html", schedules=await store.list_schedules())
 
 
 async def queues(dash: Dashboard, request: Request) -> Response:
     """Every queue with controls, and its limits."""
-    store = await dash.store()
+    store = await dash.reader()
     return render(dash, request, "queues.html", queues=await store.list_queues())
 
 
