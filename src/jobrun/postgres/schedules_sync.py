@@ -107,16 +107,7 @@ class SyncScheduleMethods(SyncStoreCore):
             queries = schedule_queries.Querier(tx)
             row = queries.schedule_insert(
                 params=schedule_queries.ScheduleInsertParams(
-                    name=schedule.name,
-                    type=schedule.type,
-                    queue=schedule.queue,
-                    payload=payload,
-                    priority=schedule.priority,
-                    max_attempts=schedule.max_attempts,
-                    cron=schedule.cron,
-                    every=schedule.every,
-                    timezone=schedule.timezone,
-                    next_run_at=first,
+                    **_schedule_columns(schedule, payload, first)
                 )
             )
         if row is None:
@@ -303,44 +294,34 @@ class SyncScheduleMethods(SyncStoreCore):
         return plan
 
 
+def _schedule_columns(new: NewSchedule, payload: Any, next_run_at: datetime) -> dict[str, Any]:
+    """The columns every write of a new or declared schedule sets, from ``new``."""
+    return dict(
+        name=new.name,
+        type=new.type,
+        queue=new.queue,
+        payload=payload,
+        priority=new.priority,
+        max_attempts=new.max_attempts,
+        cron=new.cron,
+        every=new.every,
+        timezone=new.timezone,
+        next_run_at=next_run_at,
+    )
+
+
 def _write_declared(
     queries: schedule_queries.Querier, write: DeclaredWrite, group: str, payload: Any
 ) -> None:
-    new = write.schedule
+    fields = _schedule_columns(write.schedule, payload, write.next_run_at)
+    fields.update(declared_group=group, declared_digest=write.digest)
     if write.create:
         queries.schedule_insert_declared(
-            params=schedule_queries.ScheduleInsertDeclaredParams(
-                name=new.name,
-                type=new.type,
-                queue=new.queue,
-                payload=payload,
-                priority=new.priority,
-                max_attempts=new.max_attempts,
-                cron=new.cron,
-                every=new.every,
-                timezone=new.timezone,
-                next_run_at=write.next_run_at,
-                declared_group=group,
-                declared_digest=write.digest,
-            )
+            params=schedule_queries.ScheduleInsertDeclaredParams(**fields)
         )
         return
     queries.schedule_update_declared(
-        params=schedule_queries.ScheduleUpdateDeclaredParams(
-            name=new.name,
-            type=new.type,
-            queue=new.queue,
-            payload=payload,
-            priority=new.priority,
-            max_attempts=new.max_attempts,
-            cron=new.cron,
-            every=new.every,
-            timezone=new.timezone,
-            next_run_at=write.next_run_at,
-            paused=write.paused,
-            declared_group=group,
-            declared_digest=write.digest,
-        )
+        params=schedule_queries.ScheduleUpdateDeclaredParams(**fields, paused=write.paused)
     )
 
 
