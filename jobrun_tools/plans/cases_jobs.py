@@ -9,7 +9,7 @@ from uuid import UUID
 
 import psycopg
 
-from jobrun.sqlc import jobs
+from jobrun.sqlc import jobs, progress
 from jobrun.sqlc.models import BackoffKind, JobOutcome, JobState
 from jobrun_tools.plans.capture import recording
 from jobrun_tools.plans.cases import Case, Facts, Given
@@ -110,8 +110,9 @@ def _listing(q: jobs.Querier, params: jobs.JobListParams) -> Callable[[Given], o
 
 
 def cases(f: Facts) -> dict[str, list[Case]]:
-    """The cases of every query of jobs.sql."""
+    """The cases of every query of jobs.sql and progress.sql."""
     q = jobs.Querier(recording())
+    pq = progress.Querier(recording())
     fact = f.jobs
     keys = [f"order-new-{i}" for i in range(100)]
     listing = {
@@ -223,6 +224,37 @@ def cases(f: Facts) -> dict[str, list[Case]]:
                 "10 jobs of digests: every one delayed, none due",
                 lambda g: q.job_claim(params=_claim(["digests"], 10)),
             ),
+        ],
+        "JobProgressRecord": [
+            Case(
+                "batch",
+                f"the progress of {FENCE_BATCH} jobs this owner just leased",
+                lambda g: pq.job_progress_record(
+                    params=progress.JobProgressRecordParams(
+                        ids=g["ids"],
+                        attempts=g["attempts"],
+                        fractions=[0.5] * len(g["ids"]),
+                        messages=["halfway"] * len(g["ids"]),
+                        owner=_FENCE_OWNER,
+                    )
+                ),
+                setup=_lease_batch,
+            )
+        ],
+        "JobProgressOf": [
+            Case(
+                "page",
+                f"the progress of {FENCE_BATCH} running jobs (a page's leased ones)",
+                lambda g: pq.job_progress_of(ids=g["ids"]),
+                setup=_lease_batch,
+            )
+        ],
+        "JobProgressPrune": [
+            Case(
+                "batch",
+                "reports of ended attempts, 5,000 at a time",
+                lambda g: pq.job_progress_prune(max_rows=5000),
+            )
         ],
         "JobHeartbeat": [
             Case(

@@ -106,6 +106,8 @@ class Pruned:
     """Events deleted by their own age (besides those of the deleted jobs)."""
     effects: int = 0
     """Effect-ledger rows deleted."""
+    progress: int = 0
+    """Progress reports deleted (of attempts that ended)."""
     complete: bool = True
     """False when the pass stopped early (stop requested or leadership lost)."""
 
@@ -215,6 +217,7 @@ class Maintenance:
         steps.append(
             ("effects", lambda: self._store.prune_effects_batch(r.effects, self._batch, now=now))
         )
+        steps.append(("progress", lambda: self._store.prune_progress_batch(self._batch)))
         for name, batch in steps:
             done, counts[name] = await self._drain(batch, stop, handle)
             self._deleted += counts[name]
@@ -227,6 +230,7 @@ class Maintenance:
             dead=counts.get("dead", 0),
             events=counts.get("events", 0),
             effects=counts.get("effects", 0),
+            progress=counts.get("progress", 0),
             complete=complete,
         )
 

@@ -43,6 +43,7 @@ from jobrun.domain import (
     JobFilter,
     JobOptions,
     JobPage,
+    JobProgress,
     JobState,
     NewJob,
     NewSchedule,
@@ -134,8 +135,19 @@ class Executor(Protocol):
         """Withdraw ``owner``'s handoff offers (a stopping worker); return how many."""
         ...
 
-    async def heartbeat(self, owner: str, jobs: Sequence[Job], lease: timedelta) -> set[UUID]:
-        """Extend live leases on ``jobs`` to database now + ``lease``; return the ids kept."""
+    async def heartbeat(
+        self,
+        owner: str,
+        jobs: Sequence[Job],
+        lease: timedelta,
+        *,
+        progress: Sequence[tuple[Job, float, str]] = (),
+    ) -> set[UUID]:
+        """Extend live leases on ``jobs`` to database now + ``lease``; return the ids kept.
+
+        ``progress`` is the latest report ``(job, fraction, message)`` of the
+        jobs whose handlers reported one, written for those still held.
+        """
         ...
 
     async def record_outcomes(
@@ -170,6 +182,10 @@ class Admin(Protocol):
         self, filter: JobFilter | None = None, *, limit: int = 50, cursor: UUID | None = None
     ) -> JobPage:
         """A page of jobs, newest first."""
+        ...
+
+    async def progress_of(self, job_ids: Sequence[UUID]) -> dict[UUID, JobProgress]:
+        """The latest progress of those of ``job_ids`` that are running and reported one."""
         ...
 
     async def cancel(self, job_id: UUID, *, actor: str | None = None) -> Job:
@@ -276,6 +292,10 @@ class Pruning(Protocol):
         self, older_than: timedelta, limit: int = 5000, *, now: datetime | None = None
     ) -> int:
         """Delete up to ``limit`` ledger rows older than ``older_than`` whose job is gone."""
+        ...
+
+    async def prune_progress_batch(self, limit: int = 5000) -> int:
+        """Delete up to ``limit`` progress reports of attempts that have ended."""
         ...
 
     async def refresh_statistics(self) -> list[str]:

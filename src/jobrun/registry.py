@@ -43,7 +43,7 @@ from typing import Any, TypeAlias, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from jobrun.domain import Backoff, CommitCallback, Job, NewJob, key_lock_id
+from jobrun.domain import Backoff, CommitCallback, Job, NewJob, key_lock_id, progress_report
 from jobrun.errors import ConfigurationError, InvalidJob, InvalidPayload, UnknownJobType
 from jobrun.job_defaults import IdempotencyKeyPolicy, KeyFunction, declared_options, fill_in
 from jobrun.periodic import Periodic, PeriodicDeclarations, checked_group
@@ -149,7 +149,7 @@ _token_lock = threading.Lock()
 class JobContext:
     """What a handler learns about the job it runs."""
 
-    __slots__ = ("_logger", "job", "lock_keys", "token")
+    __slots__ = ("_logger", "job", "lock_keys", "reported", "token")
 
     def __init__(
         self,
@@ -164,6 +164,19 @@ class JobContext:
         self._logger = logger
         self.lock_keys: tuple[str, ...] = ()
         """The keys :meth:`lock` asked for, in the order asked."""
+        self.reported: tuple[float, str] | None = None
+        """The latest :meth:`progress` report, as ``(fraction, message)``; None before any."""
+
+    def progress(self, fraction: float, message: str = "") -> None:
+        """Say how far the job is: ``fraction`` from 0 to 1 and a short ``message``.
+
+        Call it as often as you like, from an async or a sync handler: the
+        worker's next heartbeat writes the latest report (no write per call),
+        and ``jobrun jobs show`` and the dashboard show it while the job
+        runs. A fraction outside 0..1, or a message over 200 characters,
+        raises ValueError.
+        """
+        self.reported = progress_report(fraction, message)
 
     def lock(self, *keys: str) -> None:
         """Hold these application keys while the commit callback runs.

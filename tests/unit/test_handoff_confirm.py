@@ -35,7 +35,14 @@ class Heartbeats(RecordingStore):
         self.sent: list[list[UUID]] = []
         self.called = asyncio.Event()
 
-    async def heartbeat(self, owner: str, jobs: Sequence[Job], lease: timedelta) -> set[UUID]:
+    async def heartbeat(
+        self,
+        owner: str,
+        jobs: Sequence[Job],
+        lease: timedelta,
+        *,
+        progress: Sequence[tuple[Job, float, str]] = (),
+    ) -> set[UUID]:
         self.sent.append([j.id for j in jobs])
         self.called.set()
         if self.failures:

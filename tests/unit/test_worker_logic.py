@@ -102,7 +102,14 @@ class RecordingStore:
                 out.append(o.job.model_copy(update={"state": JobState.QUEUED}))
         return out
 
-    async def heartbeat(self, owner: str, jobs: Sequence[Job], lease: timedelta) -> set[UUID]:
+    async def heartbeat(
+        self,
+        owner: str,
+        jobs: Sequence[Job],
+        lease: timedelta,
+        *,
+        progress: Sequence[tuple[Job, float, str]] = (),
+    ) -> set[UUID]:
         return {j.id for j in jobs}
 
     async def reap_expired(self, limit: int = 1000, *, now: datetime | None = None) -> list[Job]:

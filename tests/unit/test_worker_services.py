@@ -104,7 +104,14 @@ class Beats:
         self.asked: list[list[Job]] = []
         self.called = asyncio.Event()
 
-    async def heartbeat(self, owner: str, jobs: Sequence[Job], lease: timedelta) -> set[UUID]:
+    async def heartbeat(
+        self,
+        owner: str,
+        jobs: Sequence[Job],
+        lease: timedelta,
+        *,
+        progress: Sequence[tuple[Job, float, str]] = (),
+    ) -> set[UUID]:
         self.asked.append(list(jobs))
         self.called.set()
         return {job.id for job in jobs if job.id in self.keep}

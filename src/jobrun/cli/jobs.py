@@ -29,7 +29,7 @@ from jobrun.cli.durations import format_duration, human_duration
 from jobrun.cli.inputs import read_duration, read_job_id, read_json, read_state, validation_exit
 from jobrun.cli.rendering import events_table, stdout, when
 from jobrun.cli.worker import load_registry
-from jobrun.domain import JobFilter, JobState, NewJob, QueueDepth, QueueStats
+from jobrun.domain import JobFilter, JobProgress, JobState, NewJob, QueueDepth, QueueStats
 from jobrun.errors import JobrunError
 from jobrun.postgres.store import Store
 
@@ -233,10 +233,10 @@ def jobs_show_command(
     """Show one job's fields and its event history."""
     jid = read_job_id(job_id)
 
-    async def body(store: Store) -> tuple[Any, list[Any]]:
-        return await store.get(jid), await store.events(jid)
+    async def body(store: Store) -> tuple[Any, list[Any], dict[UUID, JobProgress]]:
+        return await store.get(jid), await store.events(jid), await store.progress_of([jid])
 
-    job, events = run_with_reader(database_url, read_url, body)
+    job, events, progress = run_with_reader(database_url, read_url, body)
     fields = Table(title=f"job {job.id}", show_header=False)
     fields.add_column("field", style="bold")
     fields.add_column("value")
@@ -245,6 +245,7 @@ def jobs_show_command(
         ("type", job.type),
         ("queue", job.queue),
         ("state", job.state.value),
+        ("progress", progress[job.id].describe() if job.id in progress else ""),
         ("cancel requested", "yes" if job.cancel_requested else "no"),
         ("attempts", f"{job.attempts}/{job.max_attempts}"),
         ("priority", str(job.priority)),

@@ -16,7 +16,8 @@ the contract be tested in one place. One module per concept, lowest first:
 - :mod:`~jobrun.domain.queues`, :mod:`~jobrun.domain.schedules` (with the
   periodic jobs declared in code and how they are written),
   :mod:`~jobrun.domain.outcomes`, :mod:`~jobrun.domain.handoff`;
-- :mod:`~jobrun.domain.replicas`: a read replica's lag.
+- :mod:`~jobrun.domain.replicas`: a read replica's lag;
+- :mod:`~jobrun.domain.progress`: a running job's progress.
 
 This package's namespace is the domain's face: every name above is importable
 from ``jobrun.domain``. The errors have their own home, :mod:`jobrun.errors`.
@@ -48,6 +49,7 @@ from jobrun.domain.outcomes import (
     SyncCommitCallback,
     SyncOutcome,
 )
+from jobrun.domain.progress import MAX_PROGRESS_MESSAGE, JobProgress, progress_report
 from jobrun.domain.queues import (
     MAX_QUEUE_LIMIT,
     QueueControls,
@@ -100,6 +102,7 @@ __all__ = [
     "MAX_DELAY",
     "MAX_PAYLOAD_DEPTH",
     "MAX_PRIORITY",
+    "MAX_PROGRESS_MESSAGE",
     "MAX_QUEUE_LIMIT",
     "MAX_QUEUE_NAME",
     "MIN_PRIORITY",
@@ -120,6 +123,7 @@ __all__ = [
     "JobFilter",
     "JobOptions",
     "JobPage",
+    "JobProgress",
     "JobState",
     "NewJob",
     "NewSchedule",
@@ -147,6 +151,7 @@ __all__ = [
     "notify_channel_problem",
     "parse_job_id",
     "payload_problem",
+    "progress_report",
     "queue_limits_problem",
     "queue_name_problem",
     "reconcile_declared",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from uuid import UUID
 
 from jobrun.domain import (
@@ -9,6 +10,7 @@ from jobrun.domain import (
     Job,
     JobFilter,
     JobPage,
+    JobProgress,
     QueueDepth,
     QueueStats,
     parse_job_id,
@@ -23,12 +25,14 @@ from jobrun.postgres.convert import (
     job_from_row,
     job_from_transition,
     queue_stats_from_row,
+    utc,
 )
 from jobrun.postgres.store_core import (
     StoreCore,
 )
 from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
+from jobrun.sqlc import progress as progress_queries
 
 __all__ = ["JobAdminMethods"]
 
@@ -98,6 +102,24 @@ class JobAdminMethods(StoreCore):
         async with self._connection() as conn:
             rows = await job_queries.AsyncQuerier(conn).job_queue_stats()
         return [queue_stats_from_row(r) for r in rows]
+
+    async def progress_of(self, job_ids: Sequence[UUID]) -> dict[UUID, JobProgress]:
+        """The latest progress of those of ``job_ids`` that are running and reported one.
+
+        A job's report shows only while it runs as the attempt that made it
+        (:meth:`jobrun.registry.JobContext.progress`).
+        """
+        ids = [parse_job_id(job_id) for job_id in job_ids]
+        if not ids:
+            return {}
+        async with self._connection() as conn:
+            rows = await progress_queries.AsyncQuerier(conn).job_progress_of(ids=ids)
+        return {
+            row.job_id: JobProgress(
+                fraction=row.fraction, message=row.message, updated_at=utc(row.updated_at)
+            )
+            for row in rows
+        }
 
     async def events(self, job_id: UUID) -> list[Event]:
         """The recorded transitions of a job, oldest first; InvalidJob for a malformed id."""

@@ -9,9 +9,19 @@ The Store's operator methods on jobs: read, list, cancel, retry, events and queu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from uuid import UUID
 
-from jobrun.domain import Event, Job, JobFilter, JobPage, QueueDepth, QueueStats, parse_job_id
+from jobrun.domain import (
+    Event,
+    Job,
+    JobFilter,
+    JobPage,
+    JobProgress,
+    QueueDepth,
+    QueueStats,
+    parse_job_id,
+)
 from jobrun.errors import JobNotFound
 from jobrun.postgres import _base
 from jobrun.postgres.convert import (
@@ -20,10 +30,12 @@ from jobrun.postgres.convert import (
     job_from_row,
     job_from_transition,
     queue_stats_from_row,
+    utc,
 )
 from jobrun.postgres.store_core_sync import SyncStoreCore
 from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
+from jobrun.sqlc import progress as progress_queries
 
 __all__ = ["SyncJobAdminMethods"]
 
@@ -93,6 +105,24 @@ class SyncJobAdminMethods(SyncStoreCore):
         with self._connection() as conn:
             rows = job_queries.Querier(conn).job_queue_stats()
         return [queue_stats_from_row(r) for r in rows]
+
+    def progress_of(self, job_ids: Sequence[UUID]) -> dict[UUID, JobProgress]:
+        """The latest progress of those of ``job_ids`` that are running and reported one.
+
+        A job's report shows only while it runs as the attempt that made it
+        (:meth:`jobrun.registry.JobContext.progress`).
+        """
+        ids = [parse_job_id(job_id) for job_id in job_ids]
+        if not ids:
+            return {}
+        with self._connection() as conn:
+            rows = progress_queries.Querier(conn).job_progress_of(ids=ids)
+        return {
+            row.job_id: JobProgress(
+                fraction=row.fraction, message=row.message, updated_at=utc(row.updated_at)
+            )
+            for row in rows
+        }
 
     def events(self, job_id: UUID) -> list[Event]:
         """The recorded transitions of a job, oldest first; InvalidJob for a malformed id."""

@@ -24,6 +24,7 @@ from jobrun.postgres.store_core import (
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import models
 from jobrun.sqlc import offers as offer_queries
+from jobrun.sqlc import progress as progress_queries
 
 __all__ = ["LeaseMethods"]
 
@@ -90,13 +91,24 @@ class LeaseMethods(StoreCore):
             rows = await offer_queries.AsyncQuerier(conn).worker_offers_list()
         return [offer_from_row(r) for r in rows]
 
-    async def heartbeat(self, owner: str, jobs: Sequence[Job], lease: timedelta) -> set[UUID]:
+    async def heartbeat(
+        self,
+        owner: str,
+        jobs: Sequence[Job],
+        lease: timedelta,
+        *,
+        progress: Sequence[tuple[Job, float, str]] = (),
+    ) -> set[UUID]:
         """Extend ``owner``'s leases on ``jobs`` to db now + ``lease``; return the ids kept.
 
         A job is kept while the lease fence holds: ``owner`` holds it, it is
         still the attempt that was claimed, and its lease has not expired.
         Jobs whose cancel was requested are left out as well: the worker must
         stop every job missing from the result.
+
+        ``progress`` holds ``(job, fraction, message)`` reports
+        (:meth:`jobrun.registry.JobContext.progress`); each is written for
+        the attempt ``job`` is, if ``owner`` still holds it.
         """
         if not jobs:
             return set()
@@ -110,6 +122,16 @@ class LeaseMethods(StoreCore):
                     now=None,
                 )
             )
+            if progress:
+                await progress_queries.AsyncQuerier(conn).job_progress_record(
+                    params=progress_queries.JobProgressRecordParams(
+                        ids=[job.id for job, _, _ in progress],
+                        attempts=[job.attempts for job, _, _ in progress],
+                        fractions=[fraction for _, fraction, _ in progress],
+                        messages=[message for _, _, message in progress],
+                        owner=owner,
+                    )
+                )
         return set(kept)
 
     async def reap_expired(self, limit: int = 1000, *, now: datetime | None = None) -> list[Job]:

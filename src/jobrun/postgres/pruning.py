@@ -18,6 +18,7 @@ from jobrun.sqlc import effects as effect_queries
 from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import models
+from jobrun.sqlc import progress as progress_queries
 from jobrun.sqlc import system as system_queries
 
 __all__ = ["PruningMethods"]
@@ -152,6 +153,16 @@ class PruningMethods(StoreCore):
             return await effect_queries.AsyncQuerier(conn).effect_prune(
                 older_than=older_than, batch_size=limit, now=now
             )
+
+    async def prune_progress_batch(self, limit: int = 5000) -> int:
+        """Delete up to ``limit`` progress reports of attempts that have ended; how many.
+
+        A report lives while its job runs as the attempt that made it
+        (:meth:`jobrun.registry.JobContext.progress`); after that nothing reads it.
+        """
+        _base.check_batch_limit(limit)
+        async with self._connection() as conn:
+            return await progress_queries.AsyncQuerier(conn).job_progress_prune(max_rows=limit)
 
     async def refresh_statistics(self) -> list[str]:
         """Analyze each of jobrun's growing tables that has outgrown its statistics.

@@ -19,6 +19,7 @@ from jobrun.sqlc import effects as effect_queries
 from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import models
+from jobrun.sqlc import progress as progress_queries
 from jobrun.sqlc import system as system_queries
 
 __all__ = ["SyncPruningMethods"]
@@ -148,6 +149,16 @@ class SyncPruningMethods(SyncStoreCore):
             return effect_queries.Querier(conn).effect_prune(
                 older_than=older_than, batch_size=limit, now=now
             )
+
+    def prune_progress_batch(self, limit: int = 5000) -> int:
+        """Delete up to ``limit`` progress reports of attempts that have ended; how many.
+
+        A report lives while its job runs as the attempt that made it
+        (:meth:`jobrun.registry.JobContext.progress`); after that nothing reads it.
+        """
+        _base.check_batch_limit(limit)
+        with self._connection() as conn:
+            return progress_queries.Querier(conn).job_progress_prune(max_rows=limit)
 
     def refresh_statistics(self) -> list[str]:
         """Analyze each of jobrun's growing tables that has outgrown its statistics.

@@ -144,6 +144,41 @@ def row_to_job_event(row: Sequence[Any]) -> JobEvent:
     return obj
 
 
+class JobProgress(pydantic.BaseModel):
+    """A row of the ``job_progress`` table."""
+
+    job_id: UUID
+    attempt: int
+    owner: str
+    fraction: float
+    message: str
+    updated_at: datetime
+
+
+_JOB_PROGRESS_FIELDS = frozenset({'job_id', 'attempt', 'owner', 'fraction', 'message', 'updated_at'})
+
+
+def row_to_job_progress(row: Sequence[Any]) -> JobProgress:
+    """Build a :class:`JobProgress` from a driver row, without re-validating it."""
+    obj = JobProgress.__new__(JobProgress)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "job_id": row[0],
+            "attempt": row[1],
+            "owner": row[2],
+            "fraction": row[3],
+            "message": row[4],
+            "updated_at": row[5],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_JOB_PROGRESS_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
 class Job(pydantic.BaseModel):
     """A row of the ``jobs`` table."""
 

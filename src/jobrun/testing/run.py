@@ -60,6 +60,8 @@ class JobResult:
     """A snooze's delay."""
     payload: Any = field(default=None, repr=False)
     """The payload as the handler received it (validated into its type), if it got that far."""
+    progress: tuple[float, str] | None = None
+    """The last progress the handler reported (``ctx.progress``), as ``(fraction, message)``."""
 
     def __repr__(self) -> str:
         # The whole Job would drown what a failing assertion needs to show.
@@ -195,15 +197,16 @@ async def run_job(
         executor.shutdown()
     assert outcome is not None  # only an attempt left at a worker's shutdown has none
     kind, error = outcome.kind, run.error
+    said = {"payload": run.payload, "progress": run.ctx.reported}
     if kind is OutcomeKind.COMPLETE:
-        return JobResult(built, kind, commit=outcome.commit, payload=run.payload)
+        return JobResult(built, kind, commit=outcome.commit, **said)
     detail = outcome.detail
     if kind is OutcomeKind.FAIL:
         # The reason on one line, where the worker stores a whole traceback.
         detail = run.reason or (one_line(error) if error is not None else detail)
     if kind is OutcomeKind.SNOOZE:
-        return JobResult(built, kind, error=error, delay=outcome.delay, payload=run.payload)
-    return JobResult(built, kind, error=error, detail=detail, payload=run.payload)
+        return JobResult(built, kind, error=error, delay=outcome.delay, **said)
+    return JobResult(built, kind, error=error, detail=detail, **said)
 
 
 def run_job_sync(

@@ -62,7 +62,15 @@ async def job(dash: Dashboard, request: Request) -> Response:
     except (JobNotFound, ValueError) as exc:
         return JSONResponse({"error": str(exc)}, status_code=404)
     events = await store.events(found.id)
-    return _read(dash, {"job": _jsonable(found), "events": [_jsonable(e) for e in events]})
+    progress = (await store.progress_of([found.id])).get(found.id)
+    return _read(
+        dash,
+        {
+            "job": _jsonable(found),
+            "events": [_jsonable(e) for e in events],
+            "progress": None if progress is None else _jsonable(progress),
+        },
+    )
 
 
 async def schedules(dash: Dashboard, request: Request) -> Response:

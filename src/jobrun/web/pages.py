@@ -167,9 +167,20 @@ async def jobs(dash: Dashboard, request: Request) -> Response:
     except ValueError as exc:
         return render(dash, request, "error.html", 400, message=str(exc))
     page = await store.list_jobs(flt, limit=50, cursor=cursor)
+    running = [job.id for job in page.jobs if job.state is JobState.LEASED]
+    progress = await store.progress_of(running)
     query = {k: v for k, v in params.items() if k != "cursor" and v}
     states = [s.value for s in JobState]
-    return render(dash, request, "jobs.html", page=page, query=query, states=states, flt=params)
+    return render(
+        dash,
+        request,
+        "jobs.html",
+        page=page,
+        progress=progress,
+        query=query,
+        states=states,
+        flt=params,
+    )
 
 
 async def job_detail(dash: Dashboard, request: Request) -> Response:
@@ -180,7 +191,8 @@ async def job_detail(dash: Dashboard, request: Request) -> Response:
     except (JobNotFound, ValueError) as exc:
         return render(dash, request, "error.html", 404, message=str(exc))
     events = await store.events(job.id)
-    return render(dash, request, "job.html", job=job, events=events)
+    progress = (await store.progress_of([job.id])).get(job.id)
+    return render(dash, request, "job.html", job=job, events=events, progress=progress)
 
 
 async def schedules(dash: Dashboard, request: Request) -> Response:

@@ -81,6 +81,9 @@ class Attempt:
     # reported its outcome (a snooze or retry without delay commits the job as
     # queued, and a claim can return it before this run has left the table).
     successor: Job | None = None
+    # The progress report (ctx.reported) the last heartbeat wrote, compared by
+    # identity: each report is a new tuple, so a newer one is always sent.
+    progress_sent: tuple[float, str] | None = None
 
     def stop(self, reason: str) -> None:
         """Ask the handler to stop: the token first, then (async handlers) the task.

@@ -28,6 +28,9 @@ __all__ = ["Heartbeat"]
 class Heartbeat:
     """Extends the leases ``state`` lists for ``owner`` every ``settings.heartbeat_every``.
 
+    Each round also carries the progress the running handlers reported since
+    the last one (:meth:`jobrun.registry.JobContext.progress`).
+
     ``submit`` reports the buffered jobs it drops.
     """
 
@@ -62,14 +65,26 @@ class Heartbeat:
             held += buffered
             if not held:
                 continue
+            # The latest progress of each job whose handler reported since the
+            # last round (JobContext.progress): one write per round, not per call.
+            reports = [
+                (run, run.ctx.reported)
+                for run in runs
+                if run.ctx.reported is not None and run.ctx.reported is not run.progress_sent
+            ]
+            progress = [(run.job, *report) for run, report in reports if report is not None]
             try:
-                kept = await self._store.heartbeat(self._owner, held, self._lease)
+                kept = await self._store.heartbeat(
+                    self._owner, held, self._lease, progress=progress
+                )
             except Exception as exc:
                 health.failed(
                     exc, "heartbeat failed, leases not extended this round: %s", one_line(exc)
                 )
                 continue
             health.ok()
+            for run, report in reports:
+                run.progress_sent = report
             self._drop(runs, buffered, kept)
 
     def _drop(self, runs: list[Attempt], buffered: list[Job], kept: set[UUID]) -> None:
