@@ -45,10 +45,13 @@ __all__ = [
 
 _database_log = logging.getLogger("jobrun.database")
 
-SETTLE_SECONDS = 0.5
-"""How long after an outage ends a failure still counts as that outage's: at a
-server restart, the connections a pool held idle fail once each when next
-borrowed, just after the first part found the server back."""
+SETTLE_SECONDS = 5.0
+"""How long after an outage ends a failure still counts as that outage's. At a
+restart or a failover, connections opened to the old server just before it
+died (a pool's new connection, a backend the crash did not reach) fail once
+each when next used, seconds after the first part found the server back. A
+new outage that begins this soon is announced at its first failure after
+this window."""
 # A connection refused, reset or timed out below psycopg (the notifier's and
 # the locks' own connections) arrives as one of these.
 _NETWORK_ERRORS = (ConnectionError, TimeoutError)

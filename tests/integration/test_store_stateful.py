@@ -327,7 +327,9 @@ class StoreMachine(RuleBasedStateMachine):
 
         commit = None if callback == "none" else log_effect
         holds = self._holds(m.id, owner)
-        fresh = m.effect_key not in self.effects_done
+        # A cancel requested before the completion wins: the job ends cancelled,
+        # its callback does not run and no ledger row is written.
+        fresh = m.effect_key not in self.effects_done and not m.cancel_requested
         try:
             done = self.run(self.store.complete(job, owner, commit))
         except LeaseLost:
@@ -343,7 +345,8 @@ class StoreMachine(RuleBasedStateMachine):
         assert done.state is state
         if commit is not None and fresh:
             m.logged += 1
-        self.effects_done.add(m.effect_key)
+        if state is JobState.SUCCEEDED:
+            self.effects_done.add(m.effect_key)
         self._leave_lease(m, state)
 
     @precondition(lambda self: self.jobs)

@@ -135,9 +135,11 @@ class AdvisoryLock:
                     held = await querier.advisory_lock_held(key=self._key)
             except psycopg.Error as exc:
                 reason = " ".join(str(exc).split()) or type(exc).__name__
-                outage = isinstance(exc, psycopg.OperationalError)
-                if outage:
-                    process_outages().lost(reason)
+                # The lock's own connection is probed only now and then, so it
+                # may find the server gone long after the outage began (or
+                # ended): it does not announce one, and says its loss quietly
+                # while the process is in one.
+                outage = isinstance(exc, psycopg.OperationalError) and process_outages().down
                 self._mark_lost(f"its connection failed: {reason}", quietly=outage)
                 break
             if not held:
