@@ -84,7 +84,11 @@ def test_every_exported_class_and_function_is_documented(module: ModuleType) -> 
 # Exceptions a handler raises to steer its job, not errors: outside the tree on purpose.
 # Raised to steer, never to report a failure: a handler's Cancel and Snooze, and the
 # dashboard's refusal of a request body, which its route turns into a 4xx answer.
-CONTROL_FLOW = {"jobrun.registry.Cancel", "jobrun.registry.Snooze", "jobrun.web.bodies.BadRequest"}
+CONTROL_FLOW = {
+    "jobrun.handler_context.Cancel",
+    "jobrun.handler_context.Snooze",
+    "jobrun.web.bodies.BadRequest",
+}
 
 
 def _jobrun_modules() -> list[ModuleType]:

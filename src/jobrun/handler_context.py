@@ -1,0 +1,173 @@
+"""What a handler receives and may raise: its context, its cancellation token, and the
+exceptions that end or postpone its job.
+
+Kept apart from :mod:`jobrun.registry` (which re-exports every name here) so
+that the registry holds the lookup of handlers and this module what a running
+handler sees. Nothing here touches the database.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import timedelta
+
+from jobrun.domain import Job, key_lock_id, progress_report
+from jobrun.errors import ConfigurationError
+
+__all__ = ["MAX_SNOOZE", "Cancel", "CancellationToken", "JobContext", "Snooze"]
+
+
+class Cancel(Exception):
+    """Raise in a handler to end its job at once: cancelled, not retried.
+
+    ``reason`` becomes the job's last error and its event's detail. Unlike a
+    failure, no attempt is left for a retry; an operator can still
+    ``jobrun jobs retry`` it.
+    """
+
+    def __init__(self, reason: str = "cancelled by its handler") -> None:
+        super().__init__(reason)
+        self.reason = reason or "cancelled by its handler"
+
+
+class Snooze(Exception):
+    """Raise in a handler to run its job again after ``delay``, without spending an attempt.
+
+    For work that cannot proceed yet (a resource is busy, a rate limit was
+    hit): the job goes back to its queue, due ``delay`` from database now,
+    and its attempt count is what it was before this run.
+    """
+
+    def __init__(self, delay: timedelta) -> None:
+        if not isinstance(delay, timedelta) or delay < timedelta(0):
+            raise ConfigurationError(f"Snooze needs a non-negative timedelta, got {delay!r}")
+        if delay > MAX_SNOOZE:
+            raise ConfigurationError(f"Snooze delay {delay} is longer than {MAX_SNOOZE}")
+        super().__init__(f"snoozed for {delay}")
+        self.delay = delay
+
+
+MAX_SNOOZE = timedelta(days=365)
+"""The longest a handler may snooze its job."""
+
+
+class CancellationToken:
+    """A thread-safe flag a handler checks to learn that its job should stop.
+
+    Async handlers are also cancelled through ``asyncio`` (their task receives
+    ``CancelledError``); sync handlers run in a thread that cannot be
+    interrupted, so the token is how they learn it. It is set when the job is
+    cancelled by an operator, loses its lease, times out or the worker shuts
+    down.
+    """
+
+    __slots__ = ("_event", "_flag", "reason")
+
+    def __init__(self) -> None:
+        # The threading.Event is made on the first wait() only: a worker builds
+        # a token for every job, and most jobs never wait on theirs.
+        self._event: threading.Event | None = None
+        self._flag = False
+        self.reason: str | None = None
+
+    def set(self, reason: str = "cancelled") -> None:
+        """Ask the job to stop; the first reason given is kept."""
+        with _token_lock:
+            if self.reason is None:
+                self.reason = reason
+            self._flag = True
+            if self._event is not None:
+                self._event.set()
+
+    def is_set(self) -> bool:
+        """True once the job has been asked to stop."""
+        return self._flag
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block (in a sync handler) until asked to stop or ``timeout`` passes; True if asked."""
+        if self._flag:
+            return True
+        with _token_lock:
+            if self._event is None:
+                self._event = threading.Event()
+                if self._flag:
+                    self._event.set()
+            event = self._event
+        return event.wait(timeout)
+
+
+_token_lock = threading.Lock()
+
+
+class JobContext:
+    """What a handler learns about the job it runs."""
+
+    __slots__ = ("_logger", "job", "lock_keys", "reported", "token")
+
+    def __init__(
+        self,
+        job: Job,
+        token: CancellationToken | None = None,
+        logger: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
+    ) -> None:
+        self.job = job
+        """The claimed job, as the store returned it."""
+        self.token = token if token is not None else CancellationToken()
+        """Set when the job should stop; sync handlers should check it."""
+        self._logger = logger
+        self.lock_keys: tuple[str, ...] = ()
+        """The keys :meth:`lock` asked for, in the order asked."""
+        self.reported: tuple[float, str] | None = None
+        """The latest :meth:`progress` report, as ``(fraction, message)``; None before any."""
+
+    def progress(self, fraction: float, message: str = "") -> None:
+        """Say how far the job is: ``fraction`` from 0 to 1 and a short ``message``.
+
+        Call it as often as you like, from an async or a sync handler: the
+        worker's next heartbeat writes the latest report (no write per call),
+        and ``jobrun jobs show`` and the dashboard show it while the job
+        runs. A fraction outside 0..1, or a message over 200 characters,
+        raises ValueError.
+        """
+        self.reported = progress_report(fraction, message)
+
+    def lock(self, *keys: str) -> None:
+        """Hold these application keys while the commit callback runs.
+
+        For a callback that reads and writes state shared with other jobs (a
+        counter per site and address, say): the completion transaction takes a
+        transaction-scoped advisory lock per key before any callback runs, so
+        two jobs of one key never interleave their read-modify-write, jobs of
+        other keys never wait, and the locks of a whole group are taken in one
+        global order, so groups never deadlock. The locks end with the
+        transaction. Call it from the handler, before returning the callback.
+        """
+        for key in keys:
+            key_lock_id(key)  # refuse a bad key here, not in the completer
+        self.lock_keys = tuple(dict.fromkeys((*self.lock_keys, *keys)))
+
+    @property
+    def logger(self) -> logging.Logger | logging.LoggerAdapter[logging.Logger]:
+        """A logger whose records carry the job's id, type and attempt."""
+        if self._logger is None:
+            # Built on first use: most handlers at high throughput never log.
+            self._logger = logging.LoggerAdapter(
+                logging.getLogger("jobrun.handler"),
+                {
+                    "job_id": str(self.job.id),
+                    "job_type": self.job.type,
+                    "attempt": self.job.attempts,
+                },
+            )
+        return self._logger
+
+    @property
+    def attempt(self) -> int:
+        """This attempt's number, 1 for the first run."""
+        return self.job.attempts
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the job has been asked to stop."""
+        return self.token.is_set()
