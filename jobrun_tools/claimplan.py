@@ -362,6 +362,8 @@ async def check_fenced_updates(
                 "owner": owner,
                 "now": None,
                 "jitter": 0.0,
+                "result_ids": [],
+                "result_values": [],
             },
             len(ids),
         )

@@ -499,6 +499,15 @@ RETURNING jobs.id;
 -- for a job the worker cannot run (an unknown type, a payload that does not
 -- validate), which must not take the job's whole retry budget.
 --
+-- result_ids and result_values (parallel, usually empty) carry what handlers
+-- returned, as JSON text: stored in job_results for the jobs this statement
+-- leaves succeeded, so the result commits with the completion and a job a
+-- requested cancel ended keeps none. Each stored result, and each job left
+-- dead or cancelled, is announced on the channel 'jobrun.finished' (payload:
+-- the job id) for the clients waiting on it (Client.result); a job that
+-- returned nothing and succeeded is announced to nobody, so the common
+-- completion sends no notification, and such a waiter finds it by polling.
+--
 -- Each outcome must be one primary-key probe, whatever the statistics say.
 -- The fence's values (state, owner, clock) are therefore columns of the
 -- materialized input, not literals or parameters on jobs: the statistics of
@@ -555,7 +564,18 @@ WITH outcome AS MATERIALIZED (
       AND jobs.lease_owner = outcome.owner
       AND jobs.lease_expires_at > outcome.now
     RETURNING jobs.id, jobs.state, jobs.attempts, jobs.run_at, jobs.finished_at,
-              jobs.last_error, jobs.updated_at, outcome.kind, outcome.detail
+              jobs.last_error, jobs.updated_at, outcome.kind, outcome.detail,
+              CASE WHEN jobs.state IN ('dead', 'cancelled')
+                  THEN pg_notify('jobrun.finished', jobs.id::text) END AS announced
+), stored AS (
+    INSERT INTO job_results (job_id, value, stored_at)
+    SELECT recorded.id, returned.value::jsonb, recorded.updated_at
+    FROM (SELECT unnest((SELECT @result_ids::uuid[])) AS id,
+                 unnest((SELECT @result_values::text[])) AS value) AS returned
+    JOIN recorded ON recorded.id = returned.id AND recorded.state = 'succeeded'
+    ON CONFLICT (job_id) DO UPDATE SET value = excluded.value, stored_at = excluded.stored_at
+    -- A data-modifying CTE runs to completion, RETURNING included, even unread.
+    RETURNING job_results.job_id, pg_notify('jobrun.finished', job_results.job_id::text)
 ), logged AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner, detail)
     SELECT recorded.id, recorded.updated_at,
@@ -731,14 +751,14 @@ FROM after JOIN target ON target.id = after.id;
 
 -- name: JobPurgeState :execrows
 -- Delete up to batch_size jobs that finished in one terminal state more than
--- the given age ago, with their events, oldest first. Ledger rows stay: they
+-- the given age ago, with their events and results, oldest first. Ledger rows stay: they
 -- outlive their jobs (EffectPrune), so replaying an old idempotency key after
 -- a purge cannot run its effect again. SKIP LOCKED, so a batch never waits on
 -- a row someone else holds; bounded batches keep every lock short. One state
 -- at a time, so retention gives each state its own age and an operator's
 -- purge of every state is three passes; jobs_finished_state_idx (migration
 -- 00006) makes each one index range scan.
--- plan: index jobs_finished_state_idx; job_events only by index job_events_job_idx
+-- plan: index jobs_finished_state_idx; job_events only by index job_events_job_idx; job_results only by index job_results_pkey
 WITH doomed AS (
     SELECT id
     FROM jobs
@@ -750,6 +770,8 @@ WITH doomed AS (
     FOR UPDATE SKIP LOCKED
 ), dropped_events AS (
     DELETE FROM job_events WHERE job_id IN (SELECT id FROM doomed)
+), dropped_results AS (
+    DELETE FROM job_results WHERE job_id IN (SELECT id FROM doomed)
 )
 DELETE FROM jobs WHERE id IN (SELECT id FROM doomed);
 

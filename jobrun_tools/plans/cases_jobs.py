@@ -9,7 +9,7 @@ from uuid import UUID
 
 import psycopg
 
-from jobrun.sqlc import jobs, progress
+from jobrun.sqlc import jobs, progress, results
 from jobrun.sqlc.models import BackoffKind, JobOutcome, JobState
 from jobrun_tools.plans.capture import recording
 from jobrun_tools.plans.cases import Case, Facts, Given
@@ -113,6 +113,7 @@ def cases(f: Facts) -> dict[str, list[Case]]:
     """The cases of every query of jobs.sql and progress.sql."""
     q = jobs.Querier(recording())
     pq = progress.Querier(recording())
+    rq = results.Querier(recording())
     fact = f.jobs
     keys = [f"order-new-{i}" for i in range(100)]
     listing = {
@@ -249,6 +250,14 @@ def cases(f: Facts) -> dict[str, list[Case]]:
                 setup=_lease_batch,
             )
         ],
+        "JobResultOf": [
+            Case(
+                "one",
+                "one job's state and result, as Client.result reads it",
+                lambda g: rq.job_result_of(id=g["ids"][0]),
+                setup=_lease_batch,
+            )
+        ],
         "JobProgressPrune": [
             Case(
                 "batch",
@@ -275,7 +284,7 @@ def cases(f: Facts) -> dict[str, list[Case]]:
         "JobRecordOutcomes": [
             Case(
                 "batch",
-                f"{FENCE_BATCH} jobs this owner just leased, completed",
+                f"{FENCE_BATCH} jobs this owner just leased, completed, one in ten with a result",
                 lambda g: q.job_record_outcomes(
                     params=jobs.JobRecordOutcomesParams(
                         ids=g["ids"],
@@ -287,6 +296,8 @@ def cases(f: Facts) -> dict[str, list[Case]]:
                         owner=_FENCE_OWNER,
                         now=None,
                         jitter=0.1,
+                        result_ids=g["ids"][::10],
+                        result_values=['{"rows":12}'] * len(g["ids"][::10]),
                     )
                 ),
                 setup=_lease_batch,

@@ -211,6 +211,16 @@ SELECT 'worker-' || w || ':4242', queue, 'jobrun_w' || w, w % 5, interval '30 se
 FROM generate_series(0, 7) AS w
 CROSS JOIN unnest(ARRAY['default', 'emails']) AS queue;
 
+-- name: ScaleFillResults :execrows
+-- Results (migration 00015): one for every third succeeded job, as its
+-- completion stored it, a small JSON object.
+INSERT INTO job_results (job_id, value, stored_at)
+SELECT jobs.id, jsonb_build_object('rows', mod(hashtext(jobs.id::text), 1000), 'ok', true),
+       jobs.finished_at
+FROM jobs
+WHERE jobs.state = 'succeeded'
+  AND mod(hashtext(jobs.id::text), 3) = 0;
+
 -- name: ScaleFacts :one
 -- Rows of the scale database the report's cases take their parameters from:
 -- the first job of each kind, in id order, so every build answers alike.

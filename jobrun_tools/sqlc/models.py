@@ -412,6 +412,35 @@ def row_to_job_progress(row: Sequence[Any]) -> JobProgress:
     return obj
 
 
+class JobResult(pydantic.BaseModel):
+    """A row of the ``job_results`` table."""
+
+    job_id: UUID
+    value: JsonValue
+    stored_at: datetime
+
+
+_JOB_RESULT_FIELDS = frozenset({'job_id', 'value', 'stored_at'})
+
+
+def row_to_job_result(row: Sequence[Any]) -> JobResult:
+    """Build a :class:`JobResult` from a driver row, without re-validating it."""
+    obj = JobResult.__new__(JobResult)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "job_id": row[0],
+            "value": row[1],
+            "stored_at": row[2],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_JOB_RESULT_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
 class Job(pydantic.BaseModel):
     """A row of the ``jobs`` table."""
 

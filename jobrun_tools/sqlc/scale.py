@@ -189,6 +189,15 @@ FROM generate_series(0, 7) AS w
 CROSS JOIN unnest(ARRAY['default', 'emails']) AS queue
 """
 
+SCALE_FILL_RESULTS = """
+INSERT INTO job_results (job_id, value, stored_at)
+SELECT jobs.id, jsonb_build_object('rows', mod(hashtext(jobs.id::text), 1000), 'ok', true),
+       jobs.finished_at
+FROM jobs
+WHERE jobs.state = 'succeeded'
+  AND mod(hashtext(jobs.id::text), 3) = 0
+"""
+
 SCALE_FACTS = """
 SELECT (SELECT id FROM jobs WHERE state = 'dead' ORDER BY id LIMIT 1)::uuid AS dead_id,
        (SELECT id FROM jobs WHERE state = 'cancelled' ORDER BY id LIMIT 1)::uuid AS cancelled_id,
@@ -405,6 +414,20 @@ class AsyncQuerier:
                 await _cur.execute(SCALE_FILL_OFFERS, _args)
             return _cur.rowcount
 
+    async def scale_fill_results(self) -> int:
+        """Results (migration 00015): one for every third succeeded job, as its
+        completion stored it, a small JSON object.
+
+        Run ``ScaleFillResults``; return the number of rows it affected.
+        """
+        async with self._conn.cursor() as _cur:
+            if self._conn.pgconn.pipeline_status:
+                async with self._conn.pipeline():
+                    await _cur.execute(SCALE_FILL_RESULTS)
+            else:
+                await _cur.execute(SCALE_FILL_RESULTS)
+            return _cur.rowcount
+
     async def scale_facts(self, *, now: datetime) -> ScaleFactsRow | None:
         """Rows of the scale database the report's cases take their parameters from:
         the first job of each kind, in id order, so every build answers alike.
@@ -590,6 +613,20 @@ class Querier:
                     _cur.execute(SCALE_FILL_OFFERS, _args)
             else:
                 _cur.execute(SCALE_FILL_OFFERS, _args)
+            return _cur.rowcount
+
+    def scale_fill_results(self) -> int:
+        """Results (migration 00015): one for every third succeeded job, as its
+        completion stored it, a small JSON object.
+
+        Run ``ScaleFillResults``; return the number of rows it affected.
+        """
+        with self._conn.cursor() as _cur:
+            if self._conn.pgconn.pipeline_status:
+                with self._conn.pipeline():
+                    _cur.execute(SCALE_FILL_RESULTS)
+            else:
+                _cur.execute(SCALE_FILL_RESULTS)
             return _cur.rowcount
 
     def scale_facts(self, *, now: datetime) -> ScaleFactsRow | None:

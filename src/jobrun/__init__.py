@@ -3,7 +3,7 @@
 Start with :class:`Client` (one :class:`Config`): it opens the pool and the
 store and runs workers; :class:`SyncClient` is its producing half for
 synchronous code, from the same ``Config``. The names exported here are that, the domain, what a
-handler uses (Registry, JobContext, Cancel, Snooze) and the errors; the
+handler uses (Registry, JobContext, Cancel, Snooze, Result) and the errors; the
 PostgreSQL store lives in :mod:`jobrun.postgres`, the ports in
 :mod:`jobrun.ports` and the runtime in :mod:`jobrun.worker` and
 :mod:`jobrun.scheduler`.
@@ -30,6 +30,7 @@ from jobrun.domain import (
     QueueControls,
     QueueDepth,
     QueueInfo,
+    Result,
     Schedule,
     SchedulePatch,
     SyncCommitCallback,
@@ -45,14 +46,17 @@ from jobrun.errors import (
     IdempotencyConflict,
     InvalidJob,
     InvalidPayload,
+    InvalidResult,
     InvalidSchedule,
     InvalidTransition,
     JobNotFound,
+    JobNotSucceeded,
     JobrunError,
     LeaseLost,
     MigrationError,
     PayloadTooLarge,
     PoolExhausted,
+    ResultNotReady,
     ScheduleNotFound,
     SchemaMissing,
     UnknownJobType,
@@ -84,12 +88,14 @@ __all__ = [
     "IdempotencyConflict",
     "InvalidJob",
     "InvalidPayload",
+    "InvalidResult",
     "InvalidSchedule",
     "InvalidTransition",
     "Job",
     "JobContext",
     "JobFilter",
     "JobNotFound",
+    "JobNotSucceeded",
     "JobPage",
     "JobState",
     "JobrunError",
@@ -105,6 +111,8 @@ __all__ = [
     "QueueDepth",
     "QueueInfo",
     "Registry",
+    "Result",
+    "ResultNotReady",
     "Schedule",
     "ScheduleNotFound",
     "SchedulePatch",

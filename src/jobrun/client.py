@@ -30,10 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
-from types import ModuleType
+from datetime import timedelta
 from typing import Any, Unpack
 from uuid import UUID
 
@@ -42,6 +41,7 @@ from jobrun.domain import Job, JobOptions, NewJob, Reconciliation
 from jobrun.errors import ConfigurationError, IdempotencyConflict
 from jobrun.maintenance import Maintenance
 from jobrun.postgres import (
+    FinishWatcher,
     Notifier,
     Pool,
     Store,
@@ -52,27 +52,15 @@ from jobrun.postgres import (
 from jobrun.postgres.lock import AdvisoryLocker
 from jobrun.postgres.migrate import check_schema, migrate
 from jobrun.registry import Registry, registry_given
+from jobrun.results import ResultWaiter
 from jobrun.scheduler import DeclarationRenewal, Scheduler, declare_now
 from jobrun.telemetry.hooks import Observer
+from jobrun.telemetry.serving import load_metrics, serve_metrics
 from jobrun.worker import CompletionStats, Worker
 
 __all__ = ["Client", "load_metrics"]
 
 _log = logging.getLogger("jobrun.client")
-
-METRICS_EXTRA = "pip install 'jobrun[metrics]'"
-
-
-def load_metrics() -> ModuleType:
-    """:mod:`jobrun.telemetry.prometheus`, imported now; ConfigurationError without its extra."""
-    try:
-        return importlib.import_module("jobrun.telemetry.prometheus")
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").partition(".")[0] != "prometheus_client":
-            raise
-        raise ConfigurationError(
-            f"metrics need the prometheus_client package: {METRICS_EXTRA}"
-        ) from None
 
 
 def store_for(pool: Pool, config: Config, registry: Registry, observer: Observer | None) -> Store:
@@ -125,6 +113,7 @@ class Client:
         self._worker: Worker | None = None
         self._metrics: Any = None
         self._metrics_server: Any = None
+        self._results = ResultWaiter(lambda: self.store, self._open_finish_watcher, self.registry)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -157,6 +146,7 @@ class Client:
         if self._worker is not None:
             with contextlib.suppress(RuntimeError):
                 self._worker.request_stop(graceful=False)
+        await self._results.close()
         if self._pool is not None:
             await self._pool.close()
         if self._read_pool is not None:
@@ -322,6 +312,25 @@ class Client:
         merged = self.registry.options_for_many(job_type, options)
         return await self.store.enqueue_many(job_type, payloads, conn=conn, **merged)
 
+    async def result(
+        self, job_id: UUID | str, *, wait: timedelta | float | None = None, model: Any = None
+    ) -> Any:
+        """What ``job_id``'s handler returned, once the job succeeded (None if nothing).
+
+        Without ``wait`` it reads once; with it (a timedelta or seconds) it
+        waits that long for the job to finish, woken by the completion's
+        notification. Raises :class:`~jobrun.errors.JobNotSucceeded` for a job
+        that ended dead or cancelled, :class:`~jobrun.errors.ResultNotReady`
+        when it had not finished in time, JobNotFound for an unknown or purged
+        job. The value is validated into ``model``, else into the result type
+        its handler declares in this client's registry, else returned as JSON.
+        """
+        return await self._results.result(job_id, wait=wait, model=model)
+
+    async def _open_finish_watcher(self) -> FinishWatcher | None:
+        url = self.listen_url
+        return None if url is None else await FinishWatcher.start(url)
+
     async def declare_schedules(self) -> Reconciliation | None:
         """Write the registry's periodic jobs into the schedules now, as the leader would.
 
@@ -403,7 +412,7 @@ class Client:
         services: list[asyncio.Task[None]] = []
         try:
             if self._metrics is not None:
-                self._metrics_server, publisher = await _serve_metrics(self, done)
+                self._metrics_server, publisher = await serve_metrics(self, done)
                 services.append(publisher)
             if handle_signals:
                 worker.install_signal_handlers()
@@ -461,21 +470,3 @@ def _log_connections(config: Config, database_url: str, listen_url: str | None) 
                 where(database_url),
                 where(config.direct_url),
             )
-
-
-async def _serve_metrics(client: Client, done: asyncio.Event) -> tuple[Any, asyncio.Task[None]]:
-    """Serve /metrics, /healthz, /readyz for ``client``; run its queue-gauge leader until ``done``.
-
-    Returns the started server (the caller closes it) and the publisher's task.
-    """
-    metrics = load_metrics()
-    config = client.config
-    assert config.metrics_port is not None
-    server = metrics.MetricsServer(
-        client.metrics, client.ready, host=config.metrics_host, port=config.metrics_port
-    )
-    await server.start()
-    publisher = metrics.QueueStatsPublisher(
-        client.store, client.locker(), client.metrics, every=config.queue_stats_every
-    )
-    return server, asyncio.create_task(publisher.run(done), name="jobrun-queue-stats")

@@ -16,8 +16,11 @@ The hierarchy::
     │   │                         or a malformed job id
     │   └── PayloadTooLarge
     ├── InvalidPayload            a payload does not validate against its handler's type
+    ├── InvalidResult             a handler's return value does not fit its declared type
     ├── InvalidSchedule           bad cron expression, interval or time zone
     ├── JobNotFound
+    ├── JobNotSucceeded           Client.result: the job ended dead or cancelled
+    ├── ResultNotReady            Client.result: the job had not finished in time
     ├── ScheduleNotFound
     ├── IdempotencyConflict       same idempotency key, different job body
     ├── InvalidTransition         e.g. cancelling a job that already finished
@@ -51,14 +54,17 @@ __all__ = [
     "IdempotencyConflict",
     "InvalidJob",
     "InvalidPayload",
+    "InvalidResult",
     "InvalidSchedule",
     "InvalidTransition",
     "JobNotFound",
+    "JobNotSucceeded",
     "JobrunError",
     "LeaseLost",
     "MigrationError",
     "PayloadTooLarge",
     "PoolExhausted",
+    "ResultNotReady",
     "ScheduleNotFound",
     "SchemaMissing",
     "UnknownJobType",
@@ -219,6 +225,41 @@ class HandlerTimedOut(JobrunError, TimeoutError):
         self.job_type = job_type
         self.seconds = seconds
         super().__init__(f"timed out: the attempt exceeded {seconds:g}s")
+
+
+class InvalidResult(JobrunError, ValueError):
+    """A handler returned a value that does not fit the result type it declared.
+
+    The attempt fails (and is retried) as when the handler raises; nothing of
+    it is stored.
+    """
+
+
+class JobNotSucceeded(JobrunError):
+    """The job whose result was asked for ended without succeeding: dead or cancelled."""
+
+    def __init__(self, job_id: UUID, state: str, error: str | None) -> None:
+        self.job_id = job_id
+        self.state = state
+        self.error = error
+        last = " ".join((error or "").split())
+        if len(last) > 200:
+            last = last[:197] + "..."
+        super().__init__(f"job {job_id} ended {state}" + (f": {last}" if last else ""))
+
+
+class ResultNotReady(JobrunError, TimeoutError):
+    """The job whose result was asked for had not finished when the wait ran out.
+
+    Also a TimeoutError. ``state`` is the state it was last seen in.
+    """
+
+    def __init__(self, job_id: UUID, state: str, waited: float) -> None:
+        self.job_id = job_id
+        self.state = state
+        self.waited = waited
+        after = f" after waiting {waited:g}s" if waited > 0 else ""
+        super().__init__(f"job {job_id} is {state}, not finished{after}")
 
 
 class JobNotFound(JobrunError):

@@ -55,6 +55,7 @@ from jobrun.domain import (
     Reconciliation,
     Schedule,
     SchedulePatch,
+    StoredResult,
 )
 from jobrun.errors import IdempotencyConflict
 
@@ -186,6 +187,10 @@ class Admin(Protocol):
 
     async def progress_of(self, job_ids: Sequence[UUID]) -> dict[UUID, JobProgress]:
         """The latest progress of those of ``job_ids`` that are running and reported one."""
+        ...
+
+    async def result_of(self, job_id: UUID) -> StoredResult:
+        """``job_id``'s state and, once it succeeded, its handler's result; JobNotFound."""
         ...
 
     async def cancel(self, job_id: UUID, *, actor: str | None = None) -> Job:

@@ -5,7 +5,9 @@ A worker looks each claimed job's type up here. A handler is an ``async def``
 both receive a :class:`JobContext` and the job's payload, and may return a
 :class:`~jobrun.domain.CommitCallback` that the store runs inside the completion
 transaction, so the handler's database writes commit exactly once, with the
-job.
+job. It may also return a value (JSON, or a pydantic model), stored as the
+job's result in that same transaction; :class:`~jobrun.domain.Result` returns
+a value and a callback together. ``result=`` declares the value's type.
 
 A handler may declare the type of its payload (a pydantic model, or anything
 pydantic can validate). The payload is validated before the handler runs, and
@@ -44,8 +46,14 @@ from typing import Any, TypeAlias, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from jobrun.domain import Backoff, CommitCallback, Job, NewJob
-from jobrun.errors import ConfigurationError, InvalidJob, InvalidPayload, UnknownJobType
+from jobrun.domain import Backoff, Job, NewJob
+from jobrun.errors import (
+    ConfigurationError,
+    InvalidJob,
+    InvalidPayload,
+    InvalidResult,
+    UnknownJobType,
+)
 from jobrun.handler_context import MAX_SNOOZE, Cancel, CancellationToken, JobContext, Snooze
 from jobrun.job_defaults import IdempotencyKeyPolicy, KeyFunction, declared_options, fill_in
 from jobrun.periodic import Periodic, PeriodicDeclarations, checked_group
@@ -66,10 +74,11 @@ __all__ = [
 ]
 
 
-AsyncHandler: TypeAlias = Callable[[JobContext, Any], Awaitable[CommitCallback | None]]
-"""``async def handler(ctx, payload) -> CommitCallback | None``."""
-SyncHandler: TypeAlias = Callable[[JobContext, Any], CommitCallback | None]
-"""``def handler(ctx, payload) -> CommitCallback | None``, run in a worker thread."""
+AsyncHandler: TypeAlias = Callable[[JobContext, Any], Awaitable[Any]]
+"""``async def handler(ctx, payload)``, returning None, a commit callback, a
+JSON value to store as the job's result, or a :class:`~jobrun.domain.Result`."""
+SyncHandler: TypeAlias = Callable[[JobContext, Any], Any]
+"""``def handler(ctx, payload)``, run in a worker thread; returns as an async one does."""
 HandlerFunc: TypeAlias = AsyncHandler | SyncHandler
 """Either kind of handler."""
 
@@ -97,6 +106,25 @@ class Handler:
     ``max_attempts``, ``backoff``), by name; only those declared are present."""
     idempotency_key: IdempotencyKeyPolicy | None = None
     """How jobs of the type enqueued without a key get one; None: they get none."""
+    result_type: Any = None
+    """The declared type of what the handler returns, or ``None`` for any JSON value."""
+    result_adapter: TypeAdapter[Any] | None = None
+    """The validator built from ``result_type``."""
+
+    def result_json(self, value: Any) -> Any:
+        """``value`` as the JSON value to store: validated into the declared result
+        type, if any, and a pydantic model dumped; raises ValueError when it does not fit."""
+        if self.result_adapter is not None:
+            try:
+                value = self.result_adapter.validate_python(value)
+            except ValidationError as exc:
+                raise InvalidResult(
+                    f"result of {self.type!r} does not match its declared type: {_summarise(exc)}"
+                ) from None
+            return self.result_adapter.dump_python(value, mode="json")
+        if isinstance(value, BaseModel):
+            return value.model_dump(mode="json")
+        return value
 
     def parse_payload(self, job: Job) -> Any:
         """The job's payload, validated into the declared type; raises :class:`InvalidPayload`."""
@@ -149,6 +177,7 @@ class Registry(PeriodicDeclarations, Mapping[str, Handler]):
         max_attempts: int | None = None,
         backoff: Backoff | None = None,
         idempotency_key: KeyFunction | Sequence[str] | None = None,
+        result: Any = None,
     ) -> Handler:
         """Register ``func`` for ``job_type``; see :meth:`handler` for the options."""
         if not job_type or len(job_type) > 255:
@@ -169,6 +198,14 @@ class Registry(PeriodicDeclarations, Mapping[str, Handler]):
                 raise ConfigurationError(
                     f"payload type of {job_type!r} cannot be validated: {exc}"
                 ) from exc
+        result_adapter = None
+        if result is not None:
+            try:
+                result_adapter = TypeAdapter(result)
+            except Exception as exc:
+                raise ConfigurationError(
+                    f"result type of {job_type!r} cannot be validated: {exc}"
+                ) from exc
         defaults = declared_options(
             job_type, queue=queue, priority=priority, max_attempts=max_attempts, backoff=backoff
         )
@@ -184,6 +221,8 @@ class Registry(PeriodicDeclarations, Mapping[str, Handler]):
             adapter=adapter,
             defaults=MappingProxyType(defaults),
             idempotency_key=policy,
+            result_type=result,
+            result_adapter=result_adapter,
         )
         self._handlers[job_type] = entry
         return entry
@@ -199,6 +238,7 @@ class Registry(PeriodicDeclarations, Mapping[str, Handler]):
         max_attempts: int | None = None,
         backoff: Backoff | None = None,
         idempotency_key: KeyFunction | Sequence[str] | None = None,
+        result: Any = None,
     ) -> Callable[[F], F]:
         """Decorate a handler for ``job_type``.
 
@@ -216,6 +256,11 @@ class Registry(PeriodicDeclarations, Mapping[str, Handler]):
         ``idempotency_key`` keys those jobs when the caller gives no key: a
         sequence of payload fields, or a function of the JSON payload (see
         :class:`~jobrun.job_defaults.IdempotencyKeyPolicy`).
+
+        ``result`` declares the type of what the handler returns (a pydantic
+        model, ``list[int]``, ...): the worker validates each returned value
+        into it before storing it, and :meth:`jobrun.Client.result` gives it
+        back as that type. Without it any JSON value may be returned.
         """
 
         def decorate(func: F) -> F:
@@ -229,6 +274,7 @@ class Registry(PeriodicDeclarations, Mapping[str, Handler]):
                 max_attempts=max_attempts,
                 backoff=backoff,
                 idempotency_key=idempotency_key,
+                result=result,
             )
             return func
 

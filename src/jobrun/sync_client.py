@@ -21,6 +21,7 @@ Workers are async: run them with :class:`~jobrun.client.Client` or
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 from typing import Any, Unpack
 from uuid import UUID
 
@@ -29,6 +30,7 @@ from jobrun.domain import Job, JobOptions, NewJob
 from jobrun.errors import ConfigurationError, IdempotencyConflict
 from jobrun.postgres import SyncProducer, resolve_database_url
 from jobrun.registry import Registry, registry_given
+from jobrun.results import result_sync
 
 __all__ = ["SyncClient"]
 
@@ -135,3 +137,13 @@ class SyncClient:
     def get(self, job_id: UUID) -> Job:
         """The job with ``job_id`` as stored now; JobNotFound when there is none."""
         return self.store.get(job_id)
+
+    def result(
+        self, job_id: UUID | str, *, wait: timedelta | float | None = None, model: Any = None
+    ) -> Any:
+        """What ``job_id``'s handler returned; :meth:`jobrun.Client.result`, for sync code.
+
+        A wait polls (every 50 ms at first, then up to every second) instead
+        of listening; the errors and the typing of the value are the same.
+        """
+        return result_sync(self.store, self.registry, job_id, wait=wait, model=model)

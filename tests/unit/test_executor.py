@@ -10,8 +10,14 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from jobrun.domain import Job, Outcome, OutcomeKind
-from jobrun.errors import HandlerTimedOut, InvalidPayload, JobrunError, UnknownJobType
+from jobrun.domain import Job, Outcome, OutcomeKind, Result
+from jobrun.errors import (
+    HandlerTimedOut,
+    InvalidPayload,
+    InvalidResult,
+    JobrunError,
+    UnknownJobType,
+)
 from jobrun.registry import Cancel, JobContext, Registry, Snooze
 from jobrun.telemetry.hooks import current_job
 from jobrun.testing import make_job
@@ -73,17 +79,109 @@ async def test_a_commit_callback_is_returned_with_the_keys_it_locks() -> None:
     assert outcome.commit is commit and outcome.lock_keys == ("site:1",)
 
 
-async def test_a_return_value_that_is_not_a_callback_fails_the_attempt() -> None:
+async def test_a_return_value_that_is_not_json_fails_the_attempt() -> None:
     reg = Registry()
 
     @reg.handler("odd")
     async def odd(ctx: JobContext, payload: Any) -> Any:
-        return 42
+        return {1, 2}
 
     outcome, run = await outcome_of(reg, make_job(type="odd"))
     assert outcome.kind is OutcomeKind.FAIL
-    assert outcome.detail == "handler for 'odd' returned int, expected a commit callback or None"
-    assert isinstance(run.error, TypeError) and run.reason == outcome.detail
+    assert outcome.detail == (
+        "result of job type 'odd' is not valid JSON: Object of type set is not JSON serializable"
+    )
+    assert isinstance(run.error, ValueError) and run.reason == outcome.detail
+    assert outcome.result is None
+
+
+class Thumbnail(BaseModel):
+    width: int
+    url: str
+
+
+@pytest.mark.parametrize(
+    ("returned", "text"),
+    [
+        ({"rows": 12, "name": "é"}, '{"rows":12,"name":"é"}'),
+        ([1, 2.5, None, True], "[1,2.5,null,true]"),
+        ("done", '"done"'),
+        (0, "0"),
+        (Thumbnail(width=3, url="/a"), '{"width":3,"url":"/a"}'),
+    ],
+)
+async def test_a_returned_value_is_the_completions_result_as_json(returned: Any, text: str) -> None:
+    reg = Registry()
+
+    @reg.handler("make")
+    async def make(ctx: JobContext, payload: Any) -> Any:
+        return returned
+
+    outcome, _ = await outcome_of(reg, make_job(type="make"))
+    assert (outcome.kind, outcome.commit, outcome.result) == (OutcomeKind.COMPLETE, None, text)
+
+
+async def test_a_result_and_a_commit_callback_travel_together() -> None:
+    reg = Registry()
+
+    async def commit(conn: Any) -> None:
+        return None
+
+    @reg.handler("both")
+    def both(ctx: JobContext, payload: Any) -> Any:  # a sync handler, on a thread
+        ctx.lock("k")
+        return Result({"ok": True}, commit=commit)
+
+    outcome, _ = await outcome_of(reg, make_job(type="both"))
+    assert (outcome.kind, outcome.commit, outcome.result, outcome.lock_keys) == (
+        OutcomeKind.COMPLETE,
+        commit,
+        '{"ok":true}',
+        ("k",),
+    )
+
+
+async def test_a_declared_result_type_validates_and_dumps_what_the_handler_returns() -> None:
+    reg = Registry()
+
+    @reg.handler("thumb", result=Thumbnail)
+    async def thumb(ctx: JobContext, payload: Any) -> Any:
+        return {"width": "7", "url": "/b"} if payload else {"width": "wide"}
+
+    good, _ = await outcome_of(reg, make_job(type="thumb", payload=1))
+    assert good.result == '{"width":7,"url":"/b"}'
+    bad, run = await outcome_of(reg, make_job(type="thumb", payload=0))
+    assert bad.kind is OutcomeKind.FAIL and bad.result is None
+    assert bad.detail.startswith("result of 'thumb' does not match its declared type: width:")
+    assert isinstance(run.error, InvalidResult)
+    assert "url: Field required" in bad.detail
+
+
+async def test_a_result_over_the_limit_fails_the_attempt_naming_sizes() -> None:
+    reg = Registry()
+
+    @reg.handler("big")
+    async def big(ctx: JobContext, payload: Any) -> Any:
+        return "x" * payload
+
+    fits, _ = await outcome_of(reg, make_job(type="big", payload=98), max_result_bytes=100)
+    assert fits.kind is OutcomeKind.COMPLETE and fits.result is not None
+    assert len(fits.result) == 100
+    over, _ = await outcome_of(reg, make_job(type="big", payload=99), max_result_bytes=100)
+    assert over.kind is OutcomeKind.FAIL and over.result is None
+    assert over.detail == "result of job type 'big' is 101 bytes, over the 100-byte limit"
+
+
+async def test_a_result_jsonb_cannot_hold_fails_the_attempt() -> None:
+    reg = Registry()
+
+    @reg.handler("nul")
+    async def nul(ctx: JobContext, payload: Any) -> Any:
+        return {"text": "a\x00b"}
+
+    outcome, _ = await outcome_of(reg, make_job(type="nul"))
+    assert outcome.kind is OutcomeKind.FAIL
+    assert outcome.detail.startswith("result of job type 'nul' is refused:")
 
 
 async def test_an_exception_fails_with_its_traceback_and_a_one_line_reason() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from jobrun.domain import Job, JobState, NewJob, OutcomeKind
+from jobrun.domain import Job, JobState, NewJob, OutcomeKind, Result
 from jobrun.errors import IdempotencyConflict, InvalidJob, JobNotFound, UnknownJobType
 from jobrun.registry import Cancel, CancellationToken, InvalidPayload, JobContext, Registry, Snooze
 from jobrun.testing import (
@@ -62,7 +62,7 @@ def registry_with_handlers() -> Registry:
 
     @reg.handler("bad.return")
     async def bad_return(ctx: JobContext, payload: Any) -> Any:
-        return 42
+        return {1, 2}
 
     return reg
 
@@ -119,6 +119,25 @@ async def test_run_job_validates_the_payload_and_captures_the_commit_callback() 
     assert result.error is None
 
 
+async def test_run_job_gives_back_what_the_handler_returned_as_a_client_would_read_it() -> None:
+    reg = Registry()
+
+    class Size(BaseModel):
+        width: int
+
+    @reg.handler("measure", result=Size)
+    async def measure(ctx: JobContext, payload: Any) -> Any:
+        return Result({"width": "12"}, commit=None)
+
+    @reg.handler("nothing")
+    async def nothing(ctx: JobContext, payload: Any) -> None:
+        return None
+
+    measured = await run_job(reg, "measure")
+    assert (measured.kind, measured.result) == (OutcomeKind.COMPLETE, {"width": 12})
+    assert (await run_job(reg, "nothing")).result is None
+
+
 async def test_run_job_takes_a_model_instance_as_a_producer_would() -> None:
     result = await run_job(registry_with_handlers(), "welcome", Welcome(user_id=7))
     assert result.completed
@@ -158,7 +177,7 @@ def test_run_job_sync_runs_outside_an_event_loop() -> None:
         ("boom", OutcomeKind.FAIL, lambda r: r.detail == "ValueError: boom"),
         ("cancel", OutcomeKind.CANCEL, lambda r: r.detail == "not wanted"),
         ("snooze", OutcomeKind.SNOOZE, lambda r: r.delay == timedelta(minutes=5)),
-        ("bad.return", OutcomeKind.FAIL, lambda r: "expected a commit callback" in r.detail),
+        ("bad.return", OutcomeKind.FAIL, lambda r: "is not valid JSON" in r.detail),
         ("nobody.handles.this", OutcomeKind.FAIL, lambda r: isinstance(r.error, UnknownJobType)),
     ],
 )

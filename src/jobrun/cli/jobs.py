@@ -233,10 +233,14 @@ def jobs_show_command(
     """Show one job's fields and its event history."""
     jid = read_job_id(job_id)
 
-    async def body(store: Store) -> tuple[Any, list[Any], dict[UUID, JobProgress]]:
-        return await store.get(jid), await store.events(jid), await store.progress_of([jid])
+    async def body(store: Store) -> tuple[Any, list[Any], dict[UUID, JobProgress], Any]:
+        job = await store.get(jid)
+        result = None
+        if job.state is JobState.SUCCEEDED:
+            result = (await store.result_of(jid)).value
+        return job, await store.events(jid), await store.progress_of([jid]), result
 
-    job, events, progress = run_with_reader(database_url, read_url, body)
+    job, events, progress, result = run_with_reader(database_url, read_url, body)
     fields = Table(title=f"job {job.id}", show_header=False)
     fields.add_column("field", style="bold")
     fields.add_column("value")
@@ -255,6 +259,7 @@ def jobs_show_command(
             f"max {format_duration(job.backoff.max)}",
         ),
         ("payload", json.dumps(job.payload)),
+        ("result", "" if result is None else json.dumps(result, ensure_ascii=False)),
         ("idempotency key", job.idempotency_key or ""),
         ("run at", when(job.run_at)),
         ("lease owner", job.lease_owner or ""),

@@ -46,10 +46,11 @@ from jobrun.cli.app import (
 from jobrun.cli.config_options import config_options, given_settings
 from jobrun.cli.log_setup import setup_logging
 from jobrun.cli.supervisor import Supervisor
-from jobrun.client import Client, load_metrics
+from jobrun.client import Client
 from jobrun.config import Config, queue_list
 from jobrun.errors import ConfigurationError, JobrunError
 from jobrun.registry import Registry
+from jobrun.telemetry.serving import load_metrics
 
 __all__ = ["WORKER_SETTINGS", "load_registry", "worker_command"]
 

@@ -17,7 +17,10 @@ the contract be tested in one place. One module per concept, lowest first:
   periodic jobs declared in code and how they are written),
   :mod:`~jobrun.domain.outcomes`, :mod:`~jobrun.domain.handoff`;
 - :mod:`~jobrun.domain.replicas`: a read replica's lag;
-- :mod:`~jobrun.domain.progress`: a running job's progress.
+- :mod:`~jobrun.domain.progress`: a running job's progress;
+- :mod:`~jobrun.domain.json_text`: the JSON text jsonb stores, checked the
+  same way for payloads and results; :mod:`~jobrun.domain.results`: what a
+  job's handler returned, as a client reads it.
 
 This package's namespace is the domain's face: every name above is importable
 from ``jobrun.domain``. The errors have their own home, :mod:`jobrun.errors`.
@@ -41,6 +44,7 @@ from jobrun.domain.jobs import (
     jobs_alike,
     new_job_problem,
 )
+from jobrun.domain.json_text import encode_payload
 from jobrun.domain.outcomes import (
     CommitCallback,
     Effect,
@@ -59,6 +63,12 @@ from jobrun.domain.queues import (
     queue_limits_problem,
 )
 from jobrun.domain.replicas import ReplicaLag
+from jobrun.domain.results import (
+    DEFAULT_MAX_RESULT_BYTES,
+    FINISHED_CHANNEL,
+    Result,
+    StoredResult,
+)
 from jobrun.domain.rules import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_NOTIFY_CHANNEL,
@@ -95,8 +105,10 @@ __all__ = [
     "DEFAULT_BACKOFF",
     "DEFAULT_DECLARED_GROUP",
     "DEFAULT_MAX_ATTEMPTS",
+    "DEFAULT_MAX_RESULT_BYTES",
     "DEFAULT_NOTIFY_CHANNEL",
     "DEFAULT_QUEUE",
+    "FINISHED_CHANNEL",
     "HANDOFF_CONFIRM_WITHIN",
     "MAX_ATTEMPTS_LIMIT",
     "MAX_DELAY",
@@ -135,14 +147,17 @@ __all__ = [
     "QueueStats",
     "Reconciliation",
     "ReplicaLag",
+    "Result",
     "Schedule",
     "SchedulePatch",
+    "StoredResult",
     "SyncCommitCallback",
     "SyncOutcome",
     "WorkerOffer",
     "declaration_digest",
     "describe_invalid",
     "duration_problem",
+    "encode_payload",
     "jobs_alike",
     "key_lock_id",
     "new_job_id",

@@ -121,6 +121,9 @@ class Outcome:
     takes them, in one global order, before any callback of the group runs."""
     max_attempts: int | None = None
     """A failure's own attempt limit (with ``delay`` its wait); None: the job's."""
+    result: str | None = None
+    """What the handler returned, as checked JSON text (completions only): stored
+    with the completion when the job succeeds; None when it returned nothing."""
 
 
 SyncCommitCallback = Callable[[Any], None]
@@ -143,3 +146,4 @@ class SyncOutcome:
     invocations: int = 0
     lock_keys: tuple[str, ...] = ()
     max_attempts: int | None = None
+    result: str | None = None

@@ -8,6 +8,7 @@ behind this package, which an import-linter contract enforces.
 from __future__ import annotations
 
 from jobrun.postgres.embedded import default_embedded_dir, embedded_database_url
+from jobrun.postgres.finished import FinishWatcher
 from jobrun.postgres.lock import AdvisoryLock, AdvisoryLocker, lock_keys
 from jobrun.postgres.migrate import (
     Migration,
@@ -34,6 +35,7 @@ __all__ = [
     "DEFAULT_NOTIFY_CHANNEL",
     "AdvisoryLock",
     "AdvisoryLocker",
+    "FinishWatcher",
     "Migration",
     "MigrationStatus",
     "Notifier",

@@ -182,6 +182,8 @@ class CompletionMethods(StoreCore):
                 owner=owner,
                 jitter=self.retry_jitter,
                 now=None,
+                result_ids=[o.job.id for o in outcomes if o.result is not None],
+                result_values=[o.result for o in outcomes if o.result is not None],
             )
         )
         # Keyed by the ids' integers: a UUID hashes in Python, an int in C,

@@ -164,6 +164,8 @@ class SyncCompletionMethods(SyncStoreCore):
                 owner=owner,
                 jitter=self.retry_jitter,
                 now=None,
+                result_ids=[o.job.id for o in outcomes if o.result is not None],
+                result_values=[o.result for o in outcomes if o.result is not None],
             )
         )
         by_key = {o.job.id.int: o.job for o in outcomes}

@@ -17,7 +17,6 @@ from uuid import UUID
 from pydantic import BaseModel
 
 from jobrun.domain import (
-    MAX_PAYLOAD_DEPTH,
     Backoff,
     BackoffKind,
     Event,
@@ -30,13 +29,11 @@ from jobrun.domain import (
     QueueStats,
     Schedule,
     WorkerOffer,
-    payload_problem,
+    encode_payload,
 )
 from jobrun.errors import (
-    InvalidJob,
     InvalidTransition,
     JobNotFound,
-    PayloadTooLarge,
 )
 from jobrun.sqlc import models
 
@@ -91,9 +88,6 @@ def _trusted(cls: type[_M], values: dict[str, Any]) -> _M:
 
 
 _KINDS = {kind.value: kind for kind in BackoffKind}
-# One encoder for every payload: json.dumps with options builds a new encoder
-# per call, a measurable share of a batch's per-job cost.
-_PAYLOAD_ENCODER = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
 
 
 def utc(value: datetime) -> datetime:
@@ -382,50 +376,6 @@ def depth_from_row(queue: str, state: Any, count: int, oldest: datetime | None) 
             oldest_created_at=_utc_or_none(oldest),
         ),
     )
-
-
-def encode_payload(job_type: str, payload: Any, max_bytes: int, what: str = "payload") -> str:
-    """Check that ``payload`` is JSON that jsonb can store, within ``max_bytes``; return its text.
-
-    Raises InvalidJob (or PayloadTooLarge) naming the job type and, where it
-    can, the place in the payload; nothing has been written when it does.
-    ``what`` names the payload in those messages (a bulk enqueue gives its
-    index: ``payload 3``).
-
-    The checks that need a walk over the decoded value (:func:`payload_problem`)
-    run only when the encoded text says they might find something, so a
-    clean payload costs one encoding and a few scans of its text.
-    """
-    try:
-        text = _PAYLOAD_ENCODER.encode(payload)
-        # Strict UTF-8 fails on exactly the surrogate code points, paired or
-        # lone: a Python string holding one is not text PostgreSQL can store.
-        # isascii() reads a flag, so ASCII text (the usual case) skips the pass.
-        size = len(text) if text.isascii() else len(text.encode())
-    except (TypeError, ValueError) as exc:
-        if isinstance(exc, UnicodeEncodeError):
-            raise _refused(job_type, payload, "it holds a lone surrogate", what) from None
-        raise InvalidJob(f"{what} of job type {job_type!r} is not valid JSON: {exc}") from None
-    except RecursionError:
-        # The encoder recurses per level; the walk does not, and names the limit.
-        raise _refused(job_type, payload, "it is nested too deeply", what) from None
-    if size > max_bytes:
-        raise PayloadTooLarge(
-            f"{what} of job type {job_type!r} is {size} bytes, over the {max_bytes}-byte limit"
-        )
-    # The encoder writes a NUL as \u0000, and a backslash before the text u0000
-    # as \\u0000, so a match only says "maybe": the walk decides. The brackets
-    # bound the depth from above (brackets inside strings only add to it).
-    if "\\u0000" in text or text.count("[") + text.count("{") > MAX_PAYLOAD_DEPTH:
-        problem = payload_problem(payload)
-        if problem is not None:
-            raise InvalidJob(f"{what} of job type {job_type!r} is refused: {problem}")
-    return text
-
-
-def _refused(job_type: str, payload: Any, fallback: str, what: str) -> InvalidJob:
-    problem = payload_problem(payload) or fallback
-    return InvalidJob(f"{what} of job type {job_type!r} is refused: {problem}")
 
 
 def normal_json(text: str) -> Any:

@@ -5,7 +5,7 @@
 Generated from :mod:`jobrun.postgres.job_admin` by scripts/async-to-sync:
 edit the async source and regenerate.
 
-The Store's operator methods on jobs: read, list, cancel, retry, events and queue depth."""
+The Store's operator methods on jobs: read, list, cancel, retry, results, events, depth."""
 
 from __future__ import annotations
 
@@ -18,8 +18,10 @@ from jobrun.domain import (
     JobFilter,
     JobPage,
     JobProgress,
+    JobState,
     QueueDepth,
     QueueStats,
+    StoredResult,
     parse_job_id,
 )
 from jobrun.errors import JobNotFound
@@ -36,6 +38,7 @@ from jobrun.postgres.store_core_sync import SyncStoreCore
 from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import progress as progress_queries
+from jobrun.sqlc import results as result_queries
 
 __all__ = ["SyncJobAdminMethods"]
 
@@ -123,6 +126,25 @@ class SyncJobAdminMethods(SyncStoreCore):
             )
             for row in rows
         }
+
+    def result_of(self, job_id: UUID) -> StoredResult:
+        """``job_id``'s state and, once it succeeded, what its handler returned.
+
+        JobNotFound when there is no such job (or it was purged, its result
+        with it); InvalidJob for a malformed id.
+        """
+        job_id = parse_job_id(job_id)
+        with self._connection() as conn:
+            row = result_queries.Querier(conn).job_result_of(id=job_id)
+        if row is None:
+            raise JobNotFound(job_id)
+        return StoredResult(
+            job_id=row.id,
+            type=row.type,
+            state=JobState(str(row.state)),
+            value=row.result,
+            error=row.last_error,
+        )
 
     def events(self, job_id: UUID) -> list[Event]:
         """The recorded transitions of a job, oldest first; InvalidJob for a malformed id."""

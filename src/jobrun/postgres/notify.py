@@ -310,6 +310,10 @@ class Notifier:
             for subscription in waiters:
                 subscription._wake()
 
+    def _listened(self) -> tuple[str, ...]:
+        """The channels the connection LISTENs on: wake-ups and this notifier's handoffs."""
+        return (self._channel, self._handoff_channel)
+
     def _dispatch_note(self, channel: str, payload: str) -> None:
         if channel == self._channel:
             self._dispatch(payload)
@@ -331,8 +335,8 @@ class Notifier:
         try:
             # LISTEN takes an identifier, not a bind parameter, so it cannot be a
             # sqlc query: the one sanctioned piece of SQL composed in Python.
-            await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
-            await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._handoff_channel)))
+            for channel in self._listened():
+                await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
         except BaseException:
             await conn.close()
             raise

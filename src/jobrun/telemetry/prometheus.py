@@ -23,7 +23,7 @@ set (``jobrun worker --metrics-port PORT``):
   with the reason).
 
 This module imports ``prometheus_client`` at import time; import it only
-when metrics are wanted (:func:`jobrun.client.load_metrics` says which extra
+when metrics are wanted (:func:`jobrun.telemetry.serving.load_metrics` says which extra
 to install when it is missing).
 """
 

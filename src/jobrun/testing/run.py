@@ -19,6 +19,7 @@ store would run it.
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -62,6 +63,9 @@ class JobResult:
     """The payload as the handler received it (validated into its type), if it got that far."""
     progress: tuple[float, str] | None = None
     """The last progress the handler reported (``ctx.progress``), as ``(fraction, message)``."""
+    result: Any = None
+    """What the handler returned to be stored as the job's result, as the JSON value
+    a client would read back (completions only; None when it returned nothing)."""
 
     def __repr__(self) -> str:
         # The whole Job would drown what a failing assertion needs to show.
@@ -199,7 +203,8 @@ async def run_job(
     kind, error = outcome.kind, run.error
     said = {"payload": run.payload, "progress": run.ctx.reported}
     if kind is OutcomeKind.COMPLETE:
-        return JobResult(built, kind, commit=outcome.commit, **said)
+        stored = None if outcome.result is None else json.loads(outcome.result)
+        return JobResult(built, kind, commit=outcome.commit, result=stored, **said)
     detail = outcome.detail
     if kind is OutcomeKind.FAIL:
         # The reason on one line, where the worker stores a whole traceback.

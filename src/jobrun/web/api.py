@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 
 from jobrun.errors import JobNotFound
 from jobrun.web.actions import REFUSALS, Action, refusal_status
-from jobrun.web.bodies import json_body, listing
+from jobrun.web.bodies import job_result, json_body, listing
 from jobrun.web.dashboard import Dashboard
 from jobrun.web.guard import actor, check_action
 
@@ -63,12 +63,14 @@ async def job(dash: Dashboard, request: Request) -> Response:
         return JSONResponse({"error": str(exc)}, status_code=404)
     events = await store.events(found.id)
     progress = (await store.progress_of([found.id])).get(found.id)
+    result = await job_result(store, found)
     return _read(
         dash,
         {
             "job": _jsonable(found),
             "events": [_jsonable(e) for e in events],
             "progress": None if progress is None else _jsonable(progress),
+            "result": result,
         },
     )
 

@@ -21,7 +21,8 @@ from uuid import UUID
 from pydantic import ValidationError
 from starlette.requests import Request
 
-from jobrun.domain import MAX_DELAY, MAX_QUEUE_LIMIT, JobFilter, JobState, describe_invalid
+from jobrun.domain import MAX_DELAY, MAX_QUEUE_LIMIT, Job, JobFilter, JobState, describe_invalid
+from jobrun.errors import JobNotFound
 
 __all__ = [
     "BULK_ACTIONS",
@@ -247,3 +248,13 @@ def limits(values: Mapping[str, Any]) -> tuple[int | None, tuple[int, timedelta]
         raise BadRequest("give a concurrency limit, a rate, or both")
     rate = (count, timedelta(seconds=seconds or 1)) if count is not None else None
     return concurrency, rate
+
+
+async def job_result(store: Any, job: Job) -> Any:
+    """What ``job``'s handler returned, once it succeeded; None otherwise (or if purged since)."""
+    if job.state is not JobState.SUCCEEDED:
+        return None
+    try:
+        return (await store.result_of(job.id)).value
+    except JobNotFound:
+        return None

@@ -28,7 +28,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from jobrun.domain import JobState, queue_name_problem
 from jobrun.errors import JobNotFound
 from jobrun.web.actions import REFUSALS, Action, refusal_status
-from jobrun.web.bodies import listing
+from jobrun.web.bodies import job_result, listing
 from jobrun.web.dashboard import Dashboard
 from jobrun.web.guard import CSRF_FIELD, actor, check_action
 
@@ -192,7 +192,10 @@ async def job_detail(dash: Dashboard, request: Request) -> Response:
         return render(dash, request, "error.html", 404, message=str(exc))
     events = await store.events(job.id)
     progress = (await store.progress_of([job.id])).get(job.id)
-    return render(dash, request, "job.html", job=job, events=events, progress=progress)
+    result = await job_result(store, job)
+    return render(
+        dash, request, "job.html", job=job, events=events, progress=progress, result=result
+    )
 
 
 async def schedules(dash: Dashboard, request: Request) -> Response:

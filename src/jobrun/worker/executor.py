@@ -5,12 +5,15 @@ declared type, runs the handler (an ``async def`` on the loop, a plain
 ``def`` on a daemon thread, :class:`~jobrun._threads.DaemonThreadPool`)
 within its timeout, and says how the attempt ended:
 
-* the handler returned a commit callback or None: a completion, with the
-  ``ctx.lock`` keys the callback needs;
+* the handler returned: a completion. What it returned is a commit callback
+  (with the ``ctx.lock`` keys the callback needs), a JSON value to store as
+  the job's result (checked as a payload is, within ``max_result_bytes``),
+  a :class:`~jobrun.domain.Result` holding both, or None;
 * it raised :class:`~jobrun.registry.Cancel` or :class:`~jobrun.registry.Snooze`:
   a cancel or a snooze;
-* it raised anything else or returned something that is not a callback: a
-  failure, retried on the job's own backoff;
+* it raised anything else, or returned a value that cannot be stored (not
+  JSON, too large, not of its declared result type): a failure, retried on
+  the job's own backoff;
 * the type has no handler or the payload does not validate: a failure on the
   bounded policy of :mod:`jobrun.unrunnable` (the handler never runs);
 * it was stopped (:meth:`~jobrun.worker.attempt.Attempt.stop`: a timeout, a
@@ -41,7 +44,15 @@ from datetime import timedelta
 from typing import Any
 
 from jobrun._threads import DaemonThreadPool
-from jobrun.domain import CommitCallback, Job, Outcome, OutcomeKind
+from jobrun.domain import (
+    DEFAULT_MAX_RESULT_BYTES,
+    CommitCallback,
+    Job,
+    Outcome,
+    OutcomeKind,
+    Result,
+    encode_payload,
+)
 from jobrun.errors import HandlerTimedOut, InvalidPayload, JobrunError, UnknownJobType
 from jobrun.registry import Cancel, CancellationToken, JobContext, Registry, Snooze
 from jobrun.telemetry.hooks import current_job
@@ -72,7 +83,8 @@ class JobExecutor:
     ``job_timeout`` limits each attempt whose handler sets no timeout of its own.
     A job it cannot run (its type has no handler, its payload does not validate)
     fails on ``unrunnable`` (:mod:`jobrun.unrunnable`): a few attempts, spaced
-    for a rolling deploy, then dead.
+    for a rolling deploy, then dead. A returned value larger than
+    ``max_result_bytes`` as JSON fails its attempt.
     """
 
     def __init__(
@@ -83,8 +95,10 @@ class JobExecutor:
         threads: int = 10,
         thread_name_prefix: str = "jobrun-handler",
         unrunnable: UnrunnableRetry = DEFAULT_UNRUNNABLE,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     ) -> None:
         self._registry = registry
+        self._max_result_bytes = max_result_bytes
         self._job_timeout = job_timeout
         self._unrunnable = unrunnable
         self._max_threads = threads
@@ -124,14 +138,14 @@ class JobExecutor:
         """
         run.entered = True
         job = run.job
-        commit: CommitCallback | None = None
+        returned: Any = None
         ended: Outcome | None = None
         # This task's own context: handler logs (and a sync handler's thread) see the job.
         current_job.set(job)
         try:
             if run.stop_reason is None:
                 with job_span(job, ok=(Cancel, Snooze, asyncio.CancelledError)):
-                    commit = await self._invoke(run)
+                    returned = await self._invoke(run)
         except asyncio.CancelledError:
             if run.left:
                 return None
@@ -163,18 +177,37 @@ class JobExecutor:
             return self._stopped(run)
         if ended is not None:
             return ended
-        if commit is not None and not callable(commit):
-            message = (
-                f"handler for {job.type!r} returned {type(commit).__name__}, "
-                "expected a commit callback or None"
-            )
-            run.error = TypeError(message)
-            run.reason = message
+        return self._completion(run, returned)
+
+    def _completion(self, run: Attempt, returned: Any) -> Outcome:
+        """The completion a handler's return value asks for, or the failure it causes."""
+        job = run.job
+        commit: CommitCallback | None = None
+        value = returned
+        if isinstance(returned, Result):
+            value, commit = returned.value, returned.commit
+        elif callable(returned):
+            value, commit = None, returned
+        try:
+            if commit is not None and not callable(commit):
+                raise TypeError(
+                    f"handler for {job.type!r} returned a Result whose commit is "
+                    f"{type(commit).__name__}, expected a commit callback or None"
+                )
+            text = None
+            if value is not None:
+                # run.handler is set: a job without one ended unrunnable above.
+                assert run.handler is not None
+                stored = run.handler.result_json(value)
+                text = encode_payload(job.type, stored, self._max_result_bytes, "result")
+        except (TypeError, ValueError) as exc:
+            run.error = exc
+            run.reason = message = one_line(exc)
             return Outcome(job=job, kind=OutcomeKind.FAIL, detail=message)
         keys = run.ctx.lock_keys if commit is not None else ()
-        return Outcome(job=job, commit=commit, lock_keys=keys)
+        return Outcome(job=job, commit=commit, lock_keys=keys, result=text)
 
-    async def _invoke(self, run: Attempt) -> CommitCallback | None:
+    async def _invoke(self, run: Attempt) -> Any:
         handler = run.handler
         if handler is None:
             raise _Unrunnable(UnknownJobType(run.job.type))
@@ -195,16 +228,14 @@ class JobExecutor:
             )
             call = asyncio.wrap_future(run.thread)
         if run.timeout is None:
-            result: CommitCallback | None = await call
-            return result
+            return await call
         # A timer rather than asyncio.timeout: expiry goes through Attempt.stop,
         # which sets the token *before* cancelling, so the handler sees both at once.
         timer = asyncio.get_running_loop().call_later(
             run.timeout.total_seconds(), run.stop, STOP_TIMEOUT
         )
         try:
-            result = await call
-            return result
+            return await call
         finally:
             timer.cancel()
 
