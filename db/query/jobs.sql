@@ -382,6 +382,11 @@ WITH RECURSIVE controls AS MATERIALIZED (
     UPDATE jobs
     SET state = 'leased',
         attempts = jobs.attempts + 1,
+        -- A uniqueness key held only while queued is given up at the first
+        -- claim (migration 00016): were it kept, the job's return to queued
+        -- (a retry, a snooze) could collide with a job enqueued meanwhile.
+        unique_key = CASE WHEN (jobs.unique_states & job_state_bit('leased')) <> 0
+                          THEN jobs.unique_key END,
         lease_owner = @owner::text,
         lease_expires_at = coalesce(sqlc.narg('now')::timestamptz, now()) + @lease::interval,
         handed = false,
@@ -715,7 +720,9 @@ FROM after JOIN target ON target.id = after.id;
 -- ('refused'). The row is locked first, so the state it is decided on is the
 -- state it is changed from. A dead job has spent its attempts, so one is given
 -- back (the events keep the full count). Its max_attempts stays as enqueued:
--- it is part of the body an idempotent replay is compared with. Returns the
+-- it is part of the body an idempotent replay is compared with. A uniqueness
+-- key it no longer holds is dropped, so the retry cannot collide with a job
+-- that took the key since. Returns the
 -- job as it is now, the state it was found in and that action; no row: no
 -- such job.
 -- plan: jobs only by index jobs_pkey
@@ -728,6 +735,10 @@ WITH target AS (
         attempts = least(jobs.attempts, jobs.max_attempts - 1),
         cancel_requested = false,
         finished_at = NULL,
+        -- It keeps its uniqueness key only if it holds it now (a policy that
+        -- lasts until purged): a key it gave up may have a new holder.
+        unique_key = CASE WHEN (jobs.unique_states & job_state_bit(jobs.state)) <> 0
+                          THEN jobs.unique_key END,
         updated_at = now()
     FROM target
     WHERE jobs.id = target.id AND target.state IN ('dead', 'cancelled')

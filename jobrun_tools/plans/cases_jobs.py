@@ -9,7 +9,7 @@ from uuid import UUID
 
 import psycopg
 
-from jobrun.sqlc import jobs, progress, results
+from jobrun.sqlc import jobs, progress, results, unique
 from jobrun.sqlc.models import BackoffKind, JobOutcome, JobState
 from jobrun_tools.plans.capture import recording
 from jobrun_tools.plans.cases import Case, Facts, Given
@@ -64,6 +64,27 @@ def _notify(handoff: bool) -> jobs.JobInsertNotifyParams:
     )
 
 
+def _unique() -> unique.JobInsertUniqueParams:
+    return unique.JobInsertUniqueParams(
+        id=_NEW_ID,
+        queue="default",
+        type="sync_account",
+        payload_json='{"account": 42}',
+        priority=0,
+        max_attempts=25,
+        backoff_kind=BackoffKind.EXPONENTIAL,
+        backoff_base=timedelta(seconds=1),
+        backoff_max=timedelta(hours=1),
+        run_at=None,
+        delay=timedelta(0),
+        meta=None,
+        unique_base="9f" * 32,
+        period=None,
+        unique_states=3,
+        channel="jobrun",
+    )
+
+
 def _claim(queues: list[str], max_jobs: int, owner: str = "worker-9:4242") -> jobs.JobClaimParams:
     return jobs.JobClaimParams(
         queues=queues,
@@ -114,6 +135,7 @@ def cases(f: Facts) -> dict[str, list[Case]]:
     q = jobs.Querier(recording())
     pq = progress.Querier(recording())
     rq = results.Querier(recording())
+    uq = unique.Querier(recording())
     fact = f.jobs
     keys = [f"order-new-{i}" for i in range(100)]
     listing = {
@@ -158,6 +180,22 @@ def cases(f: Facts) -> dict[str, list[Case]]:
                 "queued",
                 "a job queued without handoff",
                 lambda g: q.job_insert_notify(params=_notify(False)),
+            ),
+        ],
+        "JobInsertUnique": [
+            Case(
+                "fresh",
+                "a job unique by account while queued or running, its key free",
+                lambda g: uq.job_insert_unique(params=_unique()),
+            ),
+        ],
+        "JobGetUniqueHolder": [
+            Case(
+                "hourly",
+                "the holder of a key of this hour",
+                lambda g: uq.job_get_unique_holder(
+                    unique_base="9f" * 32, period=timedelta(hours=1)
+                ),
             ),
         ],
         "JobInsertKeyedMany": [

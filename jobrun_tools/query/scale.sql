@@ -221,6 +221,14 @@ FROM jobs
 WHERE jobs.state = 'succeeded'
   AND mod(hashtext(jobs.id::text), 3) = 0;
 
+-- name: ScaleFillUnique :execrows
+-- Uniqueness keys (migration 00016) on one in twenty of the queued and
+-- running jobs, held while queued or running (bits 1 and 2).
+UPDATE jobs
+SET unique_key = md5(id::text) || md5(type), unique_states = 3
+WHERE state IN ('queued', 'leased')
+  AND mod(hashtext(id::text), 20) = 0;
+
 -- name: ScaleFacts :one
 -- Rows of the scale database the report's cases take their parameters from:
 -- the first job of each kind, in id order, so every build answers alike.

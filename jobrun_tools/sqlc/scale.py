@@ -198,6 +198,13 @@ WHERE jobs.state = 'succeeded'
   AND mod(hashtext(jobs.id::text), 3) = 0
 """
 
+SCALE_FILL_UNIQUE = """
+UPDATE jobs
+SET unique_key = md5(id::text) || md5(type), unique_states = 3
+WHERE state IN ('queued', 'leased')
+  AND mod(hashtext(id::text), 20) = 0
+"""
+
 SCALE_FACTS = """
 SELECT (SELECT id FROM jobs WHERE state = 'dead' ORDER BY id LIMIT 1)::uuid AS dead_id,
        (SELECT id FROM jobs WHERE state = 'cancelled' ORDER BY id LIMIT 1)::uuid AS cancelled_id,
@@ -428,6 +435,20 @@ class AsyncQuerier:
                 await _cur.execute(SCALE_FILL_RESULTS)
             return _cur.rowcount
 
+    async def scale_fill_unique(self) -> int:
+        """Uniqueness keys (migration 00016) on one in twenty of the queued and
+        running jobs, held while queued or running (bits 1 and 2).
+
+        Run ``ScaleFillUnique``; return the number of rows it affected.
+        """
+        async with self._conn.cursor() as _cur:
+            if self._conn.pgconn.pipeline_status:
+                async with self._conn.pipeline():
+                    await _cur.execute(SCALE_FILL_UNIQUE)
+            else:
+                await _cur.execute(SCALE_FILL_UNIQUE)
+            return _cur.rowcount
+
     async def scale_facts(self, *, now: datetime) -> ScaleFactsRow | None:
         """Rows of the scale database the report's cases take their parameters from:
         the first job of each kind, in id order, so every build answers alike.
@@ -627,6 +648,20 @@ class Querier:
                     _cur.execute(SCALE_FILL_RESULTS)
             else:
                 _cur.execute(SCALE_FILL_RESULTS)
+            return _cur.rowcount
+
+    def scale_fill_unique(self) -> int:
+        """Uniqueness keys (migration 00016) on one in twenty of the queued and
+        running jobs, held while queued or running (bits 1 and 2).
+
+        Run ``ScaleFillUnique``; return the number of rows it affected.
+        """
+        with self._conn.cursor() as _cur:
+            if self._conn.pgconn.pipeline_status:
+                with self._conn.pipeline():
+                    _cur.execute(SCALE_FILL_UNIQUE)
+            else:
+                _cur.execute(SCALE_FILL_UNIQUE)
             return _cur.rowcount
 
     def scale_facts(self, *, now: datetime) -> ScaleFactsRow | None:

@@ -35,6 +35,8 @@ from jobrun.domain import (
     SchedulePatch,
     SyncCommitCallback,
     SyncOutcome,
+    Unique,
+    UniqueUntil,
 )
 from jobrun.errors import (
     CommitTimeout,
@@ -121,6 +123,8 @@ __all__ = [
     "SyncClient",
     "SyncCommitCallback",
     "SyncOutcome",
+    "Unique",
+    "UniqueUntil",
     "UnknownJobType",
     "UnsupportedConnection",
     "UsageError",

@@ -164,7 +164,8 @@ def fill_in(job: NewJob, options: Mapping[str, Any], policy: IdempotencyKeyPolic
     value it would have defaulted to (``NewJob(..., queue="default")`` keeps
     ``"default"``, ``idempotency_key=None`` keeps no key); pydantic's
     ``model_fields_set`` tells them apart. ``job`` itself comes back when
-    nothing is filled in.
+    nothing is filled in. A declared ``unique`` policy is not applied to a job
+    its caller gave an idempotency key (a job takes one or the other).
     """
     given = job.model_fields_set
     update = {k: v for k, v in options.items() if k not in given}
@@ -172,5 +173,8 @@ def fill_in(job: NewJob, options: Mapping[str, Any], policy: IdempotencyKeyPolic
         key = policy.key_for(job.payload)
         if key is not None:
             update["idempotency_key"] = key
+    if job.idempotency_key is not None:
+        # A job its caller keyed is not also made unique by a declared policy.
+        update.pop("unique", None)
     # model_copy skips validation: the options were checked when declared, the key just now.
     return job.model_copy(update=update) if update else job

@@ -46,7 +46,7 @@ from typing import Any, TypeAlias, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from jobrun.domain import Backoff, Job, NewJob
+from jobrun.domain import Backoff, Job, NewJob, Unique
 from jobrun.errors import (
     ConfigurationError,
     InvalidJob,
@@ -103,7 +103,7 @@ class Handler:
     """The validator built from ``payload_type``."""
     defaults: Mapping[str, Any] = field(default_factory=dict)
     """The job options declared with the handler (``queue``, ``priority``,
-    ``max_attempts``, ``backoff``), by name; only those declared are present."""
+    ``max_attempts``, ``backoff``, ``unique``), by name; only those declared are present."""
     idempotency_key: IdempotencyKeyPolicy | None = None
     """How jobs of the type enqueued without a key get one; None: they get none."""
     result_type: Any = None
@@ -178,6 +178,7 @@ class Registry(PeriodicDeclarations, Mapping[str, Handler]):
         backoff: Backoff | None = None,
         idempotency_key: KeyFunction | Sequence[str] | None = None,
         result: Any = None,
+        unique: Unique | None = None,
     ) -> Handler:
         """Register ``func`` for ``job_type``; see :meth:`handler` for the options."""
         if not job_type or len(job_type) > 255:
@@ -206,8 +207,17 @@ class Registry(PeriodicDeclarations, Mapping[str, Handler]):
                 raise ConfigurationError(
                     f"result type of {job_type!r} cannot be validated: {exc}"
                 ) from exc
+        if unique is not None and idempotency_key is not None:
+            raise ConfigurationError(
+                f"handler {job_type!r} declares idempotency_key and unique: give one"
+            )
         defaults = declared_options(
-            job_type, queue=queue, priority=priority, max_attempts=max_attempts, backoff=backoff
+            job_type,
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+            backoff=backoff,
+            unique=unique,
         )
         policy = None
         if idempotency_key is not None:
@@ -239,6 +249,7 @@ class Registry(PeriodicDeclarations, Mapping[str, Handler]):
         backoff: Backoff | None = None,
         idempotency_key: KeyFunction | Sequence[str] | None = None,
         result: Any = None,
+        unique: Unique | None = None,
     ) -> Callable[[F], F]:
         """Decorate a handler for ``job_type``.
 
@@ -261,6 +272,10 @@ class Registry(PeriodicDeclarations, Mapping[str, Handler]):
         model, ``list[int]``, ...): the worker validates each returned value
         into it before storing it, and :meth:`jobrun.Client.result` gives it
         back as that type. Without it any JSON value may be returned.
+
+        ``unique`` is this type's uniqueness policy
+        (:class:`~jobrun.domain.Unique`), applied as the other options are to
+        jobs that set none (and carry no idempotency key).
         """
 
         def decorate(func: F) -> F:
@@ -275,6 +290,7 @@ class Registry(PeriodicDeclarations, Mapping[str, Handler]):
                 backoff=backoff,
                 idempotency_key=idempotency_key,
                 result=result,
+                unique=unique,
             )
             return func
 

@@ -29,7 +29,15 @@ from jobrun.cli.durations import format_duration, human_duration
 from jobrun.cli.inputs import read_duration, read_job_id, read_json, read_state, validation_exit
 from jobrun.cli.rendering import events_table, stdout, when
 from jobrun.cli.worker import load_registry
-from jobrun.domain import JobFilter, JobProgress, JobState, NewJob, QueueDepth, QueueStats
+from jobrun.domain import (
+    JobFilter,
+    JobProgress,
+    JobState,
+    NewJob,
+    QueueDepth,
+    QueueStats,
+    Unique,
+)
 from jobrun.errors import JobrunError
 from jobrun.postgres.store import Store
 
@@ -77,6 +85,25 @@ IdempotencyKeyOption = Annotated[
         help="Replaying the same key and body returns the stored job.",
     ),
 ]
+UniqueByOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--unique-by",
+        help="Make the job unique by this payload field (repeat for more): "
+        "while a job of the same type and fields holds the key, it is returned instead.",
+    ),
+]
+UniqueUntilOption = Annotated[
+    str | None,
+    typer.Option(
+        "--unique-until",
+        help="How long a unique job holds its key: started, finished (default) or purged.",
+    ),
+]
+UniquePeriodOption = Annotated[
+    str | None,
+    typer.Option("--unique-period", help="One unique job per period of this length, e.g. 1h."),
+]
 MaxAttemptsOption = Annotated[
     int | None,
     typer.Option(
@@ -109,6 +136,9 @@ def enqueue_command(
     idempotency_key: IdempotencyKeyOption = None,
     max_attempts: MaxAttemptsOption = None,
     app_ref: EnqueueAppOption = None,
+    unique_by: UniqueByOption = None,
+    unique_until: UniqueUntilOption = None,
+    unique_period: UniquePeriodOption = None,
 ) -> None:
     """Enqueue one job and print its id."""
     body_value = read_json("--payload", payload)
@@ -126,6 +156,15 @@ def enqueue_command(
     if delay is not None:
         options["delay"] = read_duration("--delay", delay)
     try:
+        if unique_by is not None or unique_until is not None or unique_period is not None:
+            period = None
+            if unique_period is not None:
+                period = read_duration("--unique-period", unique_period)
+            options["unique"] = Unique(
+                by=tuple(unique_by) if unique_by is not None else None,
+                until=unique_until,
+                period=period,
+            )
         new = NewJob(**options)
     except JobrunError as exc:
         raise fail(str(exc)) from None
@@ -139,11 +178,13 @@ def enqueue_command(
         database_url, lambda client: client.enqueue(new), registry=registry, concurrency=1
     )
     typer.echo(str(job.id))
-    if job.id != new.id:
+    if job.id != new.id and job.idempotency_key is not None:
         typer.echo(
             f"replayed existing job (idempotency key {job.idempotency_key!r}, state {job.state})",
             err=True,
         )
+    elif job.id != new.id:
+        typer.echo(f"a job with the same unique key exists (state {job.state})", err=True)
 
 
 # -- demo -----------------------------------------------------------------------------------

@@ -20,7 +20,8 @@ the contract be tested in one place. One module per concept, lowest first:
 - :mod:`~jobrun.domain.progress`: a running job's progress;
 - :mod:`~jobrun.domain.json_text`: the JSON text jsonb stores, checked the
   same way for payloads and results; :mod:`~jobrun.domain.results`: what a
-  job's handler returned, as a client reads it.
+  job's handler returned, as a client reads it;
+- :mod:`~jobrun.domain.uniqueness`: uniqueness policies (one job of a kind at a time).
 
 This package's namespace is the domain's face: every name above is importable
 from ``jobrun.domain``. The errors have their own home, :mod:`jobrun.errors`.
@@ -100,6 +101,7 @@ from jobrun.domain.schedules import (
     declaration_digest,
     reconcile_declared,
 )
+from jobrun.domain.uniqueness import MAX_UNIQUE_PERIOD, Unique, UniqueUntil
 
 __all__ = [
     "DEFAULT_BACKOFF",
@@ -117,6 +119,7 @@ __all__ = [
     "MAX_PROGRESS_MESSAGE",
     "MAX_QUEUE_LIMIT",
     "MAX_QUEUE_NAME",
+    "MAX_UNIQUE_PERIOD",
     "MIN_PRIORITY",
     "NOTIFY_CHANNEL_MAX_BYTES",
     "REMOVED_FROM_CODE",
@@ -153,6 +156,8 @@ __all__ = [
     "StoredResult",
     "SyncCommitCallback",
     "SyncOutcome",
+    "Unique",
+    "UniqueUntil",
     "WorkerOffer",
     "declaration_digest",
     "describe_invalid",

@@ -52,6 +52,7 @@ from jobrun.domain.rules import (
     run_at_problem,
     text_problem,
 )
+from jobrun.domain.uniqueness import Unique
 from jobrun.errors import InvalidJob
 
 __all__ = [
@@ -101,6 +102,9 @@ class NewJob(InputModel):
     run_at: datetime | None = None
     delay: timedelta | None = None
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=512)
+    unique: Unique | None = None
+    """A uniqueness policy (:class:`~jobrun.domain.uniqueness.Unique`): while a job
+    of the same key holds it, enqueueing this one returns that job instead."""
     id: UUID = Field(default_factory=new_job_id)
 
     _payload = field_validator("payload", mode="wrap")(bounded_nesting)
@@ -136,7 +140,7 @@ def new_job_problem(job: NewJob) -> str | None:
         job.type.isascii()
         and "\x00" not in job.type
         and queue_name_problem(job.queue) is None
-        and (key is None or (key.isascii() and "\x00" not in key))
+        and (key is None or (key.isascii() and "\x00" not in key and job.unique is None))
         and MIN_PRIORITY <= job.priority <= MAX_PRIORITY
         and 1 <= job.max_attempts <= MAX_ATTEMPTS_LIMIT
         and (delay is None or _ZERO <= delay <= MAX_DELAY)
@@ -152,6 +156,8 @@ def new_job_problem(job: NewJob) -> str | None:
     )
     if problem is not None:
         return problem
+    if key is not None and job.unique is not None:
+        return "give an idempotency_key or a unique policy, not both"
     if not MIN_PRIORITY <= job.priority <= MAX_PRIORITY:
         return f"priority must be between {MIN_PRIORITY} and {MAX_PRIORITY}, not {job.priority}"
     if not 1 <= job.max_attempts <= MAX_ATTEMPTS_LIMIT:
@@ -184,6 +190,7 @@ class JobOptions(TypedDict, total=False):
     backoff: Backoff
     delay: timedelta | None
     run_at: datetime | None
+    unique: Unique | None
 
 
 _JOB_OPTIONS = frozenset(JobOptions.__annotations__)

@@ -148,8 +148,9 @@ def job_from_transition(job_id: UUID, verb: str, row: Any | None) -> Job:
 
 
 def _job_from_columns(values: dict[str, Any]) -> Job:
-    # Whether a heartbeat confirmed a handoff is the reaper's business only.
-    del values["handed"]
+    # Whether a heartbeat confirmed a handoff is the reaper's business only,
+    # and a uniqueness key (a hash) the enqueue's.
+    del values["handed"], values["unique_key"], values["unique_states"]
     values["state"] = _STATES[values["state"]]
     values["backoff"] = backoff_of(
         values.pop("backoff_kind"), values.pop("backoff_base"), values.pop("backoff_max")

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Unpack
 from uuid import UUID
 
-from jobrun.domain import EventMode, Job, JobOptions, NewJob, new_job_ids
+from jobrun.domain import EventMode, Job, JobOptions, NewJob, new_job_id, new_job_ids
 from jobrun.errors import IdempotencyConflict, JobrunError
-from jobrun.postgres import preparing
+from jobrun.postgres import preparing, unique_jobs
 from jobrun.postgres.convert import job_from_new, job_from_row, utc
 from jobrun.postgres.copyrows import JobCopyEncoder, copy_data
 from jobrun.postgres.store_core_sync import COPY_CHUNK, SyncStoreCore, copy_in, one_exchange
@@ -23,6 +23,7 @@ from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import models
 from jobrun.sqlc import system as system_queries
+from jobrun.sqlc import unique as unique_queries
 from jobrun.telemetry.tracing import current_trace_meta
 
 __all__ = ["SyncEnqueueMethods"]
@@ -36,13 +37,21 @@ class SyncEnqueueMethods(SyncStoreCore):
 
         A replay (same key, same body) returns the stored job, whose ``id``
         differs from ``job.id``; a different body raises IdempotencyConflict.
-        With ``conn`` the job joins the caller's transaction and commits (and
-        notifies) with it or not at all.
+        A job with a uniqueness policy (``job.unique``) whose key another job
+        holds is not inserted: that job is returned, its ``id`` differing
+        from ``job.id``. With ``conn`` the job joins the caller's transaction
+        and commits (and notifies) with it or not at all.
         """
         (item,) = preparing.prepare_jobs(
             [job], self.payload_models, self.max_payload_bytes, self.job_types
         )
         meta = current_trace_meta()
+        if job.unique is not None:
+            with self._with_tx(conn) as tx:
+                made, fresh = self._insert_unique(tx, item, meta)
+            if fresh and self.observer is not None:
+                self.observer.enqueued((made,))
+            return made
         if conn is None:
             params = preparing.insert_args(
                 item,
@@ -67,6 +76,29 @@ class SyncEnqueueMethods(SyncStoreCore):
         if self.observer is not None:
             self.observer.enqueued((made,))
         return made
+
+    def _insert_unique(
+        self, tx: Any, item: preparing.PreparedJob, meta: dict[str, str] | None
+    ) -> tuple[Job, bool]:
+        """Insert ``item`` (it has a uniqueness policy) or find the job holding its key.
+
+        Returns the job and whether it is the new one. Runs in ``tx``: a
+        transaction, so a holder that committed while this insert waited is
+        visible to the read that follows.
+        """
+        params = unique_jobs.insert_args(item, self.notify_channel, meta)
+        queries = unique_queries.Querier(tx)
+        for _ in range(unique_jobs.TRIES):
+            row = queries.job_insert_unique(params=params)
+            if row is not None:
+                now = utc(row.created_at)
+                return (job_from_new(item.job, item.payload, utc(row.run_at), now, meta), True)
+            holder = queries.job_get_unique_holder(
+                unique_base=params.unique_base, period=params.period
+            )
+            if holder is not None:
+                return (job_from_row(holder), False)
+        raise JobrunError(f"could not insert or find the holder of job {item.job.id}'s unique key")
 
     def _replay(
         self,
@@ -119,7 +151,7 @@ class SyncEnqueueMethods(SyncStoreCore):
             queries = job_queries.Querier(tx)
             events = event_queries.Querier(tx)
             queues: set[str] = set()
-            plain, keyed = preparing.split_batch(prepared)
+            plain, keyed, unique = preparing.split_batch(prepared)
             encoder = JobCopyEncoder(now, meta)
             for start in range(0, len(plain), COPY_CHUNK):
                 rows = []
@@ -154,6 +186,11 @@ class SyncEnqueueMethods(SyncStoreCore):
                 if new_jobs:
                     events.event_insert_enqueued_many(job_ids=[j.id for j in new_jobs], at=now)
                     queues.update(j.queue for j in new_jobs)
+            for index in unique:
+                made, is_new = self._insert_unique(tx, prepared[index], meta)
+                results[index] = made
+                if is_new:
+                    fresh.append(made)
             for queue in sorted(queues):
                 queries.job_notify(channel=self.notify_channel, queue=queue)
         if self.observer is not None and fresh:
@@ -174,15 +211,23 @@ class SyncEnqueueMethods(SyncStoreCore):
         ``max_attempts``, ``backoff``, ``delay`` or ``run_at``, as NewJob
         takes them) are validated once, each payload as JSON, all before
         anything is written; the jobs go in by COPY. Returns the new jobs' ids
-        in payload order. Jobs with idempotency keys go through
-        :meth:`enqueue_batch`. With ``conn`` the jobs join the caller's
-        transaction.
+        in payload order. With a ``unique`` policy the jobs go through
+        :meth:`enqueue_batch`, one statement each, and a payload whose key
+        another job holds gives that job's id. With ``conn`` the jobs join
+        the caller's transaction.
         """
         many = preparing.prepare_many(
             job_type, payloads, options, self.payload_models, self.max_payload_bytes, self.job_types
         )
         if not many.texts:
             return []
+        if many.template.unique is not None:
+            alike = [
+                many.template.model_copy(update={"payload": payload, "id": new_job_id()})
+                for payload in many.payloads
+            ]
+            made = self.enqueue_batch(alike, conn=conn)
+            return [job.id for job in made if isinstance(job, Job)]
         meta = current_trace_meta()
         ids = new_job_ids(len(many.texts))
         with self._with_tx(conn) as tx:

@@ -204,10 +204,13 @@ def handoff_allowed(item: PreparedJob, meta: dict[str, str] | None) -> bool:
     """Whether a single enqueue of ``item`` may be handed to an idle worker.
 
     Only a job due now, without an idempotency key (a replay must not use up
-    an offer it does not take), and small enough to travel in a notification.
+    an offer it does not take) or a uniqueness policy (its own statement), and
+    small enough to travel in a notification.
     """
     job = item.job
-    if job.idempotency_key is not None or job.run_at is not None or job.delay:
+    if job.idempotency_key is not None or job.unique is not None or job.run_at is not None:
+        return False
+    if job.delay:
         return False
     parts = [item.text, job.type, job.queue]
     if meta:
@@ -322,11 +325,19 @@ def check_replay(item: PreparedJob, stored: Job) -> Job:
     return stored
 
 
-def split_batch(prepared: Sequence[PreparedJob]) -> tuple[list[int], list[int]]:
-    """Indices of the batch's jobs without an idempotency key (COPY) and with one."""
-    plain = [i for i, item in enumerate(prepared) if item.job.idempotency_key is None]
-    keyed = [i for i, item in enumerate(prepared) if item.job.idempotency_key is not None]
-    return plain, keyed
+def split_batch(prepared: Sequence[PreparedJob]) -> tuple[list[int], list[int], list[int]]:
+    """Indices of the batch's plain jobs (COPY), those with an idempotency key, and
+    those with a uniqueness policy (one statement each)."""
+    plain, keyed, unique = [], [], []
+    for i, item in enumerate(prepared):
+        job = item.job
+        if job.unique is not None:
+            unique.append(i)
+        elif job.idempotency_key is not None:
+            keyed.append(i)
+        else:
+            plain.append(i)
+    return plain, keyed, unique
 
 
 def keyed_results(

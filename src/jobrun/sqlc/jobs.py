@@ -29,13 +29,13 @@ WITH inserted AS (
         %(idempotency_key)s, coalesce(%(meta)s::jsonb, '{}'::jsonb)
     )
     ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed
+    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed, unique_key, unique_states
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt)
     SELECT inserted.id, inserted.created_at, 'enqueued', NULL, inserted.state, 0
     FROM inserted
 )
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed FROM inserted
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed, unique_key, unique_states FROM inserted
 """
 
 JOB_INSERT_NOTIFY = """
@@ -153,11 +153,11 @@ RETURNING id
 """
 
 JOB_GET_BY_IDEMPOTENCY_KEY = """
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed FROM jobs WHERE queue = %(queue)s::text AND idempotency_key = %(idempotency_key)s::text
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed, unique_key, unique_states FROM jobs WHERE queue = %(queue)s::text AND idempotency_key = %(idempotency_key)s::text
 """
 
 JOB_GET_BY_IDEMPOTENCY_KEYS = """
-SELECT jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed
+SELECT jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed, jobs.unique_key, jobs.unique_states
 FROM jobs
 JOIN (
     SELECT unnest(%(queues)b::text[]) AS queue, unnest(%(idempotency_keys)b::text[]) AS key
@@ -169,7 +169,7 @@ SELECT pg_notify(%(channel)s::text, %(queue)s::text)
 """
 
 JOB_GET = """
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed FROM jobs WHERE id = %(id)s
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed, unique_key, unique_states FROM jobs WHERE id = %(id)s
 """
 
 JOB_CLAIM = """
@@ -314,13 +314,18 @@ WITH RECURSIVE controls AS MATERIALIZED (
     UPDATE jobs
     SET state = 'leased',
         attempts = jobs.attempts + 1,
+        -- A uniqueness key held only while queued is given up at the first
+        -- claim (migration 00016): were it kept, the job's return to queued
+        -- (a retry, a snooze) could collide with a job enqueued meanwhile.
+        unique_key = CASE WHEN (jobs.unique_states & job_state_bit('leased')) <> 0
+                          THEN jobs.unique_key END,
         lease_owner = %(owner)s::text,
         lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
         handed = false,
         updated_at = now()
     FROM unnest((SELECT array_agg(picked.id) FROM picked)::uuid[]) AS chosen (id)
     WHERE jobs.id = chosen.id
-    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed
+    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed, jobs.unique_key, jobs.unique_states
 ), left_over AS (
     -- The slots this claim leaves free: what its handoff offers are worth.
     SELECT (SELECT %(max_jobs)s::integer) - count(*)::integer AS slots FROM claimed
@@ -375,7 +380,7 @@ WITH RECURSIVE controls AS MATERIALIZED (
     WHERE queues.name = tally.queue
       AND queues.rate_limit IS NOT NULL
 )
-SELECT claimed.id, claimed.queue, claimed.type, claimed.payload, claimed.priority, claimed.state, claimed.attempts, claimed.max_attempts, claimed.backoff_kind, claimed.backoff_base, claimed.backoff_max, claimed.run_at, claimed.lease_owner, claimed.lease_expires_at, claimed.cancel_requested, claimed.idempotency_key, claimed.last_error, claimed.created_at, claimed.updated_at, claimed.finished_at, claimed.meta, claimed.handed FROM claimed
+SELECT claimed.id, claimed.queue, claimed.type, claimed.payload, claimed.priority, claimed.state, claimed.attempts, claimed.max_attempts, claimed.backoff_kind, claimed.backoff_base, claimed.backoff_max, claimed.run_at, claimed.lease_owner, claimed.lease_expires_at, claimed.cancel_requested, claimed.idempotency_key, claimed.last_error, claimed.created_at, claimed.updated_at, claimed.finished_at, claimed.meta, claimed.handed, claimed.unique_key, claimed.unique_states FROM claimed
 WHERE (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
 """
 
@@ -512,14 +517,14 @@ WITH expired AS (
         updated_at = now()
     FROM expired
     WHERE jobs.id = expired.id
-    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed
+    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed, jobs.unique_key, jobs.unique_states
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, detail)
     SELECT reaped.id, reaped.updated_at, 'reaped', 'leased', reaped.state,
            reaped.attempts, reaped.last_error
     FROM reaped
 )
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed FROM reaped
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed, unique_key, unique_states FROM reaped
 """
 
 JOB_CANCEL = """
@@ -532,13 +537,13 @@ WITH target AS (
         updated_at = now()
     FROM target
     WHERE jobs.id = target.id AND target.state = 'queued'
-    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed
+    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed, jobs.unique_key, jobs.unique_states
 ), flagged AS (
     UPDATE jobs
     SET cancel_requested = true, updated_at = now()
     FROM target
     WHERE jobs.id = target.id AND target.state = 'leased' AND NOT target.cancel_requested
-    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed
+    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed, jobs.unique_key, jobs.unique_states
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner, detail)
     SELECT cancelled.id, cancelled.updated_at, 'cancelled',
@@ -551,16 +556,16 @@ WITH target AS (
            flagged.attempts, flagged.lease_owner, 'by ' || %(actor)s::text
     FROM flagged
 ), after AS (
-    SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed FROM cancelled
+    SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed, unique_key, unique_states FROM cancelled
     UNION ALL
-    SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed FROM flagged
+    SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed, unique_key, unique_states FROM flagged
     UNION ALL
     -- Unchanged or refused: the row as locked (nothing above wrote it).
-    SELECT jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed FROM jobs JOIN target ON target.id = jobs.id
+    SELECT jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed, jobs.unique_key, jobs.unique_states FROM jobs JOIN target ON target.id = jobs.id
     WHERE NOT (target.state = 'queued'
                OR (target.state = 'leased' AND NOT target.cancel_requested))
 )
-SELECT after.id, after.queue, after.type, after.payload, after.priority, after.state, after.attempts, after.max_attempts, after.backoff_kind, after.backoff_base, after.backoff_max, after.run_at, after.lease_owner, after.lease_expires_at, after.cancel_requested, after.idempotency_key, after.last_error, after.created_at, after.updated_at, after.finished_at, after.meta, after.handed,
+SELECT after.id, after.queue, after.type, after.payload, after.priority, after.state, after.attempts, after.max_attempts, after.backoff_kind, after.backoff_base, after.backoff_max, after.run_at, after.lease_owner, after.lease_expires_at, after.cancel_requested, after.idempotency_key, after.last_error, after.created_at, after.updated_at, after.finished_at, after.meta, after.handed, after.unique_key, after.unique_states,
        target.state AS found_state,
        (CASE
             WHEN target.state = 'queued' THEN 'cancelled'
@@ -581,22 +586,26 @@ WITH target AS (
         attempts = least(jobs.attempts, jobs.max_attempts - 1),
         cancel_requested = false,
         finished_at = NULL,
+        -- It keeps its uniqueness key only if it holds it now (a policy that
+        -- lasts until purged): a key it gave up may have a new holder.
+        unique_key = CASE WHEN (jobs.unique_states & job_state_bit(jobs.state)) <> 0
+                          THEN jobs.unique_key END,
         updated_at = now()
     FROM target
     WHERE jobs.id = target.id AND target.state IN ('dead', 'cancelled')
-    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed
+    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed, jobs.unique_key, jobs.unique_states
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, detail)
     SELECT retried.id, retried.updated_at, 'retried', target.state, 'queued',
            retried.attempts, 'by ' || %(actor)s::text
     FROM retried JOIN target ON target.id = retried.id
 ), after AS (
-    SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed FROM retried
+    SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed, unique_key, unique_states FROM retried
     UNION ALL
-    SELECT jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed FROM jobs JOIN target ON target.id = jobs.id
+    SELECT jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed, jobs.unique_key, jobs.unique_states FROM jobs JOIN target ON target.id = jobs.id
     WHERE target.state NOT IN ('dead', 'cancelled')
 )
-SELECT after.id, after.queue, after.type, after.payload, after.priority, after.state, after.attempts, after.max_attempts, after.backoff_kind, after.backoff_base, after.backoff_max, after.run_at, after.lease_owner, after.lease_expires_at, after.cancel_requested, after.idempotency_key, after.last_error, after.created_at, after.updated_at, after.finished_at, after.meta, after.handed,
+SELECT after.id, after.queue, after.type, after.payload, after.priority, after.state, after.attempts, after.max_attempts, after.backoff_kind, after.backoff_base, after.backoff_max, after.run_at, after.lease_owner, after.lease_expires_at, after.cancel_requested, after.idempotency_key, after.last_error, after.created_at, after.updated_at, after.finished_at, after.meta, after.handed, after.unique_key, after.unique_states,
        target.state AS found_state,
        (CASE WHEN target.state IN ('dead', 'cancelled') THEN 'retried' ELSE 'refused' END)::text
            AS action
@@ -622,7 +631,7 @@ DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)
 """
 
 JOB_LIST = """
-SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed, unique_key, unique_states
 FROM jobs
 WHERE (%(queue)s::text IS NULL OR queue = %(queue)s)
   AND (%(state)s::job_state IS NULL OR state = %(state)s)
@@ -904,11 +913,13 @@ class JobCancelRow(pydantic.BaseModel):
     finished_at: datetime | None
     meta: JsonValue
     handed: bool
+    unique_key: str | None
+    unique_states: int | None
     found_state: JobState
     action: str
 
 
-_JOB_CANCEL_ROW_FIELDS = frozenset({'id', 'queue', 'type', 'payload', 'priority', 'state', 'attempts', 'max_attempts', 'backoff_kind', 'backoff_base', 'backoff_max', 'run_at', 'lease_owner', 'lease_expires_at', 'cancel_requested', 'idempotency_key', 'last_error', 'created_at', 'updated_at', 'finished_at', 'meta', 'handed', 'found_state', 'action'})
+_JOB_CANCEL_ROW_FIELDS = frozenset({'id', 'queue', 'type', 'payload', 'priority', 'state', 'attempts', 'max_attempts', 'backoff_kind', 'backoff_base', 'backoff_max', 'run_at', 'lease_owner', 'lease_expires_at', 'cancel_requested', 'idempotency_key', 'last_error', 'created_at', 'updated_at', 'finished_at', 'meta', 'handed', 'unique_key', 'unique_states', 'found_state', 'action'})
 
 
 def _row_to_job_cancel_row(row: Sequence[Any]) -> JobCancelRow:
@@ -940,8 +951,10 @@ def _row_to_job_cancel_row(row: Sequence[Any]) -> JobCancelRow:
             "finished_at": row[19],
             "meta": row[20],
             "handed": row[21],
-            "found_state": JobState.from_value(row[22]),
-            "action": row[23],
+            "unique_key": row[22],
+            "unique_states": row[23],
+            "found_state": JobState.from_value(row[24]),
+            "action": row[25],
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_JOB_CANCEL_ROW_FIELDS))
@@ -975,11 +988,13 @@ class JobRetryRow(pydantic.BaseModel):
     finished_at: datetime | None
     meta: JsonValue
     handed: bool
+    unique_key: str | None
+    unique_states: int | None
     found_state: JobState
     action: str
 
 
-_JOB_RETRY_ROW_FIELDS = frozenset({'id', 'queue', 'type', 'payload', 'priority', 'state', 'attempts', 'max_attempts', 'backoff_kind', 'backoff_base', 'backoff_max', 'run_at', 'lease_owner', 'lease_expires_at', 'cancel_requested', 'idempotency_key', 'last_error', 'created_at', 'updated_at', 'finished_at', 'meta', 'handed', 'found_state', 'action'})
+_JOB_RETRY_ROW_FIELDS = frozenset({'id', 'queue', 'type', 'payload', 'priority', 'state', 'attempts', 'max_attempts', 'backoff_kind', 'backoff_base', 'backoff_max', 'run_at', 'lease_owner', 'lease_expires_at', 'cancel_requested', 'idempotency_key', 'last_error', 'created_at', 'updated_at', 'finished_at', 'meta', 'handed', 'unique_key', 'unique_states', 'found_state', 'action'})
 
 
 def _row_to_job_retry_row(row: Sequence[Any]) -> JobRetryRow:
@@ -1011,8 +1026,10 @@ def _row_to_job_retry_row(row: Sequence[Any]) -> JobRetryRow:
             "finished_at": row[19],
             "meta": row[20],
             "handed": row[21],
-            "found_state": JobState.from_value(row[22]),
-            "action": row[23],
+            "unique_key": row[22],
+            "unique_states": row[23],
+            "found_state": JobState.from_value(row[24]),
+            "action": row[25],
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_JOB_RETRY_ROW_FIELDS))
@@ -1502,7 +1519,9 @@ class AsyncQuerier:
         ('refused'). The row is locked first, so the state it is decided on is the
         state it is changed from. A dead job has spent its attempts, so one is given
         back (the events keep the full count). Its max_attempts stays as enqueued:
-        it is part of the body an idempotent replay is compared with. Returns the
+        it is part of the body an idempotent replay is compared with. A uniqueness
+        key it no longer holds is dropped, so the retry cannot collide with a job
+        that took the key since. Returns the
         job as it is now, the state it was found in and that action; no row: no
         such job.
         plan: jobs only by index jobs_pkey
@@ -1980,7 +1999,9 @@ class Querier:
         ('refused'). The row is locked first, so the state it is decided on is the
         state it is changed from. A dead job has spent its attempts, so one is given
         back (the events keep the full count). Its max_attempts stays as enqueued:
-        it is part of the body an idempotent replay is compared with. Returns the
+        it is part of the body an idempotent replay is compared with. A uniqueness
+        key it no longer holds is dropped, so the retry cannot collide with a job
+        that took the key since. Returns the
         job as it is now, the state it was found in and that action; no row: no
         such job.
         plan: jobs only by index jobs_pkey

@@ -233,9 +233,11 @@ class Job(pydantic.BaseModel):
     finished_at: datetime | None
     meta: JsonValue
     handed: bool
+    unique_key: str | None
+    unique_states: int | None
 
 
-_JOB_FIELDS = frozenset({'id', 'queue', 'type', 'payload', 'priority', 'state', 'attempts', 'max_attempts', 'backoff_kind', 'backoff_base', 'backoff_max', 'run_at', 'lease_owner', 'lease_expires_at', 'cancel_requested', 'idempotency_key', 'last_error', 'created_at', 'updated_at', 'finished_at', 'meta', 'handed'})
+_JOB_FIELDS = frozenset({'id', 'queue', 'type', 'payload', 'priority', 'state', 'attempts', 'max_attempts', 'backoff_kind', 'backoff_base', 'backoff_max', 'run_at', 'lease_owner', 'lease_expires_at', 'cancel_requested', 'idempotency_key', 'last_error', 'created_at', 'updated_at', 'finished_at', 'meta', 'handed', 'unique_key', 'unique_states'})
 
 
 def row_to_job(row: Sequence[Any]) -> Job:
@@ -267,6 +269,8 @@ def row_to_job(row: Sequence[Any]) -> Job:
             "finished_at": row[19],
             "meta": row[20],
             "handed": row[21],
+            "unique_key": row[22],
+            "unique_states": row[23],
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_JOB_FIELDS))
