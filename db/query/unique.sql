@@ -10,7 +10,8 @@
 -- bucketed by period on the database's clock (job_unique_key). Never handed
 -- to an idle worker: a handed job is leased at once, and a key held only
 -- while queued would be given up before the job was seen. It reads no
--- table: the unique index is the insert's arbiter.
+-- table: the unique index is the insert's arbiter. (The nullif only lets sqlc
+-- vet EXPLAIN it with an empty placeholder: the store never sends ''.)
 WITH inserted AS (
     INSERT INTO jobs (
         id, queue, type, payload, priority, max_attempts,
@@ -18,7 +19,7 @@ WITH inserted AS (
         unique_key, unique_states, created_at
     )
     VALUES (
-        @id::uuid, @queue::text, @type::text, (sqlc.arg('payload_json')::text)::jsonb,
+        @id::uuid, @queue::text, @type::text, nullif(sqlc.arg('payload_json')::text, '')::jsonb,
         @priority::smallint, @max_attempts::integer,
         @backoff_kind::backoff_kind, @backoff_base::interval, @backoff_max::interval,
         coalesce(sqlc.narg('run_at')::timestamptz, now() + sqlc.arg('delay')::interval),

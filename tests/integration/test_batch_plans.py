@@ -91,6 +91,9 @@ async def test_recording_outcomes_probes_each_job_by_primary_key(pool: Pool) -> 
             "owner": "w",
             "jitter": 0.1,
             "now": None,
+            # One in ten returns a result: its insert reads no table of jobs'.
+            "result_ids": [j.id for j in batch[::10]],
+            "result_values": ['{"rows":1}'] * len(batch[::10]),
         },
     )
     assert leased_index_scans(plan) == [], scans(plan)

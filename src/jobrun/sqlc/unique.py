@@ -25,7 +25,7 @@ WITH inserted AS (
         unique_key, unique_states, created_at
     )
     VALUES (
-        %(id)s::uuid, %(queue)s::text, %(type)s::text, (%(payload_json)s::text)::jsonb,
+        %(id)s::uuid, %(queue)s::text, %(type)s::text, nullif(%(payload_json)s::text, '')::jsonb,
         %(priority)s::smallint, %(max_attempts)s::integer,
         %(backoff_kind)s::backoff_kind, %(backoff_base)s::interval, %(backoff_max)s::interval,
         coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval),
@@ -136,7 +136,8 @@ class AsyncQuerier:
         bucketed by period on the database's clock (job_unique_key). Never handed
         to an idle worker: a handed job is leased at once, and a key held only
         while queued would be given up before the job was seen. It reads no
-        table: the unique index is the insert's arbiter.
+        table: the unique index is the insert's arbiter. (The nullif only lets sqlc
+        vet EXPLAIN it with an empty placeholder: the store never sends ''.)
 
         Run ``JobInsertUnique``; return its first row, or None.
         """
@@ -206,7 +207,8 @@ class Querier:
         bucketed by period on the database's clock (job_unique_key). Never handed
         to an idle worker: a handed job is leased at once, and a key held only
         while queued would be given up before the job was seen. It reads no
-        table: the unique index is the insert's arbiter.
+        table: the unique index is the insert's arbiter. (The nullif only lets sqlc
+        vet EXPLAIN it with an empty placeholder: the store never sends ''.)
 
         Run ``JobInsertUnique``; return its first row, or None.
         """
