@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 
@@ -17,6 +18,14 @@ from jobrun.domain import NewJob
 from jobrun.errors import JobNotSucceeded
 
 APP = "tests.acceptance.results_app"
+
+
+def result_cli(db_url: str, job_id: object, *flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jobrun", "jobs", "result", str(job_id), "--database-url", db_url,
+         *flags],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )  # fmt: skip
 
 
 def show(db_url: str, job_id: object) -> str:
@@ -56,6 +65,17 @@ async def test_results_from_a_cli_worker_reach_the_client_the_cli_and_the_dashbo
         async with Client(registry, database_url=db_url) as typed:
             assert await typed.result(thumb.id) == Thumbnail(width=64, url="/thumbs/a,b/../c")
 
+    printed = result_cli(db_url, rows.id)
+    assert (printed.returncode, printed.stdout) == (
+        0,
+        json.dumps({"rows": 2, "names": names}) + "\n",
+    )
+    dead = result_cli(db_url, big.id, "--wait", "5s")
+    assert dead.returncode == 1 and dead.stdout == ""
+    assert dead.stderr.startswith(f"error: job {big.id} ended dead: result of job type 'too.big'")
+    missing = result_cli(db_url, "0190b3c4-0000-7000-8000-000000000000")
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
+
     shown = show(db_url, rows.id)
     result_line = next(line for line in shown.splitlines() if line.startswith("│ result "))
     assert '"rows": 2' in result_line
@@ -75,3 +95,21 @@ async def test_results_from_a_cli_worker_reach_the_client_the_cli_and_the_dashbo
             assert (await web.get(f"/api/jobs/{big.id}")).json()["result"] is None
     finally:
         await asyncio.to_thread(stop, proc)
+
+
+def test_jobs_result_waits_for_a_running_job_and_says_when_it_is_not_finished(
+    db_url: str,
+) -> None:
+    async def enqueue() -> str:
+        async with Client(database_url=db_url) as client:
+            made = await client.enqueue(NewJob(type="thumbnail", payload={"width": 1, "name": "x"}))
+        return str(made.id)
+
+    job_id = asyncio.run(enqueue())
+    early = result_cli(db_url, job_id)
+    assert early.returncode == 3
+    assert early.stderr == f"error: job {job_id} is queued, not finished\n"
+    with worker(db_url, "--app", APP):
+        waited = result_cli(db_url, job_id, "--wait", "60s")
+    assert waited.returncode == 0, waited.stderr
+    assert json.loads(waited.stdout) == {"width": 1, "url": "/thumbs/x"}

@@ -38,7 +38,7 @@ from jobrun.domain import (
     QueueStats,
     Unique,
 )
-from jobrun.errors import JobrunError
+from jobrun.errors import JobNotSucceeded, JobrunError, ResultNotReady
 from jobrun.postgres.store import Store
 
 __all__ = ["jobs_app"]
@@ -263,6 +263,38 @@ def jobs_list_command(
     stdout.print(table)
     if page.next_cursor is not None:
         stdout.print(f"more: --cursor {page.next_cursor}")
+
+
+@jobs_app.command("result")
+def jobs_result_command(
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job id.")],
+    database_url: DatabaseUrlOption = None,
+    wait: Annotated[
+        str | None,
+        typer.Option(help="Wait up to this long for the job to finish, e.g. 30s."),
+    ] = None,
+) -> None:
+    """Print what a job's handler returned, as JSON (null: nothing).
+
+    Exits 1 when the job ended dead or cancelled, 3 when it had not finished
+    (in time, with --wait), 2 for an unknown job or bad input.
+    """
+    jid = read_job_id(job_id)
+    seconds = read_duration("--wait", wait) if wait is not None else None
+
+    async def body(client: Any) -> tuple[int, Any]:
+        try:
+            return 0, await client.result(jid, wait=seconds)
+        except JobNotSucceeded as exc:
+            return 1, exc
+        except ResultNotReady as exc:
+            return 3, exc
+
+    code, value = run_with_client(database_url, body, concurrency=1)
+    if code:
+        typer.echo(f"error: {' '.join(str(value).split())}", err=True)
+        raise typer.Exit(code)
+    typer.echo(json.dumps(value, ensure_ascii=False))
 
 
 @jobs_app.command("show")
