@@ -16,6 +16,7 @@ from jobrun.sqlc import (
     schedule_declarations,
     schedules,
     system,
+    workers,
 )
 from jobrun_tools.plans.capture import recording
 from jobrun_tools.plans.cases import Case, Facts
@@ -25,7 +26,7 @@ __all__ = ["cases"]
 
 def cases(f: Facts) -> dict[str, list[Case]]:
     """The cases of every query of effects, events, goose, locks, offers, queues,
-    schedule_declarations, schedules and system.sql."""
+    schedule_declarations, schedules, system and workers.sql."""
     conn = recording()
     fact = f.jobs
     e = effects.Querier(conn)
@@ -37,6 +38,7 @@ def cases(f: Facts) -> dict[str, list[Case]]:
     sc = schedules.Querier(conn)
     sd = schedule_declarations.Querier(conn)
     sy = system.Querier(conn)
+    wk = workers.Querier(conn)
     new_ids = [UUID(int=UUID("01900000-0000-7000-8000-ffffffff0001").int + i) for i in range(100)]
     schedule = schedules.ScheduleInsertParams(
         name="schedule-new",
@@ -50,7 +52,36 @@ def cases(f: Facts) -> dict[str, list[Case]]:
         timezone="UTC",
         next_run_at=f.now + timedelta(days=1),
     )
+    seen = workers.WorkerSeenParams(
+        owner="worker-3:4242:ab12",
+        host="worker-3",
+        pid=4242,
+        version="0.1.0",
+        queues=["default", "emails"],
+        concurrency=100,
+        beat=timedelta(seconds=10),
+        running=[],
+        started_at=f.now,
+    )
     return {
+        "WorkerSeen": [
+            Case("beat", "a worker's row written again", lambda g: wk.worker_seen(params=seen))
+        ],
+        "WorkerGone": [
+            Case(
+                "stop",
+                "a worker's row deleted",
+                lambda g: wk.worker_gone(owner="worker-3:4242:ab12"),
+            )
+        ],
+        "WorkerList": [Case("all", "every worker row", lambda g: wk.worker_list())],
+        "WorkerPrune": [
+            Case(
+                "stale",
+                "rows not written for an hour",
+                lambda g: wk.worker_prune(older_than=timedelta(hours=1)),
+            )
+        ],
         "EffectInsertMany": [
             Case(
                 "batch",

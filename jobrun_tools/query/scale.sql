@@ -229,6 +229,16 @@ SET unique_key = md5(id::text) || md5(type), unique_states = 3
 WHERE state IN ('queued', 'leased')
   AND mod(hashtext(id::text), 20) = 0;
 
+-- name: ScaleFillWorkers :execrows
+-- The rows of eight live workers (migration 00017), each running nothing it
+-- lists.
+INSERT INTO workers (owner, host, pid, version, queues, concurrency, beat, started_at,
+                     last_seen_at)
+SELECT 'worker-' || w || ':4242:ab12', 'worker-' || w, 4242, '0.1.0',
+       ARRAY['default', 'emails'], 100, interval '10 seconds', sqlc.arg('now')::timestamptz,
+       sqlc.arg('now')::timestamptz
+FROM generate_series(0, 7) AS w;
+
 -- name: ScaleFacts :one
 -- Rows of the scale database the report's cases take their parameters from:
 -- the first job of each kind, in id order, so every build answers alike.

@@ -205,6 +205,15 @@ WHERE state IN ('queued', 'leased')
   AND mod(hashtext(id::text), 20) = 0
 """
 
+SCALE_FILL_WORKERS = """
+INSERT INTO workers (owner, host, pid, version, queues, concurrency, beat, started_at,
+                     last_seen_at)
+SELECT 'worker-' || w || ':4242:ab12', 'worker-' || w, 4242, '0.1.0',
+       ARRAY['default', 'emails'], 100, interval '10 seconds', %(now)s::timestamptz,
+       %(now)s::timestamptz
+FROM generate_series(0, 7) AS w
+"""
+
 SCALE_FACTS = """
 SELECT (SELECT id FROM jobs WHERE state = 'dead' ORDER BY id LIMIT 1)::uuid AS dead_id,
        (SELECT id FROM jobs WHERE state = 'cancelled' ORDER BY id LIMIT 1)::uuid AS cancelled_id,
@@ -449,6 +458,21 @@ class AsyncQuerier:
                 await _cur.execute(SCALE_FILL_UNIQUE)
             return _cur.rowcount
 
+    async def scale_fill_workers(self, *, now: datetime) -> int:
+        """The rows of eight live workers (migration 00017), each running nothing it
+        lists.
+
+        Run ``ScaleFillWorkers``; return the number of rows it affected.
+        """
+        _args = {"now": now}
+        async with self._conn.cursor() as _cur:
+            if self._conn.pgconn.pipeline_status:
+                async with self._conn.pipeline():
+                    await _cur.execute(SCALE_FILL_WORKERS, _args)
+            else:
+                await _cur.execute(SCALE_FILL_WORKERS, _args)
+            return _cur.rowcount
+
     async def scale_facts(self, *, now: datetime) -> ScaleFactsRow | None:
         """Rows of the scale database the report's cases take their parameters from:
         the first job of each kind, in id order, so every build answers alike.
@@ -662,6 +686,21 @@ class Querier:
                     _cur.execute(SCALE_FILL_UNIQUE)
             else:
                 _cur.execute(SCALE_FILL_UNIQUE)
+            return _cur.rowcount
+
+    def scale_fill_workers(self, *, now: datetime) -> int:
+        """The rows of eight live workers (migration 00017), each running nothing it
+        lists.
+
+        Run ``ScaleFillWorkers``; return the number of rows it affected.
+        """
+        _args = {"now": now}
+        with self._conn.cursor() as _cur:
+            if self._conn.pgconn.pipeline_status:
+                with self._conn.pipeline():
+                    _cur.execute(SCALE_FILL_WORKERS, _args)
+            else:
+                _cur.execute(SCALE_FILL_WORKERS, _args)
             return _cur.rowcount
 
     def scale_facts(self, *, now: datetime) -> ScaleFactsRow | None:

@@ -92,6 +92,10 @@ DEFAULT_RETRY_LEADERSHIP_EVERY = timedelta(seconds=30)
 log = logging.getLogger(__name__)
 
 
+WORKER_ROWS_KEPT = timedelta(hours=1)
+"""How long the row of a worker that stopped without saying so stays, shown as gone."""
+
+
 @dataclass(frozen=True)
 class Pruned:
     """What one pruning pass deleted."""
@@ -108,6 +112,8 @@ class Pruned:
     """Effect-ledger rows deleted."""
     progress: int = 0
     """Progress reports deleted (of attempts that ended)."""
+    workers: int = 0
+    """Rows of workers not heard from for :data:`WORKER_ROWS_KEPT`."""
     complete: bool = True
     """False when the pass stopped early (stop requested or leadership lost)."""
 
@@ -218,6 +224,7 @@ class Maintenance:
             ("effects", lambda: self._store.prune_effects_batch(r.effects, self._batch, now=now))
         )
         steps.append(("progress", lambda: self._store.prune_progress_batch(self._batch)))
+        steps.append(("workers", lambda: self._store.prune_workers(WORKER_ROWS_KEPT)))
         for name, batch in steps:
             done, counts[name] = await self._drain(batch, stop, handle)
             self._deleted += counts[name]
@@ -231,6 +238,7 @@ class Maintenance:
             events=counts.get("events", 0),
             effects=counts.get("effects", 0),
             progress=counts.get("progress", 0),
+            workers=counts.get("workers", 0),
             complete=complete,
         )
 

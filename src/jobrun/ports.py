@@ -56,6 +56,8 @@ from jobrun.domain import (
     Schedule,
     SchedulePatch,
     StoredResult,
+    WorkerInfo,
+    WorkerReport,
 )
 from jobrun.errors import IdempotencyConflict
 
@@ -67,6 +69,7 @@ __all__ = [
     "HandoffReceiver",
     "LockHandle",
     "Locker",
+    "Presence",
     "Producer",
     "Pruning",
     "Reaping",
@@ -189,6 +192,10 @@ class Admin(Protocol):
         """The latest progress of those of ``job_ids`` that are running and reported one."""
         ...
 
+    async def workers(self) -> list[WorkerInfo]:
+        """Every worker row, alive or not yet pruned."""
+        ...
+
     async def result_of(self, job_id: UUID) -> StoredResult:
         """``job_id``'s state and, once it succeeded, its handler's result; JobNotFound."""
         ...
@@ -303,6 +310,10 @@ class Pruning(Protocol):
         """Delete up to ``limit`` progress reports of attempts that have ended."""
         ...
 
+    async def prune_workers(self, older_than: timedelta = timedelta(hours=1)) -> int:
+        """Delete the rows of workers not heard from for ``older_than``."""
+        ...
+
     async def refresh_statistics(self) -> list[str]:
         """Analyze the tables that outgrew their planner statistics; return their names."""
         ...
@@ -365,9 +376,22 @@ class ScheduleStore(Protocol):
         ...
 
 
+class Presence(Protocol):
+    """A worker's row in the table of live workers (migration 00017)."""
+
+    async def worker_seen(self, report: WorkerReport) -> None:
+        """Write the reporting worker's row: who it is, and the jobs it runs now."""
+        ...
+
+    async def worker_gone(self, owner: str) -> None:
+        """Delete ``owner``'s row: the worker stopped."""
+        ...
+
+
 @runtime_checkable
-class WorkerStore(Executor, Reaping, Protocol):
-    """What a :class:`~jobrun.worker.Worker` needs: executing jobs, and reaping on the side."""
+class WorkerStore(Executor, Reaping, Presence, Protocol):
+    """What a :class:`~jobrun.worker.Worker` needs: executing jobs, reaping on the side,
+    and its row among the live workers."""
 
 
 Schedules = ScheduleStore
@@ -375,7 +399,7 @@ Schedules = ScheduleStore
 
 
 @runtime_checkable
-class Store(Producer, Executor, Reaping, Admin, Pruning, ScheduleStore, Protocol):
+class Store(Producer, Executor, Reaping, Presence, Admin, Pruning, ScheduleStore, Protocol):
     """Every storage port together, with the one-outcome conveniences.
 
     Each mutating method is one transaction (see the module docstring for the

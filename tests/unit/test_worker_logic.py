@@ -16,7 +16,7 @@ from uuid import UUID, uuid4
 import pytest
 
 from jobrun.config import Config
-from jobrun.domain import Backoff, HandoffOffer, Job, JobState, Outcome, OutcomeKind
+from jobrun.domain import Backoff, HandoffOffer, Job, JobState, Outcome, OutcomeKind, WorkerReport
 from jobrun.errors import ConfigurationError, JobrunError, LeaseLost, UsageError
 from jobrun.registry import JobContext, Registry
 from jobrun.testing import eventually
@@ -61,6 +61,8 @@ class RecordingStore:
         self.offers: list[HandoffOffer | None] = []
         self.retracted = 0
         self.kinds: list[OutcomeKind] = []
+        self.seen: list[WorkerReport] = []
+        self.gone: list[str] = []
 
     async def now(self) -> datetime:
         return datetime.now(UTC)
@@ -114,6 +116,12 @@ class RecordingStore:
 
     async def reap_expired(self, limit: int = 1000, *, now: datetime | None = None) -> list[Job]:
         return []
+
+    async def worker_seen(self, report: WorkerReport) -> None:
+        self.seen.append(report)
+
+    async def worker_gone(self, owner: str) -> None:
+        self.gone.append(owner)
 
 
 def worker(
@@ -523,3 +531,31 @@ async def test_a_job_stopped_before_its_task_began_is_still_reported_and_freed()
     assert [(j.id, "stopped" in detail) for j, detail in store.failed] == [(job.id, True)]
     stop.set()
     await asyncio.wait_for(task, 5)
+
+
+async def test_a_worker_writes_its_row_with_the_jobs_it_runs_and_deletes_it_when_it_stops() -> None:
+    store = RecordingStore(queued=1, job_type="slow")
+    reg = Registry()
+    release = asyncio.Event()
+
+    @reg.handler("slow")
+    async def slow(ctx: JobContext, payload: Any) -> None:
+        await release.wait()
+
+    w = worker(
+        store, reg, owner="host:1:ab", queues=("a/b", "c"), lease="3s", heartbeat_every="50ms"
+    )
+    task = asyncio.create_task(w.run())
+
+    def reported_running() -> WorkerReport | None:
+        return next((r for r in store.seen if r.running), None)
+
+    report = await eventually(reported_running, what="a row listing the running job")
+    assert (report.owner, report.queues, report.concurrency) == ("host:1:ab", ("a/b", "c"), 10)
+    assert report.beat == timedelta(milliseconds=50)
+    assert [job.type for job in report.running] == ["slow"]
+    assert report.running[0].started_at <= datetime.now(UTC)
+    release.set()
+    w.request_stop()
+    await task
+    assert store.gone == ["host:1:ab"]

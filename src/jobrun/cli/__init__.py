@@ -37,6 +37,7 @@ from jobrun.cli import schedules  # noqa: F401
 from jobrun.cli import queues  # noqa: F401
 from jobrun.cli import demo  # noqa: F401
 from jobrun.cli import web  # noqa: F401
+from jobrun.cli import workers  # noqa: F401
 
 # isort: on
 from jobrun.cli.app import (

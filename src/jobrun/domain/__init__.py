@@ -21,7 +21,8 @@ the contract be tested in one place. One module per concept, lowest first:
 - :mod:`~jobrun.domain.json_text`: the JSON text jsonb stores, checked the
   same way for payloads and results; :mod:`~jobrun.domain.results`: what a
   job's handler returned, as a client reads it;
-- :mod:`~jobrun.domain.uniqueness`: uniqueness policies (one job of a kind at a time).
+- :mod:`~jobrun.domain.uniqueness`: uniqueness policies (one job of a kind at a time);
+- :mod:`~jobrun.domain.workers`: the worker processes that are alive.
 
 This package's namespace is the domain's face: every name above is importable
 from ``jobrun.domain``. The errors have their own home, :mod:`jobrun.errors`.
@@ -102,6 +103,7 @@ from jobrun.domain.schedules import (
     reconcile_declared,
 )
 from jobrun.domain.uniqueness import MAX_UNIQUE_PERIOD, Unique, UniqueUntil
+from jobrun.domain.workers import MAX_REPORTED_RUNNING, RunningJob, WorkerInfo, WorkerReport
 
 __all__ = [
     "DEFAULT_BACKOFF",
@@ -119,6 +121,7 @@ __all__ = [
     "MAX_PROGRESS_MESSAGE",
     "MAX_QUEUE_LIMIT",
     "MAX_QUEUE_NAME",
+    "MAX_REPORTED_RUNNING",
     "MAX_UNIQUE_PERIOD",
     "MIN_PRIORITY",
     "NOTIFY_CHANNEL_MAX_BYTES",
@@ -151,6 +154,7 @@ __all__ = [
     "Reconciliation",
     "ReplicaLag",
     "Result",
+    "RunningJob",
     "Schedule",
     "SchedulePatch",
     "StoredResult",
@@ -158,7 +162,9 @@ __all__ = [
     "SyncOutcome",
     "Unique",
     "UniqueUntil",
+    "WorkerInfo",
     "WorkerOffer",
+    "WorkerReport",
     "declaration_digest",
     "describe_invalid",
     "duration_problem",

@@ -41,6 +41,7 @@ from jobrun.postgres.completing import CompletionMethods
 from jobrun.postgres.enqueueing import EnqueueMethods
 from jobrun.postgres.job_admin import JobAdminMethods
 from jobrun.postgres.leasing import LeaseMethods
+from jobrun.postgres.presence import PresenceMethods
 from jobrun.postgres.pruning import PruningMethods
 from jobrun.postgres.queue_controls import QueueControlMethods
 from jobrun.postgres.schedules import ScheduleMethods
@@ -57,6 +58,7 @@ class Store(
     QueueControlMethods,
     PruningMethods,
     ScheduleMethods,
+    PresenceMethods,
 ):
     """jobrun's Store port on a psycopg async pool.
 

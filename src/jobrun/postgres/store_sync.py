@@ -48,6 +48,7 @@ from jobrun.postgres.completing_sync import SyncCompletionMethods
 from jobrun.postgres.enqueueing_sync import SyncEnqueueMethods
 from jobrun.postgres.job_admin_sync import SyncJobAdminMethods
 from jobrun.postgres.leasing_sync import SyncLeaseMethods
+from jobrun.postgres.presence_sync import SyncPresenceMethods
 from jobrun.postgres.pruning_sync import SyncPruningMethods
 from jobrun.postgres.queue_controls_sync import SyncQueueControlMethods
 from jobrun.postgres.schedules_sync import SyncScheduleMethods
@@ -64,6 +65,7 @@ class SyncStore(
     SyncQueueControlMethods,
     SyncPruningMethods,
     SyncScheduleMethods,
+    SyncPresenceMethods,
 ):
     """jobrun's Store port on a psycopg sync pool.
 

@@ -482,3 +482,46 @@ def row_to_worker_offer(row: Sequence[Any]) -> WorkerOffer:
     _setattr(obj, "__pydantic_extra__", None)
     _setattr(obj, "__pydantic_private__", None)
     return obj
+
+
+class Worker(pydantic.BaseModel):
+    """A row of the ``workers`` table."""
+
+    owner: str
+    host: str
+    pid: int
+    version: str
+    queues: list[str]
+    concurrency: int
+    beat: timedelta
+    running: JsonValue
+    started_at: datetime
+    last_seen_at: datetime
+
+
+_WORKER_FIELDS = frozenset({'owner', 'host', 'pid', 'version', 'queues', 'concurrency', 'beat', 'running', 'started_at', 'last_seen_at'})
+
+
+def row_to_worker(row: Sequence[Any]) -> Worker:
+    """Build a :class:`Worker` from a driver row, without re-validating it."""
+    obj = Worker.__new__(Worker)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "owner": row[0],
+            "host": row[1],
+            "pid": row[2],
+            "version": row[3],
+            "queues": row[4],
+            "concurrency": row[5],
+            "beat": row[6],
+            "running": row[7],
+            "started_at": row[8],
+            "last_seen_at": row[9],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_WORKER_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj

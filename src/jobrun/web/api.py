@@ -15,9 +15,11 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+from pydantic import TypeAdapter
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from jobrun.domain import WorkerInfo
 from jobrun.errors import JobNotFound
 from jobrun.web.actions import REFUSALS, Action, refusal_status
 from jobrun.web.bodies import job_result, json_body, listing
@@ -85,6 +87,15 @@ async def queues(dash: Dashboard, request: Request) -> Response:
     """Every queue with controls."""
     store = await dash.reader()
     return _read(dash, [_jsonable(q) for q in await store.list_queues()])
+
+
+async def workers(dash: Dashboard, request: Request) -> Response:
+    """The worker processes, alive or gone, with the jobs each runs."""
+    store = await dash.reader()
+    return _read(dash, _WORKERS.dump_python(await store.workers(), mode="json"))
+
+
+_WORKERS: TypeAdapter[list[WorkerInfo]] = TypeAdapter(list[WorkerInfo])
 
 
 async def act(dash: Dashboard, action: Action, request: Request) -> Response:

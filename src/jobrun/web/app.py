@@ -48,6 +48,7 @@ ROUTES: tuple[tuple[str, Any], ...] = (
     ("/schedules/{name:path}/pause", ACTIONS["pause_schedule"]),
     ("/schedules/{name:path}/resume", ACTIONS["resume_schedule"]),
     ("/queues", pages.queues),
+    ("/workers", pages.workers),
     ("/queues/{name:path}/pause", ACTIONS["pause_queue"]),
     ("/queues/{name:path}/resume", ACTIONS["resume_queue"]),
     ("/queues/{name:path}/limits", ACTIONS["set_queue_limits"]),
@@ -58,6 +59,7 @@ ROUTES: tuple[tuple[str, Any], ...] = (
     ("/api/jobs/{job_id}", api.job),
     ("/api/schedules", api.schedules),
     ("/api/queues", api.queues),
+    ("/api/workers", api.workers),
 )
 """Every path and what answers it: a view ``f(dashboard, request)``, or an
 :class:`~jobrun.web.actions.Action` (POST here from a page, and under ``/api``)."""

@@ -210,6 +210,12 @@ async def queues(dash: Dashboard, request: Request) -> Response:
     return render(dash, request, "queues.html", queues=await store.list_queues())
 
 
+async def workers(dash: Dashboard, request: Request) -> Response:
+    """The worker processes, alive or gone, with the jobs each runs."""
+    store = await dash.reader()
+    return render(dash, request, "workers.html", workers=await store.workers())
+
+
 async def act(dash: Dashboard, action: Action, request: Request) -> Response:
     """A page form's POST: run ``action`` and redirect back (303), or show the refusal."""
     try:

@@ -21,6 +21,8 @@ room of its own and all on one event loop:
   jobs held; stops those cancelled or whose lease was lost.
 * **handoff** (:mod:`jobrun.worker.handoff`): jobs an enqueue leases straight
   to this worker's free slots.
+* **presence** (:mod:`jobrun.worker.presence`): this worker's row among the
+  live workers, with the jobs it runs, written every heartbeat interval.
 * **reaper**: :class:`~jobrun.reaper.Reaper`, safe on every worker.
 
 Shutdown (:mod:`jobrun.worker.shutdown`): the first SIGTERM/SIGINT (or the
@@ -62,6 +64,7 @@ from jobrun.worker.completer import Completer, CompletionStats
 from jobrun.worker.executor import JobExecutor
 from jobrun.worker.handoff import Handoff
 from jobrun.worker.heartbeat import Heartbeat
+from jobrun.worker.presence import Presence
 from jobrun.worker.reporter import Reporter
 from jobrun.worker.runner import Runner
 from jobrun.worker.settings import WorkerSettings
@@ -174,6 +177,7 @@ class Worker:
             log=log,
         )
         self._heartbeat = Heartbeat(store, state, s, owner=owner, submit=submit, log=log)
+        self._presence = Presence(store, state, s, owner=owner, log=log)
         self._shutdown = Shutdown(
             state, s, owner=owner, give_back=give_back, log=log, draining=self.signals.draining
         )
@@ -236,6 +240,7 @@ class Worker:
             asyncio.create_task(self._completer.run(), name="jobrun-completer"),
             asyncio.create_task(self._heartbeat.run(), name="jobrun-heartbeat"),
             asyncio.create_task(self._handoff.confirm(), name="jobrun-confirm"),
+            asyncio.create_task(self._presence.run(), name="jobrun-presence"),
         ]
         if self._reaper is not None:
             background.append(asyncio.create_task(self._reaper.run(), name="jobrun-reaper"))
@@ -270,6 +275,7 @@ class Worker:
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
+        await self._presence.close()
         # Threads of sync handlers cannot be interrupted; don't wait for them.
         self._executor.shutdown()
         loop = asyncio.get_running_loop()
