@@ -287,6 +287,30 @@ def test_cancel_from_the_job_page_reaches_the_running_job(
     shot(chrome, "job")
 
 
+def test_the_workers_page_lists_a_running_worker_and_links_its_jobs_both_ways(
+    db_url: str, site: str, worker: Callable[[], None], chrome: webdriver.Chrome
+) -> None:
+    job = with_client(
+        db_url,
+        lambda c: c.store.enqueue(NewJob(type="web.nap", queue="slow", payload={"seconds": 120})),
+    )
+    worker()
+
+    def listed() -> Any:
+        found = with_client(db_url, lambda c: c.store.workers())
+        return found[0] if found and found[0].running else None
+
+    info = eventually_sync(listed, what="the worker's row listing the running job")
+    chrome.get(site + "/workers")
+    row = text_of(chrome, f'tr[data-owner="{info.owner}"]')
+    assert "alive" in row and "live, slow" in row and "1 of 2" in row
+    click(chrome, f'a[href="/jobs/{job.id}"]')
+    WebDriverWait(chrome, 10).until(lambda d: d.current_url.endswith(f"/jobs/{job.id}"))
+    click(chrome, f'#events a[href="/workers#worker-{info.owner}"]')
+    WebDriverWait(chrome, 10).until(lambda d: d.current_url.endswith(f"#worker-{info.owner}"))
+    shot(chrome, "workers")
+
+
 def test_schedules_and_queues_pages(db_url: str, site: str, chrome: webdriver.Chrome) -> None:
     async def setup(client: Client) -> None:
         await client.store.create_schedule(
