@@ -760,6 +760,42 @@ SELECT after.*,
            AS action
 FROM after JOIN target ON target.id = after.id;
 
+-- name: JobRunNow :one
+-- "Run now": a queued job that is not due yet (delayed, scheduled for later,
+-- or waiting out a retry's backoff) becomes due at once ('moved'); a queued
+-- job already due is left as it is ('unchanged'); a job in any other state
+-- is refused ('refused'). The row is locked first, so the state decided on is
+-- the state changed from. A moved job gets a 'run_now' event (detail: who
+-- asked). Returns the job as it is now, the state it was found in and the
+-- action; no row: no such job.
+-- plan: jobs only by index jobs_pkey
+WITH target AS (
+    SELECT jobs.id, jobs.state, jobs.run_at FROM jobs WHERE jobs.id = @id FOR UPDATE
+), moved AS (
+    UPDATE jobs
+    SET run_at = now(),
+        updated_at = now()
+    FROM target
+    WHERE jobs.id = target.id AND target.state = 'queued' AND target.run_at > now()
+    RETURNING jobs.*
+), recorded AS (
+    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, detail)
+    SELECT moved.id, moved.updated_at, 'run_now', 'queued', 'queued', moved.attempts,
+           'by ' || sqlc.narg('actor')::text
+    FROM moved
+), after AS (
+    SELECT * FROM moved
+    UNION ALL
+    SELECT jobs.* FROM jobs JOIN target ON target.id = jobs.id
+    WHERE NOT (target.state = 'queued' AND target.run_at > now())
+)
+SELECT after.*,
+       target.state AS found_state,
+       (CASE WHEN target.state <> 'queued' THEN 'refused'
+             WHEN target.run_at > now() THEN 'moved'
+             ELSE 'unchanged' END)::text AS action
+FROM after JOIN target ON target.id = after.id;
+
 -- name: JobPurgeState :execrows
 -- Delete up to batch_size jobs that finished in one terminal state more than
 -- the given age ago, with their events and results, oldest first. Ledger rows stay: they

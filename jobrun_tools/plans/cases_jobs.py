@@ -365,6 +365,9 @@ def cases(f: Facts) -> dict[str, list[Case]]:
                 "dead", "a dead job", lambda g: q.job_retry(id=fact.dead_id, now=None, actor="ops")
             )
         ],
+        "JobRunNow": [
+            Case("queued", "a queued job", lambda g: q.job_run_now(id=fact.queued_id, actor="ops"))
+        ],
         "JobPurgeState": [
             Case(
                 state.value,

@@ -208,6 +208,10 @@ class Admin(Protocol):
         """Put a dead or cancelled job back in its queue, due now; ``actor`` is recorded."""
         ...
 
+    async def run_now(self, job_id: UUID, *, actor: str | None = None) -> Job:
+        """Make a queued job that is not due yet due now; ``actor`` is recorded."""
+        ...
+
     async def purge(self, older_than: timedelta, batch_size: int = 1000) -> int:
         """Delete finished jobs older than ``older_than`` (database clock); return how many."""
         ...

@@ -373,6 +373,17 @@ def jobs_retry_command(
     typer.echo(f"job {job.id} is {job.state.value} again")
 
 
+@jobs_app.command("run-now")
+def jobs_run_now_command(
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job id.")],
+    database_url: DatabaseUrlOption = None,
+) -> None:
+    """Make a queued job that is not due yet (delayed, or waiting for a retry) due now."""
+    jid = read_job_id(job_id)
+    job = run_with_store(database_url, lambda store: store.run_now(jid))
+    typer.echo(f"job {job.id} is due now")
+
+
 @jobs_app.command("purge")
 def jobs_purge_command(
     older_than: Annotated[

@@ -133,7 +133,7 @@ def job_from_row(row: models.Job) -> Job:
 def job_from_transition(job_id: UUID, verb: str, row: Any | None) -> Job:
     """The job a one-statement transition left, or the error its answer means.
 
-    ``JobCancel`` and ``JobRetry`` decide and act in one statement and return
+    ``JobCancel``, ``JobRetry`` and ``JobRunNow`` decide and act in one statement and return
     the job's row with the state they found it in and the action they took:
     no row is :class:`~jobrun.errors.JobNotFound`, the action ``refused`` is
     :class:`~jobrun.errors.InvalidTransition` naming that state and ``verb``.

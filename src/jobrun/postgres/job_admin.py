@@ -89,6 +89,20 @@ class JobAdminMethods(StoreCore):
             await queries.job_notify(channel=self.notify_channel, queue=job.queue)
         return job
 
+    async def run_now(self, job_id: UUID, *, actor: str | None = None) -> Job:
+        """Make a queued job that is not due yet (delayed, or waiting for a retry) due now.
+
+        A queued job already due is returned as it is; any other state raises
+        InvalidTransition. ``actor`` is recorded in the event's detail.
+        """
+        job_id = parse_job_id(job_id)
+        async with self._with_tx() as tx:
+            queries = job_queries.AsyncQuerier(tx)
+            row = await queries.job_run_now(id=job_id, actor=actor)
+            job = job_from_transition(job_id, "run now", row)
+            await queries.job_notify(channel=self.notify_channel, queue=job.queue)
+        return job
+
     async def depth(self) -> list[QueueDepth]:
         """Job counts per queue and state, with the oldest creation time of each."""
         async with self._connection() as conn:

@@ -612,6 +612,35 @@ SELECT after.id, after.queue, after.type, after.payload, after.priority, after.s
 FROM after JOIN target ON target.id = after.id
 """
 
+JOB_RUN_NOW = """
+WITH target AS (
+    SELECT jobs.id, jobs.state, jobs.run_at FROM jobs WHERE jobs.id = %(id)s FOR UPDATE
+), moved AS (
+    UPDATE jobs
+    SET run_at = now(),
+        updated_at = now()
+    FROM target
+    WHERE jobs.id = target.id AND target.state = 'queued' AND target.run_at > now()
+    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed, jobs.unique_key, jobs.unique_states
+), recorded AS (
+    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, detail)
+    SELECT moved.id, moved.updated_at, 'run_now', 'queued', 'queued', moved.attempts,
+           'by ' || %(actor)s::text
+    FROM moved
+), after AS (
+    SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed, unique_key, unique_states FROM moved
+    UNION ALL
+    SELECT jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed, jobs.unique_key, jobs.unique_states FROM jobs JOIN target ON target.id = jobs.id
+    WHERE NOT (target.state = 'queued' AND target.run_at > now())
+)
+SELECT after.id, after.queue, after.type, after.payload, after.priority, after.state, after.attempts, after.max_attempts, after.backoff_kind, after.backoff_base, after.backoff_max, after.run_at, after.lease_owner, after.lease_expires_at, after.cancel_requested, after.idempotency_key, after.last_error, after.created_at, after.updated_at, after.finished_at, after.meta, after.handed, after.unique_key, after.unique_states,
+       target.state AS found_state,
+       (CASE WHEN target.state <> 'queued' THEN 'refused'
+             WHEN target.run_at > now() THEN 'moved'
+             ELSE 'unchanged' END)::text AS action
+FROM after JOIN target ON target.id = after.id
+"""
+
 JOB_PURGE_STATE = """
 WITH doomed AS (
     SELECT id
@@ -1033,6 +1062,81 @@ def _row_to_job_retry_row(row: Sequence[Any]) -> JobRetryRow:
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_JOB_RETRY_ROW_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
+class JobRunNowRow(pydantic.BaseModel):
+    """A row returned by ``JobRunNow``."""
+
+    id: UUID
+    queue: str
+    type: str
+    payload: JsonValue
+    priority: int
+    state: JobState
+    attempts: int
+    max_attempts: int
+    backoff_kind: BackoffKind
+    backoff_base: timedelta
+    backoff_max: timedelta
+    run_at: datetime
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    cancel_requested: bool
+    idempotency_key: str | None
+    last_error: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    meta: JsonValue
+    handed: bool
+    unique_key: str | None
+    unique_states: int | None
+    found_state: JobState
+    action: str
+
+
+_JOB_RUN_NOW_ROW_FIELDS = frozenset({'id', 'queue', 'type', 'payload', 'priority', 'state', 'attempts', 'max_attempts', 'backoff_kind', 'backoff_base', 'backoff_max', 'run_at', 'lease_owner', 'lease_expires_at', 'cancel_requested', 'idempotency_key', 'last_error', 'created_at', 'updated_at', 'finished_at', 'meta', 'handed', 'unique_key', 'unique_states', 'found_state', 'action'})
+
+
+def _row_to_job_run_now_row(row: Sequence[Any]) -> JobRunNowRow:
+    """Build a :class:`JobRunNowRow` from a driver row, without re-validating it."""
+    obj = JobRunNowRow.__new__(JobRunNowRow)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "id": row[0],
+            "queue": row[1],
+            "type": row[2],
+            "payload": row[3],
+            "priority": row[4],
+            "state": JobState.from_value(row[5]),
+            "attempts": row[6],
+            "max_attempts": row[7],
+            "backoff_kind": BackoffKind.from_value(row[8]),
+            "backoff_base": row[9],
+            "backoff_max": row[10],
+            "run_at": row[11],
+            "lease_owner": row[12],
+            "lease_expires_at": row[13],
+            "cancel_requested": row[14],
+            "idempotency_key": row[15],
+            "last_error": row[16],
+            "created_at": row[17],
+            "updated_at": row[18],
+            "finished_at": row[19],
+            "meta": row[20],
+            "handed": row[21],
+            "unique_key": row[22],
+            "unique_states": row[23],
+            "found_state": JobState.from_value(row[24]),
+            "action": row[25],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_JOB_RUN_NOW_ROW_FIELDS))
     _setattr(obj, "__pydantic_extra__", None)
     _setattr(obj, "__pydantic_private__", None)
     return obj
@@ -1535,6 +1639,25 @@ class AsyncQuerier:
             return None
         return _row_to_job_retry_row(_row)
 
+    async def job_run_now(self, *, id: UUID, actor: str | None) -> JobRunNowRow | None:
+        """"Run now": a queued job that is not due yet (delayed, scheduled for later,
+        or waiting out a retry's backoff) becomes due at once ('moved'); a queued
+        job already due is left as it is ('unchanged'); a job in any other state
+        is refused ('refused'). The row is locked first, so the state decided on is
+        the state changed from. A moved job gets a 'run_now' event (detail: who
+        asked). Returns the job as it is now, the state it was found in and the
+        action; no row: no such job.
+        plan: jobs only by index jobs_pkey
+
+        Run ``JobRunNow``; return its first row, or None.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(JOB_RUN_NOW, {"id": id, "actor": actor})
+            _row = await _cur.fetchone()
+        if _row is None:
+            return None
+        return _row_to_job_run_now_row(_row)
+
     async def job_purge_state(
         self,
         *,
@@ -2014,6 +2137,25 @@ class Querier:
         if _row is None:
             return None
         return _row_to_job_retry_row(_row)
+
+    def job_run_now(self, *, id: UUID, actor: str | None) -> JobRunNowRow | None:
+        """"Run now": a queued job that is not due yet (delayed, scheduled for later,
+        or waiting out a retry's backoff) becomes due at once ('moved'); a queued
+        job already due is left as it is ('unchanged'); a job in any other state
+        is refused ('refused'). The row is locked first, so the state decided on is
+        the state changed from. A moved job gets a 'run_now' event (detail: who
+        asked). Returns the job as it is now, the state it was found in and the
+        action; no row: no such job.
+        plan: jobs only by index jobs_pkey
+
+        Run ``JobRunNow``; return its first row, or None.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(JOB_RUN_NOW, {"id": id, "actor": actor})
+            _row = _cur.fetchone()
+        if _row is None:
+            return None
+        return _row_to_job_run_now_row(_row)
 
     def job_purge_state(
         self,

@@ -50,6 +50,7 @@ __all__ = [
     "resume_queue",
     "resume_schedule",
     "retry_job",
+    "run_job_now",
     "set_queue_limits",
 ]
 
@@ -92,6 +93,13 @@ async def retry_job(store: Admin, *, job_id: str, actor: str) -> Job:
     """Queue the finished job ``job_id`` to run again."""
     job = await store.retry(UUID(job_id), actor=actor)
     _audit(f"job {job.id} retry", actor)
+    return job
+
+
+async def run_job_now(store: Admin, *, job_id: str, actor: str) -> Job:
+    """Make the queued job ``job_id`` due now (delayed, or waiting for a retry)."""
+    job = await store.run_now(UUID(job_id), actor=actor)
+    _audit(f"job {job.id} run now", actor)
     return job
 
 
@@ -244,6 +252,7 @@ ACTIONS = {
     "bulk": Action(bulk, _jobs_listing, form=_bulk_form, body=_bulk_body),
     "cancel_job": Action(cancel_job, _job_page),
     "retry_job": Action(retry_job, _job_page),
+    "run_job_now": Action(run_job_now, _job_page),
     "pause_schedule": Action(pause_schedule, _page("/schedules")),
     "resume_schedule": Action(resume_schedule, _page("/schedules")),
     "pause_queue": Action(pause_queue, _page("/queues")),

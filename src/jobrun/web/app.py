@@ -44,6 +44,7 @@ ROUTES: tuple[tuple[str, Any], ...] = (
     ("/jobs/{job_id}", pages.job_detail),
     ("/jobs/{job_id}/cancel", ACTIONS["cancel_job"]),
     ("/jobs/{job_id}/retry", ACTIONS["retry_job"]),
+    ("/jobs/{job_id}/run-now", ACTIONS["run_job_now"]),
     ("/schedules", pages.schedules),
     ("/schedules/{name:path}/pause", ACTIONS["pause_schedule"]),
     ("/schedules/{name:path}/resume", ACTIONS["resume_schedule"]),

@@ -194,7 +194,14 @@ async def job_detail(dash: Dashboard, request: Request) -> Response:
     progress = (await store.progress_of([job.id])).get(job.id)
     result = await job_result(store, job)
     return render(
-        dash, request, "job.html", job=job, events=events, progress=progress, result=result
+        dash,
+        request,
+        "job.html",
+        job=job,
+        events=events,
+        progress=progress,
+        result=result,
+        now=datetime.now(UTC),  # whether "Run now" applies: a queued job not due yet
     )
 
 
