@@ -796,6 +796,31 @@ SELECT after.*,
              ELSE 'unchanged' END)::text AS action
 FROM after JOIN target ON target.id = after.id;
 
+-- name: JobDeleteMany :many
+-- An operator's delete: the given jobs that are not leased, with their
+-- events, results and progress; returns the ids deleted. A leased job is
+-- running and is left alone (cancel it first). The rows are locked in id
+-- order before anything is deleted, and the state is checked again on the
+-- row as locked, so a job claimed meanwhile is not deleted under its worker.
+-- Ledger rows stay, as for a purge: a replayed idempotency key still finds
+-- its effect done.
+-- plan: jobs only by index jobs_pkey; job_events only by index job_events_job_idx
+WITH doomed AS (
+    SELECT jobs.id
+    FROM jobs
+    WHERE jobs.id = ANY (@ids::uuid[]) AND jobs.state <> 'leased'
+    ORDER BY jobs.id
+    FOR UPDATE
+), dropped_events AS (
+    DELETE FROM job_events WHERE job_id IN (SELECT id FROM doomed)
+), dropped_results AS (
+    DELETE FROM job_results WHERE job_id IN (SELECT id FROM doomed)
+), dropped_progress AS (
+    DELETE FROM job_progress WHERE job_id IN (SELECT id FROM doomed)
+)
+DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)
+RETURNING id;
+
 -- name: JobPurgeState :execrows
 -- Delete up to batch_size jobs that finished in one terminal state more than
 -- the given age ago, with their events and results, oldest first. Ledger rows stay: they

@@ -107,6 +107,12 @@ def _lease_batch(conn: psycopg.Connection[Any]) -> Given:
     return {"ids": [j.id for j in claimed], "attempts": [j.attempts for j in claimed]}
 
 
+def _dead_page(conn: psycopg.Connection[Any]) -> Given:
+    """The first 50 dead jobs, as a page of the dashboard lists them (for a delete)."""
+    page = jobs.Querier(conn).job_list(params=_list(state=JobState.DEAD, max_jobs=50))
+    return {"dead_ids": [j.id for j in page]}
+
+
 def _list(**given: Any) -> jobs.JobListParams:
     params = jobs.JobListParams(
         queue=None,
@@ -363,6 +369,14 @@ def cases(f: Facts) -> dict[str, list[Case]]:
         "JobRetry": [
             Case(
                 "dead", "a dead job", lambda g: q.job_retry(id=fact.dead_id, now=None, actor="ops")
+            )
+        ],
+        "JobDeleteMany": [
+            Case(
+                "page",
+                "a page of 50 dead jobs an operator deletes",
+                lambda g: q.job_delete_many(ids=g["dead_ids"]),
+                setup=_dead_page,
             )
         ],
         "JobRunNow": [

@@ -41,6 +41,7 @@ from jobrun.domain import (
 from jobrun.errors import (
     CommitTimeout,
     ConfigurationError,
+    ConfirmationNeeded,
     DatabaseFull,
     DatabaseUnavailable,
     DurationError,
@@ -80,6 +81,7 @@ __all__ = [
     "CommitTimeout",
     "Config",
     "ConfigurationError",
+    "ConfirmationNeeded",
     "DatabaseFull",
     "DatabaseUnavailable",
     "DurationError",

@@ -26,6 +26,7 @@ The hierarchy::
     ├── InvalidTransition         e.g. cancelling a job that already finished
     ├── LeaseLost                 the worker no longer owns the job it reports on
     ├── CommitTimeout             a completion ran past the commit timeout
+    ├── ConfirmationNeeded        a delete not told how many jobs it deletes; nothing deleted
     ├── HandlerTimedOut           a handler run by the test kit passed its timeout
     └── UnknownJobType            no handler is registered for a claimed job
 
@@ -47,6 +48,7 @@ from uuid import UUID
 __all__ = [
     "CommitTimeout",
     "ConfigurationError",
+    "ConfirmationNeeded",
     "DatabaseFull",
     "DatabaseUnavailable",
     "DurationError",
@@ -329,3 +331,18 @@ class UnknownJobType(JobrunError):
     def __init__(self, job_type: str) -> None:
         self.job_type = job_type
         super().__init__(f"no handler is registered for job type {job_type!r}")
+
+
+class ConfirmationNeeded(JobrunError):
+    """A delete that was not told the number of jobs it would delete: nothing was deleted.
+
+    ``count`` is that number; send the request again with ``confirm`` set to
+    it (the dashboard's pages ask; its API answers 409 with ``"confirm": count``).
+    """
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        super().__init__(
+            f"this deletes {count} job{'s' if count != 1 else ''} with their events and "
+            f"results, and cannot be undone: send confirm={count} to go ahead"
+        )

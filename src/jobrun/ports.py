@@ -17,6 +17,7 @@ depend on the few operations they use, never on PostgreSQL:
   straight to an idle worker.
 * :class:`Locker` / :class:`LockHandle`: elect one leader (the scheduler, the
   maintenance service).
+* :class:`Presence`: a worker's row among the live workers.
 
 :class:`Store` is all of the storage ports together, which is what
 :class:`jobrun.postgres.Store` implements. The lease fence: the owner, the
@@ -74,7 +75,6 @@ __all__ = [
     "Pruning",
     "Reaping",
     "ScheduleStore",
-    "Schedules",
     "Store",
     "WorkerStore",
 ]
@@ -210,6 +210,10 @@ class Admin(Protocol):
 
     async def run_now(self, job_id: UUID, *, actor: str | None = None) -> Job:
         """Make a queued job that is not due yet due now; ``actor`` is recorded."""
+        ...
+
+    async def delete_jobs(self, job_ids: Sequence[UUID]) -> list[UUID]:
+        """Delete those of ``job_ids`` that are not running; the ids deleted."""
         ...
 
     async def purge(self, older_than: timedelta, batch_size: int = 1000) -> int:
@@ -394,12 +398,7 @@ class Presence(Protocol):
 
 @runtime_checkable
 class WorkerStore(Executor, Reaping, Presence, Protocol):
-    """What a :class:`~jobrun.worker.Worker` needs: executing jobs, reaping on the side,
-    and its row among the live workers."""
-
-
-Schedules = ScheduleStore
-"""The former name of :class:`ScheduleStore`."""
+    """What a :class:`~jobrun.worker.Worker` needs: run jobs, reap, keep its worker row."""
 
 
 @runtime_checkable

@@ -311,6 +311,20 @@ def test_the_workers_page_lists_a_running_worker_and_links_its_jobs_both_ways(
     shot(chrome, "workers")
 
 
+def test_delete_from_the_job_page_asks_for_the_count_then_deletes(
+    db_url: str, site: str, chrome: webdriver.Chrome
+) -> None:
+    job = with_client(db_url, lambda c: c.store.enqueue(NewJob(type="web.nap", queue="mail")))
+    chrome.get(f"{site}/jobs/{job.id}")
+    click(chrome, "#delete")
+    assert "Delete 1 job?" in text_of(chrome, "h1")
+    click(chrome, "#confirm-delete")
+    WebDriverWait(chrome, 10).until(lambda d: d.current_url.endswith("/jobs"))
+    assert str(job.id) not in chrome.page_source
+    chrome.get(f"{site}/jobs/{job.id}")
+    assert "does not exist" in chrome.page_source
+
+
 def test_schedules_and_queues_pages(db_url: str, site: str, chrome: webdriver.Chrome) -> None:
     async def setup(client: Client) -> None:
         await client.store.create_schedule(

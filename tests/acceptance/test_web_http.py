@@ -278,7 +278,9 @@ BAD_BULK_BODIES = [
     ({"action": "retry"}, "give ids"),
     ({"action": "retry", "ids": [], "filter": {}}, "give ids"),
     ({"action": 5, "ids": []}, "unknown bulk action a number"),
-    ({"action": "delete", "ids": []}, "unknown bulk action 'delete'"),
+    ({"action": "explode", "ids": []}, "unknown bulk action 'explode'"),
+    ({"action": "delete", "ids": [], "confirm": "x"}, "confirm must be the number of jobs"),
+    ({"action": "delete", "ids": [], "confirm": -1}, "confirm must be the number of jobs"),
     ({"action": "retry", "ids": [], "extra": 1}, "unexpected field 'extra'"),
 ]
 

@@ -103,6 +103,19 @@ class JobAdminMethods(StoreCore):
             await queries.job_notify(channel=self.notify_channel, queue=job.queue)
         return job
 
+    async def delete_jobs(self, job_ids: Sequence[UUID]) -> list[UUID]:
+        """Delete those of ``job_ids`` that are not running, with their events and results.
+
+        Returns the ids deleted; a leased job (cancel it first) or one already
+        gone is left out. The effect ledger keeps its rows. InvalidJob for a
+        malformed id, before anything is deleted.
+        """
+        ids = [parse_job_id(job_id) for job_id in job_ids]
+        if not ids:
+            return []
+        async with self._connection() as conn:
+            return await job_queries.AsyncQuerier(conn).job_delete_many(ids=ids)
+
     async def depth(self) -> list[QueueDepth]:
         """Job counts per queue and state, with the oldest creation time of each."""
         async with self._connection() as conn:

@@ -106,6 +106,19 @@ class SyncJobAdminMethods(SyncStoreCore):
             queries.job_notify(channel=self.notify_channel, queue=job.queue)
         return job
 
+    def delete_jobs(self, job_ids: Sequence[UUID]) -> list[UUID]:
+        """Delete those of ``job_ids`` that are not running, with their events and results.
+
+        Returns the ids deleted; a leased job (cancel it first) or one already
+        gone is left out. The effect ledger keeps its rows. InvalidJob for a
+        malformed id, before anything is deleted.
+        """
+        ids = [parse_job_id(job_id) for job_id in job_ids]
+        if not ids:
+            return []
+        with self._connection() as conn:
+            return job_queries.Querier(conn).job_delete_many(ids=ids)
+
     def depth(self) -> list[QueueDepth]:
         """Job counts per queue and state, with the oldest creation time of each."""
         with self._connection() as conn:

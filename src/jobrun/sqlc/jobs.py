@@ -641,6 +641,24 @@ SELECT after.id, after.queue, after.type, after.payload, after.priority, after.s
 FROM after JOIN target ON target.id = after.id
 """
 
+JOB_DELETE_MANY = """
+WITH doomed AS (
+    SELECT jobs.id
+    FROM jobs
+    WHERE jobs.id = ANY (%(ids)b::uuid[]) AND jobs.state <> 'leased'
+    ORDER BY jobs.id
+    FOR UPDATE
+), dropped_events AS (
+    DELETE FROM job_events WHERE job_id IN (SELECT id FROM doomed)
+), dropped_results AS (
+    DELETE FROM job_results WHERE job_id IN (SELECT id FROM doomed)
+), dropped_progress AS (
+    DELETE FROM job_progress WHERE job_id IN (SELECT id FROM doomed)
+)
+DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)
+RETURNING id
+"""
+
 JOB_PURGE_STATE = """
 WITH doomed AS (
     SELECT id
@@ -1658,6 +1676,23 @@ class AsyncQuerier:
             return None
         return _row_to_job_run_now_row(_row)
 
+    async def job_delete_many(self, *, ids: list[UUID]) -> list[UUID]:
+        """An operator's delete: the given jobs that are not leased, with their
+        events, results and progress; returns the ids deleted. A leased job is
+        running and is left alone (cancel it first). The rows are locked in id
+        order before anything is deleted, and the state is checked again on the
+        row as locked, so a job claimed meanwhile is not deleted under its worker.
+        Ledger rows stay, as for a purge: a replayed idempotency key still finds
+        its effect done.
+        plan: jobs only by index jobs_pkey; job_events only by index job_events_job_idx
+
+        Run ``JobDeleteMany``; return all its rows.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(JOB_DELETE_MANY, {"ids": ids})
+            _rows = await _cur.fetchall()
+        return [_row[0] for _row in _rows]
+
     async def job_purge_state(
         self,
         *,
@@ -2156,6 +2191,23 @@ class Querier:
         if _row is None:
             return None
         return _row_to_job_run_now_row(_row)
+
+    def job_delete_many(self, *, ids: list[UUID]) -> list[UUID]:
+        """An operator's delete: the given jobs that are not leased, with their
+        events, results and progress; returns the ids deleted. A leased job is
+        running and is left alone (cancel it first). The rows are locked in id
+        order before anything is deleted, and the state is checked again on the
+        row as locked, so a job claimed meanwhile is not deleted under its worker.
+        Ledger rows stay, as for a purge: a replayed idempotency key still finds
+        its effect done.
+        plan: jobs only by index jobs_pkey; job_events only by index job_events_job_idx
+
+        Run ``JobDeleteMany``; return all its rows.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(JOB_DELETE_MANY, {"ids": ids})
+            _rows = _cur.fetchall()
+        return [_row[0] for _row in _rows]
 
     def job_purge_state(
         self,

@@ -25,13 +25,20 @@ from urllib.parse import urlencode
 from uuid import UUID
 
 from jobrun.domain import Job, JobFilter, QueueControls
-from jobrun.errors import InvalidTransition, JobNotFound, JobrunError, ScheduleNotFound
+from jobrun.errors import (
+    ConfirmationNeeded,
+    InvalidTransition,
+    JobNotFound,
+    JobrunError,
+    ScheduleNotFound,
+)
 from jobrun.ports import Admin
 from jobrun.web.bodies import (
     FILTER_FIELDS,
     BadRequest,
     bulk_from_body,
     bulk_from_form,
+    confirmed_count,
     limits,
     no_fields,
 )
@@ -104,15 +111,27 @@ async def run_job_now(store: Admin, *, job_id: str, actor: str) -> Job:
 
 
 async def bulk(
-    store: Admin, *, action: str, ids: list[UUID], flt: JobFilter | None, actor: str
+    store: Admin,
+    *,
+    action: str,
+    ids: list[UUID],
+    flt: JobFilter | None,
+    actor: str,
+    confirm: int | None = None,
 ) -> dict[str, Any]:
-    """Retry or cancel the jobs ``ids``, or those ``flt`` finds (at most :data:`BULK_FILTER_LIMIT`).
+    """Retry, cancel or delete the jobs ``ids``, or those ``flt`` finds (at most
+    :data:`BULK_FILTER_LIMIT`).
 
     A job the action does not apply to (or that is gone) is skipped with its
-    reason; the answer lists what was done and what was skipped.
+    reason; the answer lists what was done and what was skipped. A delete
+    goes ahead only when ``confirm`` is the number of jobs it would delete
+    (:class:`ConfirmationNeeded` otherwise): running jobs are skipped, the
+    rest go with their events and results.
     """
     if flt is not None:
         ids = await _matching(store, flt)
+    if action == "delete":
+        return await _delete(store, ids, flt is not None, actor, confirm)
     done: list[str] = []
     skipped: dict[str, str] = {}
     for job_id in ids:
@@ -127,6 +146,21 @@ async def bulk(
     scope = "filter" if flt is not None else "selection"
     _audit(f"bulk {action} of a {scope}: {len(done)} done, {len(skipped)} skipped", actor)
     return {"action": action, "done": done, "skipped": skipped}
+
+
+async def _delete(
+    store: Admin, ids: list[UUID], by_filter: bool, actor: str, confirm: int | None
+) -> dict[str, Any]:
+    if confirm != len(ids):
+        raise ConfirmationNeeded(len(ids))
+    deleted: set[UUID] = set()
+    for start in range(0, len(ids), 500):
+        deleted.update(await store.delete_jobs(ids[start : start + 500]))
+    done = [str(i) for i in ids if i in deleted]
+    skipped = {str(i): "running (cancel it first) or gone" for i in ids if i not in deleted}
+    scope = "filter" if by_filter else "selection"
+    _audit(f"bulk delete of a {scope}: {len(done)} deleted, {len(skipped)} skipped", actor)
+    return {"action": "delete", "done": done, "skipped": skipped}
 
 
 async def _matching(store: Admin, flt: JobFilter) -> list[UUID]:
@@ -210,12 +244,12 @@ def _limits(fields: Mapping[str, Any]) -> dict[str, Any]:
 
 def _bulk_form(form: Mapping[str, Any]) -> dict[str, Any]:
     action, ids, flt = bulk_from_form(form)
-    return {"action": action, "ids": ids, "flt": flt}
+    return {"action": action, "ids": ids, "flt": flt, "confirm": confirmed_count(form)}
 
 
 def _bulk_body(body: Mapping[str, Any]) -> dict[str, Any]:
     action, ids, flt = bulk_from_body(body)
-    return {"action": action, "ids": ids, "flt": flt}
+    return {"action": action, "ids": ids, "flt": flt, "confirm": confirmed_count(body)}
 
 
 def _job_page(done: Job, form: Mapping[str, Any]) -> str:

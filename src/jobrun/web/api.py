@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from jobrun.domain import WorkerInfo
-from jobrun.errors import JobNotFound
+from jobrun.errors import ConfirmationNeeded, JobNotFound
 from jobrun.web.actions import REFUSALS, Action, refusal_status
 from jobrun.web.bodies import job_result, json_body, listing
 from jobrun.web.dashboard import Dashboard
@@ -107,7 +107,10 @@ async def act(dash: Dashboard, action: Action, request: Request) -> Response:
         given = action.body(body)
         done = await action.run(store, **request.path_params, **given, actor=actor(request))
     except REFUSALS as exc:
-        return JSONResponse({"error": str(exc)}, status_code=refusal_status(exc))
+        answer: dict[str, Any] = {"error": str(exc)}
+        if isinstance(exc, ConfirmationNeeded):
+            answer["confirm"] = exc.count
+        return JSONResponse(answer, status_code=refusal_status(exc))
     return JSONResponse(_jsonable(done))
 
 

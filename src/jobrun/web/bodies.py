@@ -32,7 +32,9 @@ __all__ = [
     "BadRequest",
     "bulk_from_body",
     "bulk_from_form",
+    "confirmed_count",
     "job_filter",
+    "job_result",
     "json_body",
     "limits",
     "listing",
@@ -43,7 +45,7 @@ MAX_BODY_BYTES = 1 << 20
 """The largest API body read: 10,000 job ids take about 400 kB."""
 MAX_BULK_IDS = 10_000
 """The most job ids one bulk request may name (a whole filter is bounded alike)."""
-BULK_ACTIONS = ("retry", "cancel")
+BULK_ACTIONS = ("retry", "cancel", "delete")
 FILTER_FIELDS = ("queue", "state", "type", "after", "before")
 _WHOLE = re.compile(r"[+-]?[0-9]+")
 _MAX_SECONDS = int(MAX_DELAY.total_seconds())
@@ -185,13 +187,13 @@ def _job_ids(values: Any) -> list[UUID]:
 def _action(value: Any) -> str:
     if value not in BULK_ACTIONS:
         shown = repr(value) if isinstance(value, str) else _kind(value)
-        raise BadRequest(f"unknown bulk action {shown}: use retry or cancel")
+        raise BadRequest(f"unknown bulk action {shown}: use retry, cancel or delete")
     return str(value)
 
 
 def bulk_from_body(body: Mapping[str, Any]) -> tuple[str, list[UUID], JobFilter | None]:
     """The API's bulk request: ``action``, and ``ids`` or a ``filter`` object (not both)."""
-    _only(body, ("action", "ids", "filter"))
+    _only(body, ("action", "ids", "filter", "confirm"))
     action = _action(body.get("action"))
     if ("ids" in body) == ("filter" in body):
         raise BadRequest("give ids (an array of job ids) or a filter (an object), one of them")
@@ -202,6 +204,19 @@ def bulk_from_body(body: Mapping[str, Any]) -> tuple[str, list[UUID], JobFilter 
         _only(flt, FILTER_FIELDS)
         return action, [], job_filter(flt)
     return action, _job_ids(body["ids"]), None
+
+
+def confirmed_count(values: Any) -> int | None:
+    """The ``confirm`` of a bulk delete: how many jobs its sender agreed to delete (0 too)."""
+    value = values.get("confirm")
+    if value in (0, "0"):
+        return 0
+    try:
+        return _whole("confirm", value, 10**9)
+    except BadRequest:
+        raise BadRequest(
+            "confirm must be the number of jobs the delete takes (0 or more)"
+        ) from None
 
 
 def bulk_from_form(form: Any) -> tuple[str, list[UUID], JobFilter | None]:

@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from jobrun.domain import JobState, queue_name_problem
-from jobrun.errors import JobNotFound
+from jobrun.errors import ConfirmationNeeded, JobNotFound
 from jobrun.web.actions import REFUSALS, Action, refusal_status
 from jobrun.web.bodies import job_result, listing
 from jobrun.web.dashboard import Dashboard
@@ -231,6 +231,10 @@ async def act(dash: Dashboard, action: Action, request: Request) -> Response:
         store = await dash.store()
         given = action.form(FormData([(k, v) for k, v in form.multi_items() if k != CSRF_FIELD]))
         done = await action.run(store, **request.path_params, **given, actor=actor(request))
+    except ConfirmationNeeded as exc:
+        # Ask, with the same form again and the count to confirm (nothing was deleted).
+        fields = [(k, v) for k, v in form.multi_items() if k not in (CSRF_FIELD, "confirm")]
+        return render(dash, request, "confirm.html", count=exc.count, fields=fields)
     except REFUSALS as exc:
         return render(dash, request, "error.html", refusal_status(exc), message=str(exc))
     return RedirectResponse(base(request) + action.back(done, form), status_code=303)
