@@ -90,3 +90,33 @@ async def test_the_dashboard_deletes_only_the_count_it_was_told(store: Store, db
     finally:
         await asyncio.to_thread(stop, proc)
     assert [j.id for j in (await store.list_jobs(limit=10)).jobs] == [keep.id]
+
+
+async def test_a_queue_is_cleared_of_its_queued_jobs_from_the_queues_page(
+    store: Store, db_url: str
+) -> None:
+    queued = [await store.enqueue(NewJob(type="t", queue="billing/eu")) for _ in range(2)]
+    other = await store.enqueue(NewJob(type="t", queue="billing"))
+    await store.pause_queue("billing/eu")  # a row on the queues page
+    proc, site = serve(db_url)
+    try:
+        async with httpx.AsyncClient(base_url=site, auth=(USER, PASSWORD), timeout=30) as web:
+            page = await web.get("/queues")
+            assert "Clear queued…" in page.text
+            token = (await web.get("/api/csrf")).json()["token"]
+            form = {
+                "csrf": token,
+                "action": "delete",
+                "scope": "filter",
+                "queue": "billing/eu",
+                "state": "queued",
+            }
+            asked = await web.post("/jobs/bulk", data=form)
+            assert "Delete 2 jobs?" in asked.text
+            done = await web.post("/jobs/bulk", data={**form, "confirm": "2"})
+            assert done.status_code == 303  # back to the listing of that filter
+            assert done.headers["location"].endswith("/jobs?queue=billing%2Feu&state=queued")
+    finally:
+        await asyncio.to_thread(stop, proc)
+    left = [j.id for j in (await store.list_jobs(limit=10)).jobs]
+    assert left == [other.id] and all(j.id not in left for j in queued)
