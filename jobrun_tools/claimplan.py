@@ -364,6 +364,7 @@ async def check_fenced_updates(
                 "jitter": 0.0,
                 "result_ids": [],
                 "result_values": [],
+                "channel": "jobrun",
             },
             len(ids),
         )

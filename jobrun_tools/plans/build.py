@@ -9,7 +9,8 @@ The build, in order: migration 00001 on an empty database; the set-based
 fills of jobs, job_events, processed_effects and schedules
 (``jobrun_tools/query/scale.sql``); a VACUUM, as a live database has had;
 every later migration, reviewed (:mod:`jobrun_tools.plans.review`); the
-queue controls, handoff offers, results, uniqueness keys and worker rows;
+queue controls, handoff offers, results, uniqueness keys, worker rows and
+dependencies;
 the detector's migrations and tables;
 then autovacuum off on every table and one VACUUM (ANALYZE) with
 ``default_statistics_target`` at its maximum, 10,000: ANALYZE then samples
@@ -158,6 +159,7 @@ def build(url: str, jobs: int, *, say: Any = print) -> Build:
         scale.scale_fill_results()
         scale.scale_fill_unique()
         scale.scale_fill_workers(now=now)
+        scale.scale_fill_dependencies(now=now)
         for migration in load_migrations(DETECTOR_MIGRATIONS):
             _apply(conn, migration)
         _fill_detector(conn, jobs // 5)

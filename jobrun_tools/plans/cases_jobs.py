@@ -9,7 +9,7 @@ from uuid import UUID
 
 import psycopg
 
-from jobrun.sqlc import jobs, progress, results, unique
+from jobrun.sqlc import dependencies, jobs, progress, results, unique
 from jobrun.sqlc.models import BackoffKind, JobOutcome, JobState
 from jobrun_tools.plans.capture import recording
 from jobrun_tools.plans.cases import Case, Facts, Given
@@ -85,6 +85,32 @@ def _unique() -> unique.JobInsertUniqueParams:
     )
 
 
+def _dependent(ids: list[UUID]) -> dependencies.JobInsertDependentParams:
+    return dependencies.JobInsertDependentParams(
+        depends_on=ids,
+        if_failed="cancel",
+        id=_NEW_ID,
+        queue="default",
+        type="sync_account",
+        payload_json='{"account": 42}',
+        priority=0,
+        max_attempts=25,
+        backoff_kind=BackoffKind.EXPONENTIAL,
+        backoff_base=timedelta(seconds=1),
+        backoff_max=timedelta(hours=1),
+        run_at=None,
+        delay=timedelta(0),
+        meta=None,
+        channel="jobrun",
+    )
+
+
+def _queued_three(conn: psycopg.Connection[Any]) -> Given:
+    """Three queued jobs of the default queue, in claim order."""
+    page = jobs.Querier(conn).job_list(params=_list(state=JobState.QUEUED, max_jobs=3))
+    return {"ids": [j.id for j in page]}
+
+
 def _claim(queues: list[str], max_jobs: int, owner: str = "worker-9:4242") -> jobs.JobClaimParams:
     return jobs.JobClaimParams(
         queues=queues,
@@ -142,6 +168,7 @@ def cases(f: Facts) -> dict[str, list[Case]]:
     pq = progress.Querier(recording())
     rq = results.Querier(recording())
     uq = unique.Querier(recording())
+    dq = dependencies.Querier(recording())
     fact = f.jobs
     keys = [f"order-new-{i}" for i in range(100)]
     listing = {
@@ -193,6 +220,33 @@ def cases(f: Facts) -> dict[str, list[Case]]:
                 "fresh",
                 "a job unique by account while queued or running, its key free",
                 lambda g: uq.job_insert_unique(params=_unique()),
+            ),
+        ],
+        "JobInsertDependent": [
+            Case(
+                "waiting",
+                "a job depending on three queued jobs",
+                lambda g: dq.job_insert_dependent(params=_dependent(g["ids"][:3])),
+                setup=_queued_three,
+            ),
+        ],
+        "JobSettleWaiting": [
+            Case(
+                "batch",
+                "the first 1,000 waiting jobs",
+                lambda g: dq.job_settle_waiting(
+                    after_created=f.now - timedelta(days=3650),
+                    after_id=UUID(int=0),
+                    batch_size=1000,
+                    channel="jobrun",
+                ),
+            ),
+        ],
+        "JobDependenciesOf": [
+            Case(
+                "one",
+                "one job's dependencies",
+                lambda g: dq.job_dependencies_of(job_id=fact.queued_id),
             ),
         ],
         "JobGetUniqueHolder": [
@@ -342,6 +396,7 @@ def cases(f: Facts) -> dict[str, list[Case]]:
                         jitter=0.1,
                         result_ids=g["ids"][::10],
                         result_values=['{"rows":12}'] * len(g["ids"][::10]),
+                        channel="jobrun",
                     )
                 ),
                 setup=_lease_batch,

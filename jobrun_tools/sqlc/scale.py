@@ -214,6 +214,28 @@ SELECT 'worker-' || w || ':4242:ab12', 'worker-' || w, 4242, '0.1.0',
 FROM generate_series(0, 7) AS w
 """
 
+SCALE_FILL_DEPENDENCIES = """
+WITH dependents AS (
+    INSERT INTO jobs (id, queue, type, payload, state, attempts, max_attempts, run_at,
+                      created_at, updated_at)
+    SELECT ('01a00000-0000-7000-8000-' || lpad(to_hex(g), 12, '0'))::uuid, 'default',
+           'build_report', '{}'::jsonb, 'waiting', 0, 25, %(now)s::timestamptz,
+           %(now)s::timestamptz, %(now)s::timestamptz
+    FROM generate_series(1, 20000) AS g
+    RETURNING id
+), numbered AS (
+    SELECT dependents.id, row_number() OVER (ORDER BY dependents.id) AS n FROM dependents
+), deps AS (
+    SELECT first.id, row_number() OVER (ORDER BY first.id) AS n
+    FROM (SELECT jobs.id FROM jobs WHERE jobs.state = 'queued' AND jobs.queue = 'default'
+          ORDER BY jobs.id LIMIT 40000) AS first
+)
+INSERT INTO job_dependencies (depends_on, job_id, if_failed)
+SELECT deps.id, numbered.id, 'cancel' FROM numbered JOIN deps ON deps.n = 2 * numbered.n - 1
+UNION ALL
+SELECT deps.id, numbered.id, 'run' FROM numbered JOIN deps ON deps.n = 2 * numbered.n
+"""
+
 SCALE_FACTS = """
 SELECT (SELECT id FROM jobs WHERE state = 'dead' ORDER BY id LIMIT 1)::uuid AS dead_id,
        (SELECT id FROM jobs WHERE state = 'cancelled' ORDER BY id LIMIT 1)::uuid AS cancelled_id,
@@ -473,6 +495,22 @@ class AsyncQuerier:
                 await _cur.execute(SCALE_FILL_WORKERS, _args)
             return _cur.rowcount
 
+    async def scale_fill_dependencies(self, *, now: datetime) -> int:
+        """Dependencies (migration 00018): 20,000 waiting jobs, each depending on two
+        of the first 40,000 queued jobs of the default queue (in id order), so a
+        completion of those releases them.
+
+        Run ``ScaleFillDependencies``; return the number of rows it affected.
+        """
+        _args = {"now": now}
+        async with self._conn.cursor() as _cur:
+            if self._conn.pgconn.pipeline_status:
+                async with self._conn.pipeline():
+                    await _cur.execute(SCALE_FILL_DEPENDENCIES, _args)
+            else:
+                await _cur.execute(SCALE_FILL_DEPENDENCIES, _args)
+            return _cur.rowcount
+
     async def scale_facts(self, *, now: datetime) -> ScaleFactsRow | None:
         """Rows of the scale database the report's cases take their parameters from:
         the first job of each kind, in id order, so every build answers alike.
@@ -701,6 +739,22 @@ class Querier:
                     _cur.execute(SCALE_FILL_WORKERS, _args)
             else:
                 _cur.execute(SCALE_FILL_WORKERS, _args)
+            return _cur.rowcount
+
+    def scale_fill_dependencies(self, *, now: datetime) -> int:
+        """Dependencies (migration 00018): 20,000 waiting jobs, each depending on two
+        of the first 40,000 queued jobs of the default queue (in id order), so a
+        completion of those releases them.
+
+        Run ``ScaleFillDependencies``; return the number of rows it affected.
+        """
+        _args = {"now": now}
+        with self._conn.cursor() as _cur:
+            if self._conn.pgconn.pipeline_status:
+                with self._conn.pipeline():
+                    _cur.execute(SCALE_FILL_DEPENDENCIES, _args)
+            else:
+                _cur.execute(SCALE_FILL_DEPENDENCIES, _args)
             return _cur.rowcount
 
     def scale_facts(self, *, now: datetime) -> ScaleFactsRow | None:

@@ -50,6 +50,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from uuid import UUID
 
 from jobrun._waiting import sleep_unless
 from jobrun.config import Config
@@ -114,6 +115,9 @@ class Pruned:
     """Progress reports deleted (of attempts that ended)."""
     workers: int = 0
     """Rows of workers not heard from for :data:`WORKER_ROWS_KEPT`."""
+    settled: int = 0
+    """Waiting jobs queued or cancelled because their dependencies had ended (not
+    a deletion: the dependents the completions could not release themselves)."""
     complete: bool = True
     """False when the pass stopped early (stop requested or leadership lost)."""
 
@@ -161,6 +165,8 @@ class Maintenance:
         self._retention = config.retention
         self._every = config.maintenance_every.total_seconds()
         self._batch = batch_size
+        # Where the next settling of waiting jobs starts (created_at, id); None: the start.
+        self._settle_after: tuple[datetime, UUID] | None = None
         self._pause = positive_seconds("pause", pause, allow_zero=True)
         self._retry = positive_seconds("retry_leadership_every", retry_leadership_every)
         self._statistics_every = positive_seconds("statistics_every", statistics_every)
@@ -231,6 +237,8 @@ class Maintenance:
             if not done:
                 complete = False
                 break
+        if complete:
+            complete, counts["settled"] = await self._settle(stop, handle)
         return Pruned(
             succeeded=counts.get("succeeded", 0),
             cancelled=counts.get("cancelled", 0),
@@ -239,6 +247,7 @@ class Maintenance:
             effects=counts.get("effects", 0),
             progress=counts.get("progress", 0),
             workers=counts.get("workers", 0),
+            settled=counts.get("settled", 0),
             complete=complete,
         )
 
@@ -246,6 +255,23 @@ class Maintenance:
         self, state: JobState, age: timedelta, now: datetime | None
     ) -> Callable[[], Awaitable[int]]:
         return lambda: self._store.purge_finished_batch(state, age, self._batch, now=now)
+
+    async def _settle(
+        self, stop: asyncio.Event | None, handle: LockHandle | None
+    ) -> tuple[bool, int]:
+        """Settle waiting jobs from where the last pass stopped to the end; (finished, settled)."""
+        total = 0
+        while True:
+            settled, self._settle_after = await self._store.settle_waiting(
+                self._settle_after, self._batch
+            )
+            total += settled
+            if self._settle_after is None:
+                return True, total
+            if self._pause > 0:
+                await sleep_unless(stop, self._pause, handle)
+            if (stop is not None and stop.is_set()) or (handle is not None and handle.lost):
+                return False, total
 
     async def _drain(
         self,

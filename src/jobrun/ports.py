@@ -30,7 +30,7 @@ has seen it, so nothing can finish a job the reaper may hand to someone else.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, Unpack, runtime_checkable
 from uuid import UUID
@@ -38,6 +38,7 @@ from uuid import UUID
 from jobrun.domain import (
     CommitCallback,
     DeclaredSet,
+    Dependency,
     Event,
     HandoffOffer,
     Job,
@@ -61,6 +62,7 @@ from jobrun.domain import (
     WorkerReport,
 )
 from jobrun.errors import IdempotencyConflict
+from jobrun.wakeup_ports import Dispatcher, HandoffInbox, HandoffReceiver
 
 __all__ = [
     "Admin",
@@ -216,6 +218,10 @@ class Admin(Protocol):
         """Delete those of ``job_ids`` that are not running; the ids deleted."""
         ...
 
+    async def dependencies_of(self, job_id: UUID) -> list[Dependency]:
+        """The jobs ``job_id`` depends on, with their states now."""
+        ...
+
     async def purge(self, older_than: timedelta, batch_size: int = 1000) -> int:
         """Delete finished jobs older than ``older_than`` (database clock); return how many."""
         ...
@@ -322,6 +328,12 @@ class Pruning(Protocol):
         """Delete the rows of workers not heard from for ``older_than``."""
         ...
 
+    async def settle_waiting(
+        self, after: tuple[datetime, UUID] | None = None, batch_size: int = 1000
+    ) -> tuple[int, tuple[datetime, UUID] | None]:
+        """Queue or cancel a batch of waiting jobs whose dependencies ended; the next cursor."""
+        ...
+
     async def refresh_statistics(self) -> list[str]:
         """Analyze the tables that outgrew their planner statistics; return their names."""
         ...
@@ -419,56 +431,6 @@ class Store(Producer, Executor, Reaping, Presence, Admin, Pruning, ScheduleStore
 
     async def release(self, job: Job, owner: str, reason: str) -> Job:
         """Hand an unfinished job back: queued, due now, the attempt not counted."""
-        ...
-
-
-@runtime_checkable
-class Dispatcher(Protocol):
-    """Wakes waiting workers when jobs are enqueued; a latency optimisation only."""
-
-    async def wait(self, queues: Sequence[str], timeout: timedelta) -> bool:  # noqa: ASYNC109
-        """Wait until one of ``queues`` is notified or ``timeout`` passes.
-
-        Returns True when woken by a notification. Notifications that arrive
-        while nobody waits are coalesced into one pending wake-up.
-        """
-        ...
-
-
-@runtime_checkable
-class HandoffReceiver(Protocol):
-    """A dispatcher that can also deliver jobs handed to one worker (see HandoffOffer).
-
-    A worker whose dispatcher is one offers its free slots with its claims;
-    an enqueue that takes an offer leases the job to the worker and sends it
-    on the receiver's channel, and the receiver calls ``deliver`` with it.
-    """
-
-    def receive_handoffs(self, owner: str, deliver: Callable[[Job], None]) -> HandoffInbox:
-        """Deliver the jobs handed to ``owner`` (a worker's lease owner) to ``deliver``."""
-        ...
-
-
-@runtime_checkable
-class HandoffInbox(Protocol):
-    """Where one worker's handed jobs arrive."""
-
-    @property
-    def channel(self) -> str:
-        """The channel offers name, so that enqueues send handed jobs here."""
-        ...
-
-    @property
-    def ready(self) -> bool:
-        """Whether handed jobs can arrive now (the listening connection is up).
-
-        A worker offers slots only while this holds: a job handed while the
-        connection is down is not lost, but waits for its lease to expire.
-        """
-        ...
-
-    def close(self) -> None:
-        """Stop receiving handed jobs."""
         ...
 
 

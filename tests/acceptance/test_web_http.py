@@ -85,10 +85,13 @@ def test_a_queue_named_like_a_path_is_the_only_one_its_buttons_change(
     with_client(db_url, setup)
     page = web.get("/queues")
     assert page.status_code == 200
-    pause, limits = forms(page, "data-queue", EVIL)
+    pause, limits, clear_queued = forms(page, "data-queue", EVIL)
     # Every character of the name that is not unreserved is encoded: "/" too.
     assert pause == "/queues/..%2Fqueues%2Fvictim/pause"
     assert limits == "/queues/..%2Fqueues%2Fvictim/limits"
+    # Clearing goes through the confirmed bulk delete, the name a form field.
+    assert clear_queued == "/jobs/bulk"
+    assert f'name="queue" value="{html.escape(EVIL)}"' in page.text
     assert forms(page, "data-queue", "billing/eu")[0] == "/queues/billing%2Feu/pause"
 
     assert submit(web, page, pause).status_code == 303
@@ -98,7 +101,7 @@ def test_a_queue_named_like_a_path_is_the_only_one_its_buttons_change(
     assert not after["victim"].paused and after["victim"].concurrency_limit is None
 
     page = web.get("/queues")
-    resume, _, clear = forms(page, "data-queue", EVIL)
+    resume, _, _, clear = forms(page, "data-queue", EVIL)
     assert clear == "/queues/..%2Fqueues%2Fvictim/clear-limits"
     with_client(db_url, lambda c: c.store.set_queue_limits("victim", concurrency=7))
     assert submit(web, page, clear).status_code == 303
@@ -108,7 +111,7 @@ def test_a_queue_named_like_a_path_is_the_only_one_its_buttons_change(
     assert after["victim"].concurrency_limit == 7
 
     page = web.get("/queues")
-    pause, limits = forms(page, "data-queue", "billing/eu")
+    pause, limits, _ = forms(page, "data-queue", "billing/eu")
     assert submit(web, page, pause).status_code == 303
     assert submit(web, page, limits, rate="5", rate_seconds="60").status_code == 303
     after = queues(db_url)
@@ -333,7 +336,7 @@ def test_page_forms_refuse_numbers_and_ids_they_cannot_use_as_given(
 ) -> None:
     before = snapshot(db_url)
     page = web.get("/queues")
-    [_, limits, _] = forms(page, "data-queue", "mail")
+    limits = next(a for a in forms(page, "data-queue", "mail") if a.endswith("/limits"))
     for fields, needle in BAD_LIMITS:
         response = submit(web, page, limits, **fields)
         assert response.status_code == 400, (fields, response.text)

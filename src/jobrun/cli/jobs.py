@@ -311,9 +311,10 @@ def jobs_show_command(
         result = None
         if job.state is JobState.SUCCEEDED:
             result = (await store.result_of(jid)).value
-        return job, await store.events(jid), await store.progress_of([jid]), result
+        deps = await store.dependencies_of(jid)
+        return job, await store.events(jid), await store.progress_of([jid]), (result, deps)
 
-    job, events, progress, result = run_with_reader(database_url, read_url, body)
+    job, events, progress, (result, deps) = run_with_reader(database_url, read_url, body)
     fields = Table(title=f"job {job.id}", show_header=False)
     fields.add_column("field", style="bold")
     fields.add_column("value")
@@ -333,6 +334,10 @@ def jobs_show_command(
         ),
         ("payload", json.dumps(job.payload)),
         ("result", "" if result is None else json.dumps(result, ensure_ascii=False)),
+        (
+            "depends on",
+            ", ".join(f"{d.job_id} ({d.state.value if d.state else 'purged'})" for d in deps),
+        ),
         ("idempotency key", job.idempotency_key or ""),
         ("run at", when(job.run_at)),
         ("lease owner", job.lease_owner or ""),

@@ -35,6 +35,8 @@ from jobrun.domain.handoff import HANDOFF_CONFIRM_WITHIN, HandoffOffer, WorkerOf
 from jobrun.domain.ids import key_lock_id, new_job_id, new_job_ids, parse_job_id
 from jobrun.domain.inputs import describe_invalid
 from jobrun.domain.jobs import (
+    MAX_DEPENDENCIES,
+    Dependency,
     Event,
     EventMode,
     Job,
@@ -116,6 +118,7 @@ __all__ = [
     "HANDOFF_CONFIRM_WITHIN",
     "MAX_ATTEMPTS_LIMIT",
     "MAX_DELAY",
+    "MAX_DEPENDENCIES",
     "MAX_PAYLOAD_DEPTH",
     "MAX_PRIORITY",
     "MAX_PROGRESS_MESSAGE",
@@ -133,6 +136,7 @@ __all__ = [
     "CommitCallback",
     "DeclaredSet",
     "DeclaredWrite",
+    "Dependency",
     "Effect",
     "Event",
     "EventMode",

@@ -17,9 +17,10 @@ from database now, and tests may pin it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 from uuid import UUID
 
 from pydantic import (
@@ -56,6 +57,8 @@ from jobrun.domain.uniqueness import Unique
 from jobrun.errors import InvalidJob
 
 __all__ = [
+    "MAX_DEPENDENCIES",
+    "Dependency",
     "Event",
     "EventMode",
     "Job",
@@ -79,6 +82,9 @@ class JobState(StrEnum):
     SUCCEEDED = "succeeded"
     CANCELLED = "cancelled"
     DEAD = "dead"
+    WAITING = "waiting"
+    """Enqueued with dependencies that have not all ended (``NewJob.depends_on``);
+    never claimed until it becomes ``queued``."""
 
     @property
     def is_terminal(self) -> bool:
@@ -105,6 +111,14 @@ class NewJob(InputModel):
     unique: Unique | None = None
     """A uniqueness policy (:class:`~jobrun.domain.uniqueness.Unique`): while a job
     of the same key holds it, enqueueing this one returns that job instead."""
+    depends_on: tuple[UUID, ...] = ()
+    """Jobs that must end before this one runs (at most 1,000): it waits, in
+    ``waiting``, until each has succeeded (see ``if_dependency_fails``). Each
+    must exist when this job is enqueued, so no cycle can form: in a batch,
+    the jobs without dependencies go in first, then the others in order."""
+    if_dependency_fails: Literal["cancel", "run"] = "cancel"
+    """What a dependency that ends dead or cancelled does to this job: cancel
+    it, or run it anyway once every dependency has ended."""
     id: UUID = Field(default_factory=new_job_id)
 
     _payload = field_validator("payload", mode="wrap")(bounded_nesting)
@@ -126,6 +140,24 @@ class NewJob(InputModel):
         return self
 
 
+MAX_DEPENDENCIES = 1000
+"""The most jobs one job may depend on."""
+
+
+def dependencies_problem(job: NewJob) -> str | None:
+    """Why ``job``'s ``depends_on`` cannot be stored, or None."""
+    deps = job.depends_on
+    if len(deps) > MAX_DEPENDENCIES:
+        return f"depends_on holds {len(deps)} jobs, more than {MAX_DEPENDENCIES}"
+    if len(set(deps)) != len(deps):
+        return "depends_on names a job twice"
+    if job.id in deps:
+        return "a job cannot depend on itself"
+    if job.idempotency_key is not None or job.unique is not None:
+        return "a job with depends_on takes no idempotency_key or unique policy"
+    return None
+
+
 def new_job_problem(job: NewJob) -> str | None:
     """Why ``job`` cannot be stored, or None; the payload aside (the store encodes it).
 
@@ -141,6 +173,7 @@ def new_job_problem(job: NewJob) -> str | None:
         and "\x00" not in job.type
         and queue_name_problem(job.queue) is None
         and (key is None or (key.isascii() and "\x00" not in key and job.unique is None))
+        and not job.depends_on
         and MIN_PRIORITY <= job.priority <= MAX_PRIORITY
         and 1 <= job.max_attempts <= MAX_ATTEMPTS_LIMIT
         and (delay is None or _ZERO <= delay <= MAX_DELAY)
@@ -158,6 +191,10 @@ def new_job_problem(job: NewJob) -> str | None:
         return problem
     if key is not None and job.unique is not None:
         return "give an idempotency_key or a unique policy, not both"
+    if job.depends_on:
+        problem = dependencies_problem(job)
+        if problem is not None:
+            return problem
     if not MIN_PRIORITY <= job.priority <= MAX_PRIORITY:
         return f"priority must be between {MIN_PRIORITY} and {MAX_PRIORITY}, not {job.priority}"
     if not 1 <= job.max_attempts <= MAX_ATTEMPTS_LIMIT:
@@ -276,6 +313,16 @@ class Event(BaseModel):
     attempt: int
     owner: str | None
     detail: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Dependency:
+    """One job another waits for: its id, its state (None: purged, counts as
+    succeeded), and what its failure does to the waiting job."""
+
+    job_id: UUID
+    state: JobState | None
+    if_failed: str
 
 
 class EventMode(StrEnum):

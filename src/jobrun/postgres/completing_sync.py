@@ -164,6 +164,7 @@ class SyncCompletionMethods(SyncStoreCore):
                 owner=owner,
                 jitter=self.retry_jitter,
                 now=None,
+                channel=self.notify_channel,
                 result_ids=[o.job.id for o in outcomes if o.result is not None],
                 result_values=[o.result for o in outcomes if o.result is not None],
             )

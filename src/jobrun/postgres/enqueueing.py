@@ -18,7 +18,7 @@ from jobrun.errors import (
     IdempotencyConflict,
     JobrunError,
 )
-from jobrun.postgres import preparing, unique_jobs
+from jobrun.postgres import dependents, preparing, unique_jobs
 from jobrun.postgres.convert import (
     job_from_new,
     job_from_row,
@@ -31,6 +31,7 @@ from jobrun.postgres.store_core import (
     copy_in,
     one_exchange,
 )
+from jobrun.sqlc import dependencies as dependency_queries
 from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import models
@@ -58,9 +59,9 @@ class EnqueueMethods(StoreCore):
             [job], self.payload_models, self.max_payload_bytes, self.job_types
         )
         meta = current_trace_meta()
-        if job.unique is not None:
+        if job.unique is not None or job.depends_on:
             async with self._with_tx(conn) as tx:
-                made, fresh = await self._insert_unique(tx, item, meta)
+                made, fresh = await self._insert_one_by_one(tx, item, meta)
             if fresh and self.observer is not None:
                 self.observer.enqueued((made,))
             return made
@@ -93,6 +94,16 @@ class EnqueueMethods(StoreCore):
         if self.observer is not None:
             self.observer.enqueued((made,))
         return made
+
+    async def _insert_one_by_one(
+        self, tx: Any, item: preparing.PreparedJob, meta: dict[str, str] | None
+    ) -> tuple[Job, bool]:
+        """Insert a job with a uniqueness policy or dependencies; its statement of its own."""
+        if not item.job.depends_on:
+            return await self._insert_unique(tx, item, meta)
+        params = dependents.insert_args(item, self.notify_channel, meta)
+        row = await dependency_queries.AsyncQuerier(tx).job_insert_dependent(params=params)
+        return dependents.inserted(item, row, meta), True
 
     async def _insert_unique(
         self, tx: Any, item: preparing.PreparedJob, meta: dict[str, str] | None
@@ -201,8 +212,9 @@ class EnqueueMethods(StoreCore):
                     )
                     queues.update(j.queue for j in new_jobs)
             for index in unique:
-                # One statement each (it notifies its own queue), in input order.
-                made, is_new = await self._insert_unique(tx, prepared[index], meta)
+                # One statement each (it notifies its own queue), in input order:
+                # a job may depend on one earlier in the batch.
+                made, is_new = await self._insert_one_by_one(tx, prepared[index], meta)
                 results[index] = made
                 if is_new:
                     fresh.append(made)

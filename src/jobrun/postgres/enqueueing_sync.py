@@ -15,10 +15,11 @@ from uuid import UUID
 
 from jobrun.domain import EventMode, Job, JobOptions, NewJob, new_job_id, new_job_ids
 from jobrun.errors import IdempotencyConflict, JobrunError
-from jobrun.postgres import preparing, unique_jobs
+from jobrun.postgres import dependents, preparing, unique_jobs
 from jobrun.postgres.convert import job_from_new, job_from_row, utc
 from jobrun.postgres.copyrows import JobCopyEncoder, copy_data
 from jobrun.postgres.store_core_sync import COPY_CHUNK, SyncStoreCore, copy_in, one_exchange
+from jobrun.sqlc import dependencies as dependency_queries
 from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import models
@@ -46,9 +47,9 @@ class SyncEnqueueMethods(SyncStoreCore):
             [job], self.payload_models, self.max_payload_bytes, self.job_types
         )
         meta = current_trace_meta()
-        if job.unique is not None:
+        if job.unique is not None or job.depends_on:
             with self._with_tx(conn) as tx:
-                made, fresh = self._insert_unique(tx, item, meta)
+                made, fresh = self._insert_one_by_one(tx, item, meta)
             if fresh and self.observer is not None:
                 self.observer.enqueued((made,))
             return made
@@ -76,6 +77,16 @@ class SyncEnqueueMethods(SyncStoreCore):
         if self.observer is not None:
             self.observer.enqueued((made,))
         return made
+
+    def _insert_one_by_one(
+        self, tx: Any, item: preparing.PreparedJob, meta: dict[str, str] | None
+    ) -> tuple[Job, bool]:
+        """Insert a job with a uniqueness policy or dependencies; its statement of its own."""
+        if not item.job.depends_on:
+            return self._insert_unique(tx, item, meta)
+        params = dependents.insert_args(item, self.notify_channel, meta)
+        row = dependency_queries.Querier(tx).job_insert_dependent(params=params)
+        return (dependents.inserted(item, row, meta), True)
 
     def _insert_unique(
         self, tx: Any, item: preparing.PreparedJob, meta: dict[str, str] | None
@@ -187,7 +198,7 @@ class SyncEnqueueMethods(SyncStoreCore):
                     events.event_insert_enqueued_many(job_ids=[j.id for j in new_jobs], at=now)
                     queues.update(j.queue for j in new_jobs)
             for index in unique:
-                made, is_new = self._insert_unique(tx, prepared[index], meta)
+                made, is_new = self._insert_one_by_one(tx, prepared[index], meta)
                 results[index] = made
                 if is_new:
                     fresh.append(made)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from uuid import UUID
 
 from jobrun.domain import (
+    Dependency,
     Event,
     Job,
     JobFilter,
@@ -32,6 +34,7 @@ from jobrun.postgres.convert import (
 from jobrun.postgres.store_core import (
     StoreCore,
 )
+from jobrun.sqlc import dependencies as dependency_queries
 from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import progress as progress_queries
@@ -115,6 +118,42 @@ class JobAdminMethods(StoreCore):
             return []
         async with self._connection() as conn:
             return await job_queries.AsyncQuerier(conn).job_delete_many(ids=ids)
+
+    async def dependencies_of(self, job_id: UUID) -> list[Dependency]:
+        """The jobs ``job_id`` depends on, with their states now."""
+        job_id = parse_job_id(job_id)
+        async with self._connection() as conn:
+            rows = await dependency_queries.AsyncQuerier(conn).job_dependencies_of(job_id=job_id)
+        return [
+            Dependency(
+                job_id=row.depends_on,
+                state=None if row.state is None else JobState(str(row.state)),
+                if_failed=row.if_failed,
+            )
+            for row in rows
+        ]
+
+    async def settle_waiting(
+        self, after: tuple[datetime, UUID] | None = None, batch_size: int = 1000
+    ) -> tuple[int, tuple[datetime, UUID] | None]:
+        """Queue (or cancel) waiting jobs whose dependencies have all ended, a batch at a time.
+
+        Looks at up to ``batch_size`` waiting jobs in enqueue order after
+        ``after`` (created_at, id). Returns how many it settled and the cursor
+        of the last one it looked at (None: it reached the end).
+        """
+        start = after or (datetime(1970, 1, 1, tzinfo=UTC), UUID(int=0))
+        async with self._connection() as conn:
+            rows = await dependency_queries.AsyncQuerier(conn).job_settle_waiting(
+                after_created=start[0],
+                after_id=start[1],
+                batch_size=batch_size,
+                channel=self.notify_channel,
+            )
+        settled = sum(1 for row in rows if str(row.state) != "waiting")
+        if len(rows) < batch_size:
+            return settled, None
+        return settled, (utc(rows[-1].created_at), rows[-1].id)
 
     async def depth(self) -> list[QueueDepth]:
         """Job counts per queue and state, with the oldest creation time of each."""

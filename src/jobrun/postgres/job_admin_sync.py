@@ -10,9 +10,11 @@ The Store's operator methods on jobs: read, list, cancel, retry, results, events
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from uuid import UUID
 
 from jobrun.domain import (
+    Dependency,
     Event,
     Job,
     JobFilter,
@@ -35,6 +37,7 @@ from jobrun.postgres.convert import (
     utc,
 )
 from jobrun.postgres.store_core_sync import SyncStoreCore
+from jobrun.sqlc import dependencies as dependency_queries
 from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import progress as progress_queries
@@ -118,6 +121,42 @@ class SyncJobAdminMethods(SyncStoreCore):
             return []
         with self._connection() as conn:
             return job_queries.Querier(conn).job_delete_many(ids=ids)
+
+    def dependencies_of(self, job_id: UUID) -> list[Dependency]:
+        """The jobs ``job_id`` depends on, with their states now."""
+        job_id = parse_job_id(job_id)
+        with self._connection() as conn:
+            rows = dependency_queries.Querier(conn).job_dependencies_of(job_id=job_id)
+        return [
+            Dependency(
+                job_id=row.depends_on,
+                state=None if row.state is None else JobState(str(row.state)),
+                if_failed=row.if_failed,
+            )
+            for row in rows
+        ]
+
+    def settle_waiting(
+        self, after: tuple[datetime, UUID] | None = None, batch_size: int = 1000
+    ) -> tuple[int, tuple[datetime, UUID] | None]:
+        """Queue (or cancel) waiting jobs whose dependencies have all ended, a batch at a time.
+
+        Looks at up to ``batch_size`` waiting jobs in enqueue order after
+        ``after`` (created_at, id). Returns how many it settled and the cursor
+        of the last one it looked at (None: it reached the end).
+        """
+        start = after or (datetime(1970, 1, 1, tzinfo=UTC), UUID(int=0))
+        with self._connection() as conn:
+            rows = dependency_queries.Querier(conn).job_settle_waiting(
+                after_created=start[0],
+                after_id=start[1],
+                batch_size=batch_size,
+                channel=self.notify_channel,
+            )
+        settled = sum(1 for row in rows if str(row.state) != "waiting")
+        if len(rows) < batch_size:
+            return (settled, None)
+        return (settled, (utc(rows[-1].created_at), rows[-1].id))
 
     def depth(self) -> list[QueueDepth]:
         """Job counts per queue and state, with the oldest creation time of each."""

@@ -210,6 +210,8 @@ def handoff_allowed(item: PreparedJob, meta: dict[str, str] | None) -> bool:
     job = item.job
     if job.idempotency_key is not None or job.unique is not None or job.run_at is not None:
         return False
+    if job.depends_on:
+        return False
     if job.delay:
         return False
     parts = [item.text, job.type, job.queue]
@@ -327,11 +329,11 @@ def check_replay(item: PreparedJob, stored: Job) -> Job:
 
 def split_batch(prepared: Sequence[PreparedJob]) -> tuple[list[int], list[int], list[int]]:
     """Indices of the batch's plain jobs (COPY), those with an idempotency key, and
-    those with a uniqueness policy (one statement each)."""
+    those with a uniqueness policy or dependencies (one statement each, in order)."""
     plain, keyed, unique = [], [], []
     for i, item in enumerate(prepared):
         job = item.job
-        if job.unique is not None:
+        if job.unique is not None or job.depends_on:
             unique.append(i)
         elif job.idempotency_key is not None:
             keyed.append(i)

@@ -62,6 +62,7 @@ class JobState(enum.StrEnum):
     SUCCEEDED = "succeeded"
     CANCELLED = "cancelled"
     DEAD = "dead"
+    WAITING = "waiting"
 
     @classmethod
     def from_value(cls, value: str) -> "JobState":
@@ -98,6 +99,35 @@ def row_to_goose_db_version(row: Sequence[Any]) -> GooseDbVersion:
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_GOOSE_DB_VERSION_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
+class JobDependency(pydantic.BaseModel):
+    """A row of the ``job_dependencies`` table."""
+
+    depends_on: UUID
+    job_id: UUID
+    if_failed: str
+
+
+_JOB_DEPENDENCY_FIELDS = frozenset({'depends_on', 'job_id', 'if_failed'})
+
+
+def row_to_job_dependency(row: Sequence[Any]) -> JobDependency:
+    """Build a :class:`JobDependency` from a driver row, without re-validating it."""
+    obj = JobDependency.__new__(JobDependency)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "depends_on": row[0],
+            "job_id": row[1],
+            "if_failed": row[2],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_JOB_DEPENDENCY_FIELDS))
     _setattr(obj, "__pydantic_extra__", None)
     _setattr(obj, "__pydantic_private__", None)
     return obj
