@@ -13,7 +13,7 @@
 -- ADD VALUE cannot run inside a transaction block with the value's first
 -- use, hence NO TRANSACTION: each statement commits on its own, and the
 -- index below can name the new value.
-ALTER TYPE job_state ADD VALUE IF NOT EXISTS 'waiting';
+ALTER TYPE job_state ADD VALUE IF NOT EXISTS 'waiting' AFTER 'dead';
 
 -- One row per (dependency, dependent): if_failed says what a dependency
 -- that ends dead or cancelled does to the dependent ('cancel' it, or 'run'
