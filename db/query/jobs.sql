@@ -864,13 +864,15 @@ FROM after JOIN target ON target.id = after.id;
 
 -- name: JobDeleteMany :many
 -- An operator's delete: the given jobs that are not leased, with their
--- events, results and progress; returns the ids deleted. A leased job is
+-- events, results, progress and dependency edges (the jobs they wait for);
+-- returns the ids deleted. A leased job is
 -- running and is left alone (cancel it first). The rows are locked in id
 -- order before anything is deleted, and the state is checked again on the
 -- row as locked, so a job claimed meanwhile is not deleted under its worker.
 -- Ledger rows stay, as for a purge: a replayed idempotency key still finds
 -- its effect done.
 -- plan: jobs only by index jobs_pkey; job_events only by index job_events_job_idx
+-- plan: job_dependencies only by index job_dependencies_job_idx
 WITH doomed AS (
     SELECT jobs.id
     FROM jobs
@@ -883,13 +885,17 @@ WITH doomed AS (
     DELETE FROM job_results WHERE job_id IN (SELECT id FROM doomed)
 ), dropped_progress AS (
     DELETE FROM job_progress WHERE job_id IN (SELECT id FROM doomed)
+), dropped_edges AS (
+    DELETE FROM job_dependencies
+    WHERE job_id = ANY ((SELECT array_agg(doomed.id) FROM doomed)::uuid[])
 )
 DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)
 RETURNING id;
 
 -- name: JobPurgeState :execrows
 -- Delete up to batch_size jobs that finished in one terminal state more than
--- the given age ago, with their events and results, oldest first. Ledger rows stay: they
+-- the given age ago, with their events, results and dependency edges, oldest
+-- first. Ledger rows stay: they
 -- outlive their jobs (EffectPrune), so replaying an old idempotency key after
 -- a purge cannot run its effect again. SKIP LOCKED, so a batch never waits on
 -- a row someone else holds; bounded batches keep every lock short. One state
@@ -897,6 +903,7 @@ RETURNING id;
 -- purge of every state is three passes; jobs_finished_state_idx (migration
 -- 00006) makes each one index range scan.
 -- plan: index jobs_finished_state_idx; job_events only by index job_events_job_idx; job_results only by index job_results_pkey
+-- plan: job_dependencies only by index job_dependencies_job_idx
 WITH doomed AS (
     SELECT id
     FROM jobs
@@ -910,6 +917,11 @@ WITH doomed AS (
     DELETE FROM job_events WHERE job_id IN (SELECT id FROM doomed)
 ), dropped_results AS (
     DELETE FROM job_results WHERE job_id IN (SELECT id FROM doomed)
+), dropped_edges AS (
+    -- A finished job waits for nothing any more: its dependency edges go with it,
+    -- found by key (an array: a semi-join could hash the whole table).
+    DELETE FROM job_dependencies
+    WHERE job_id = ANY ((SELECT array_agg(doomed.id) FROM doomed)::uuid[])
 )
 DELETE FROM jobs WHERE id IN (SELECT id FROM doomed);
 

@@ -171,3 +171,23 @@ async def test_a_waiting_job_can_be_cancelled(store: Store) -> None:
     assert cancelled.state is JobState.CANCELLED
     await finish(store, first)
     assert await states(store, then) == [JobState.CANCELLED]
+
+
+async def test_a_purged_or_deleted_dependent_takes_its_edges_with_it(store: Store) -> None:
+    first = await store.enqueue(NewJob(type="a"))
+    purged = await store.enqueue(NewJob(type="b", depends_on=[first.id]))
+    deleted = await store.enqueue(NewJob(type="c", depends_on=[first.id]))
+
+    async def edges() -> int:
+        async with store.pool.connection() as conn:
+            row = await (await conn.execute("SELECT count(*) FROM job_dependencies")).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    assert await edges() == 2
+    assert await store.delete_jobs([deleted.id]) == [deleted.id]
+    assert await edges() == 1
+    await finish(store, first)
+    await finish(store, purged)
+    assert await store.purge(timedelta(0)) == 2
+    assert await edges() == 0
