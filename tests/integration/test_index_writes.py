@@ -47,6 +47,8 @@ def test_a_job_writes_these_indexes_and_no_others(db_url: str) -> None:
         # Partial: only a job with a uniqueness policy, while it holds its key
         # (migration 00016); every other job only evaluates its predicate.
         "jobs_unique_key_idx",
+        # Partial: only waiting jobs (migration 00018), which no claim reads.
+        "jobs_waiting_idx",
     }
     assert index_names(db_url, "job_events") == {"job_events_pkey", "job_events_job_idx"}
 
