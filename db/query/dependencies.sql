@@ -8,7 +8,8 @@
 -- otherwise waiting. Nothing is written when a dependency does not exist
 -- (unknown counts them): a dependency must be enqueued first, so no cycle
 -- can form. The dependencies' rows are locked FOR SHARE while they are
--- read, so one whose outcome is committing is read once it committed.
+-- read, so one whose outcome is committing is read once it committed. A
+-- waiting job's row in job_waits lists the dependencies not ended yet.
 -- plan: jobs only by index jobs_pkey
 WITH deps AS MATERIALIZED (
     SELECT wanted.id, found.state
@@ -50,6 +51,14 @@ WITH deps AS MATERIALIZED (
 ), edges AS (
     INSERT INTO job_dependencies (depends_on, job_id, if_failed)
     SELECT deps.id, inserted.id, @if_failed::text FROM inserted CROSS JOIN deps
+), waits AS (
+    -- What it still waits for: each completion takes its job out (migration 00019).
+    INSERT INTO job_waits (job_id, pending)
+    SELECT inserted.id,
+           (SELECT array_agg(deps.id) FROM deps
+            WHERE deps.state NOT IN ('succeeded', 'dead', 'cancelled'))
+    FROM inserted
+    WHERE inserted.state = 'waiting'
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
     SELECT inserted.id, inserted.created_at, 'enqueued', NULL::job_state, inserted.state,
@@ -123,12 +132,53 @@ FROM batch LEFT JOIN settled ON settled.id = batch.id
 ORDER BY batch.created_at, batch.id;
 
 -- name: JobDependenciesOf :many
--- A job's dependencies with their states (NULL: purged), and what a failed
--- one does to it.
+-- A job's dependencies with what became of them: type, state, attempts
+-- and last error (all NULL: purged), what a failed one does to it, and,
+-- when with_results, each one's stored result (NULL without one). The
+-- result is what a fan-in reads (ctx.dependencies()); jobs show asks without.
 -- plan: jobs only by index jobs_pkey
 -- plan: job_dependencies only by index job_dependencies_job_idx
-SELECT edge.depends_on, jobs.state, edge.if_failed
+SELECT edge.depends_on, jobs.state, edge.if_failed, jobs.type, jobs.attempts,
+       jobs.last_error,
+       CASE WHEN @with_results::boolean THEN
+           (SELECT job_results.value FROM job_results WHERE job_results.job_id = edge.depends_on)
+       END::jsonb AS result
 FROM job_dependencies AS edge
 LEFT JOIN jobs ON jobs.id = edge.depends_on
 WHERE edge.job_id = @job_id
 ORDER BY edge.depends_on;
+
+-- name: JobWorkflowSteps :many
+-- The jobs linked to job_id through dependencies, either way and at any
+-- distance (its workflow: a group, a chain, a graph), with job_id first,
+-- at most max_steps of them (ask one more than you show to know whether
+-- there are more). Each step with its job's columns (NULL: purged) and how
+-- many jobs it waits for. The walk stops at the limit: the outer LIMIT
+-- pulls the recursive scan only as far as it needs.
+-- plan: jobs only by index jobs_pkey
+WITH RECURSIVE linked (id) AS (
+    SELECT @job_id::uuid
+    UNION
+    SELECT near.id
+    FROM linked
+    CROSS JOIN LATERAL (
+        SELECT edge.depends_on AS id FROM job_dependencies AS edge WHERE edge.job_id = linked.id
+        UNION ALL
+        SELECT edge.job_id FROM job_dependencies AS edge WHERE edge.depends_on = linked.id
+    ) AS near
+), steps AS (
+    SELECT linked.id FROM linked LIMIT @max_steps
+)
+SELECT steps.id, jobs.type, jobs.queue, jobs.state, jobs.attempts, jobs.created_at,
+       jobs.finished_at, jobs.last_error
+FROM steps
+LEFT JOIN jobs ON jobs.id = steps.id;
+
+-- name: JobWorkflowEdges :many
+-- The dependency edges among the given jobs (a workflow's steps): each
+-- (depends_on, job_id) pair whose waiting job is one of them.
+-- plan: job_dependencies only by index job_dependencies_job_idx
+SELECT edge.depends_on, edge.job_id, edge.if_failed
+FROM job_dependencies AS edge
+WHERE edge.job_id = ANY (@job_ids::uuid[])
+ORDER BY edge.job_id, edge.depends_on;

@@ -504,9 +504,11 @@ RETURNING jobs.id;
 -- for a job the worker cannot run (an unknown type, a payload that does not
 -- validate), which must not take the job's whole retry budget.
 --
--- The waiting dependents (migration 00018) of the jobs it ends are queued,
--- or cancelled by a dependency that ended dead or cancelled when they said
--- so, in the same statement, and their queues are notified on channel.
+-- The waiting dependents (migration 00018) of the jobs it ends are queued
+-- once they wait for nothing more (job_waits, migration 00019), or
+-- cancelled by a dependency that ended dead or cancelled when they said so
+-- (and theirs in turn, the rest of a chain), in the same statement, and
+-- their queues are notified on channel.
 --
 -- result_ids and result_values (parallel, usually empty) carry what handlers
 -- returned, as JSON text: stored in job_results for the jobs this statement
@@ -532,8 +534,9 @@ RETURNING jobs.id;
 -- The dependents a batch frees that still wait for another dependency are
 -- filtered out of verdict too (the scale database's case: 622 rows removed in all).
 -- plan: jobs only by index jobs_pkey; rows removed <= 1000
--- plan: job_dependencies only by index job_dependencies_pkey, job_dependencies_job_idx
-WITH outcome AS MATERIALIZED (
+-- plan: job_dependencies only by index job_dependencies_pkey
+-- plan: job_waits only by index job_waits_pkey
+WITH RECURSIVE outcome AS MATERIALIZED (
     SELECT unnest((SELECT @ids::uuid[])) AS id,
            unnest((SELECT @attempts::integer[])) AS attempt,
            unnest((SELECT @outcomes::job_outcome[])) AS kind,
@@ -588,37 +591,60 @@ WITH outcome AS MATERIALIZED (
     ON CONFLICT (job_id) DO UPDATE SET value = excluded.value, stored_at = excluded.stored_at
     -- A data-modifying CTE runs to completion, RETURNING included, even unread.
     RETURNING job_results.job_id, pg_notify('jobrun.finished', job_results.job_id::text)
+), ended AS MATERIALIZED (
+    -- The jobs this statement ended, which their waiting dependents wait for.
+    SELECT array_agg(recorded.id) AS ids,
+           array_agg(recorded.id) FILTER (WHERE recorded.state IN ('dead', 'cancelled'))
+               AS failed_ids
+    FROM recorded
+    WHERE recorded.state IN ('succeeded', 'dead', 'cancelled')
 ), freed AS MATERIALIZED (
-    -- The waiting dependents of the jobs this statement ended (migration 00018).
-    -- Ids go through arrays, here and below, so that each lookup is an index
-    -- probe (job_dependencies' keys, jobs_pkey) whatever the statistics say:
-    -- a join the planner may drive from the other side could read every
-    -- edge or every waiting job on each completion.
+    -- Their dependents (migration 00018). Ids go through arrays, here and
+    -- below, so that each lookup is an index probe (job_dependencies' and
+    -- job_waits' keys, jobs_pkey) whatever the statistics say: a join the
+    -- planner may drive from the other side could read every edge or every
+    -- waiting job on each completion.
     SELECT DISTINCT edge.job_id
     FROM job_dependencies AS edge
-    WHERE edge.depends_on = ANY ((SELECT array_agg(recorded.id) FROM recorded
-                                  WHERE recorded.state IN ('succeeded', 'dead', 'cancelled'))::uuid[])
+    WHERE edge.depends_on = ANY ((SELECT ended.ids FROM ended)::uuid[])
+), waits AS (
+    -- Take the ended jobs out of what each dependent still waits for
+    -- (migration 00019). The row update serializes two statements ending a
+    -- dependent's last dependencies at once: the second works on the array
+    -- the first committed, so exactly one of them leaves it empty.
+    UPDATE job_waits
+    SET pending = array(SELECT still.id FROM unnest(job_waits.pending) AS still (id)
+                        WHERE still.id <> ALL ((SELECT ended.ids FROM ended)::uuid[]))
+    WHERE job_waits.job_id = ANY ((SELECT array_agg(freed.job_id) FROM freed)::uuid[])
+    RETURNING job_waits.job_id, cardinality(job_waits.pending) = 0 AS ready
+), doomed (id) AS (
+    -- The waiting jobs a failure here cancels: those that wait through a
+    -- 'cancel' edge for a job this statement left dead or cancelled, and, in
+    -- turn, those that wait that way for them (the rest of a chain).
+    SELECT failed.id FROM unnest((SELECT ended.failed_ids FROM ended)::uuid[]) AS failed (id)
+    UNION
+    SELECT next.job_id
+    FROM doomed
+    -- Lateral and fenced by OFFSET 0 (which keeps the planner from flattening
+    -- it into a join), so each step probes job_dependencies' key, never hashes it.
+    CROSS JOIN LATERAL (
+        SELECT edge.job_id FROM job_dependencies AS edge
+        WHERE edge.depends_on = doomed.id AND edge.if_failed = 'cancel'
+        OFFSET 0
+    ) AS next
+    JOIN LATERAL (
+        SELECT jobs.state FROM jobs WHERE jobs.id = next.job_id LIMIT 1
+    ) AS dependent ON dependent.state = (SELECT 'waiting'::job_state)
 ), verdict AS MATERIALIZED (
-    -- Those that have now seen every dependency end, and whether one that
-    -- ended dead or cancelled dooms them. A dependency this statement ended
-    -- is read from recorded (the jobs rows read here are the statement's
-    -- snapshot, from before it); one that was purged counts as succeeded.
-    SELECT edge.job_id,
-           bool_or(coalesce(now_done.state, dep.state) IN ('dead', 'cancelled')
-                   AND edge.if_failed = 'cancel') AS doomed
-    FROM job_dependencies AS edge
-    LEFT JOIN recorded AS now_done ON now_done.id = edge.depends_on
-    -- Lateral, so each dependency is one primary-key probe, never a hash of jobs.
-    LEFT JOIN LATERAL (
-        SELECT jobs.state FROM jobs WHERE jobs.id = edge.depends_on LIMIT 1
-    ) AS dep ON true
-    WHERE edge.job_id = ANY ((SELECT array_agg(freed.job_id) FROM freed)::uuid[])
-    GROUP BY edge.job_id
-    HAVING bool_and(coalesce(now_done.state, dep.state, 'succeeded') = 'succeeded'
-                    OR (coalesce(now_done.state, dep.state) IN ('dead', 'cancelled')
-                        AND edge.if_failed = 'run'))
-        OR bool_or(coalesce(now_done.state, dep.state) IN ('dead', 'cancelled')
-                   AND edge.if_failed = 'cancel')
+    -- Released: the doomed, cancelled, and those left waiting for nothing, queued.
+    SELECT doomed.id AS job_id, true AS doomed
+    FROM doomed
+    WHERE doomed.id <> ALL ((SELECT ended.failed_ids FROM ended)::uuid[])
+    UNION ALL
+    SELECT waits.job_id, false
+    FROM waits
+    WHERE waits.ready
+      AND waits.job_id <> ALL (coalesce((SELECT array_agg(doomed.id) FROM doomed), '{}')::uuid[])
 ), released AS (
     -- Queued (or cancelled) once: the state check, evaluated again on a row
     -- another statement released meanwhile, keeps it to once.
@@ -864,7 +890,7 @@ FROM after JOIN target ON target.id = after.id;
 
 -- name: JobDeleteMany :many
 -- An operator's delete: the given jobs that are not leased, with their
--- events, results, progress and dependency edges (the jobs they wait for);
+-- events, results, progress and dependency edges and waits (the jobs they wait for);
 -- returns the ids deleted. A leased job is
 -- running and is left alone (cancel it first). The rows are locked in id
 -- order before anything is deleted, and the state is checked again on the
@@ -873,6 +899,7 @@ FROM after JOIN target ON target.id = after.id;
 -- its effect done.
 -- plan: jobs only by index jobs_pkey; job_events only by index job_events_job_idx
 -- plan: job_dependencies only by index job_dependencies_job_idx
+-- plan: job_waits only by index job_waits_pkey
 WITH doomed AS (
     SELECT jobs.id
     FROM jobs
@@ -888,13 +915,16 @@ WITH doomed AS (
 ), dropped_edges AS (
     DELETE FROM job_dependencies
     WHERE job_id = ANY ((SELECT array_agg(doomed.id) FROM doomed)::uuid[])
+), dropped_waits AS (
+    DELETE FROM job_waits
+    WHERE job_id = ANY ((SELECT array_agg(doomed.id) FROM doomed)::uuid[])
 )
 DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)
 RETURNING id;
 
 -- name: JobPurgeState :execrows
 -- Delete up to batch_size jobs that finished in one terminal state more than
--- the given age ago, with their events, results and dependency edges, oldest
+-- the given age ago, with their events, results, dependency edges and waits, oldest
 -- first. Ledger rows stay: they
 -- outlive their jobs (EffectPrune), so replaying an old idempotency key after
 -- a purge cannot run its effect again. SKIP LOCKED, so a batch never waits on
@@ -904,6 +934,7 @@ RETURNING id;
 -- 00006) makes each one index range scan.
 -- plan: index jobs_finished_state_idx; job_events only by index job_events_job_idx; job_results only by index job_results_pkey
 -- plan: job_dependencies only by index job_dependencies_job_idx
+-- plan: job_waits only by index job_waits_pkey
 WITH doomed AS (
     SELECT id
     FROM jobs
@@ -921,6 +952,9 @@ WITH doomed AS (
     -- A finished job waits for nothing any more: its dependency edges go with it,
     -- found by key (an array: a semi-join could hash the whole table).
     DELETE FROM job_dependencies
+    WHERE job_id = ANY ((SELECT array_agg(doomed.id) FROM doomed)::uuid[])
+), dropped_waits AS (
+    DELETE FROM job_waits
     WHERE job_id = ANY ((SELECT array_agg(doomed.id) FROM doomed)::uuid[])
 )
 DELETE FROM jobs WHERE id IN (SELECT id FROM doomed);

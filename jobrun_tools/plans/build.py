@@ -160,6 +160,7 @@ def build(url: str, jobs: int, *, say: Any = print) -> Build:
         scale.scale_fill_unique()
         scale.scale_fill_workers(now=now)
         scale.scale_fill_dependencies(now=now)
+        scale.scale_fill_waits()
         for migration in load_migrations(DETECTOR_MIGRATIONS):
             _apply(conn, migration)
         _fill_detector(conn, jobs // 5)

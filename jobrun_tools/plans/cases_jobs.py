@@ -23,6 +23,8 @@ _FENCE_OWNER = "plans-fence"
 _LEASE = timedelta(minutes=5)
 # Ids no build writes (the scale database's are 01900000-...-8000-<row number>).
 _NEW_ID = UUID("01900000-0000-7000-8000-ffffffff0001")
+# The first of the scale database's waiting jobs (ScaleFillDependencies numbers them).
+FIRST_WAITING = UUID("01a00000-0000-7000-8000-000000000001")
 
 
 def _insert(queue: str, key: str | None) -> jobs.JobInsertParams:
@@ -244,9 +246,28 @@ def cases(f: Facts) -> dict[str, list[Case]]:
         ],
         "JobDependenciesOf": [
             Case(
-                "one",
-                "one job's dependencies",
-                lambda g: dq.job_dependencies_of(job_id=fact.queued_id),
+                "none",
+                "a queued job's (it has none)",
+                lambda g: dq.job_dependencies_of(job_id=fact.queued_id, with_results=False),
+            ),
+            Case(
+                "results",
+                "a waiting job's two, with their results",
+                lambda g: dq.job_dependencies_of(job_id=FIRST_WAITING, with_results=True),
+            ),
+        ],
+        "JobWorkflowSteps": [
+            Case(
+                "waiting",
+                "the workflow of a waiting job, up to 10,001 steps",
+                lambda g: dq.job_workflow_steps(job_id=FIRST_WAITING, max_steps=10_001),
+            ),
+        ],
+        "JobWorkflowEdges": [
+            Case(
+                "three",
+                "the edges among a waiting job and its two dependencies",
+                lambda g: dq.job_workflow_edges(job_ids=[FIRST_WAITING, fact.queued_id]),
             ),
         ],
         "JobGetUniqueHolder": [

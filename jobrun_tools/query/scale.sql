@@ -263,6 +263,14 @@ SELECT deps.id, numbered.id, 'cancel' FROM numbered JOIN deps ON deps.n = 2 * nu
 UNION ALL
 SELECT deps.id, numbered.id, 'run' FROM numbered JOIN deps ON deps.n = 2 * numbered.n;
 
+-- name: ScaleFillWaits :execrows
+-- What each of ScaleFillDependencies' waiting jobs still waits for (migration
+-- 00019): both of its dependencies, which are queued.
+INSERT INTO job_waits (job_id, pending)
+SELECT edge.job_id, array_agg(edge.depends_on ORDER BY edge.depends_on)
+FROM job_dependencies AS edge
+GROUP BY edge.job_id;
+
 -- name: ScaleFacts :one
 -- Rows of the scale database the report's cases take their parameters from:
 -- the first job of each kind, in id order, so every build answers alike.

@@ -236,6 +236,13 @@ UNION ALL
 SELECT deps.id, numbered.id, 'run' FROM numbered JOIN deps ON deps.n = 2 * numbered.n
 """
 
+SCALE_FILL_WAITS = """
+INSERT INTO job_waits (job_id, pending)
+SELECT edge.job_id, array_agg(edge.depends_on ORDER BY edge.depends_on)
+FROM job_dependencies AS edge
+GROUP BY edge.job_id
+"""
+
 SCALE_FACTS = """
 SELECT (SELECT id FROM jobs WHERE state = 'dead' ORDER BY id LIMIT 1)::uuid AS dead_id,
        (SELECT id FROM jobs WHERE state = 'cancelled' ORDER BY id LIMIT 1)::uuid AS cancelled_id,
@@ -511,6 +518,20 @@ class AsyncQuerier:
                 await _cur.execute(SCALE_FILL_DEPENDENCIES, _args)
             return _cur.rowcount
 
+    async def scale_fill_waits(self) -> int:
+        """What each of ScaleFillDependencies' waiting jobs still waits for (migration
+        00019): both of its dependencies, which are queued.
+
+        Run ``ScaleFillWaits``; return the number of rows it affected.
+        """
+        async with self._conn.cursor() as _cur:
+            if self._conn.pgconn.pipeline_status:
+                async with self._conn.pipeline():
+                    await _cur.execute(SCALE_FILL_WAITS)
+            else:
+                await _cur.execute(SCALE_FILL_WAITS)
+            return _cur.rowcount
+
     async def scale_facts(self, *, now: datetime) -> ScaleFactsRow | None:
         """Rows of the scale database the report's cases take their parameters from:
         the first job of each kind, in id order, so every build answers alike.
@@ -755,6 +776,20 @@ class Querier:
                     _cur.execute(SCALE_FILL_DEPENDENCIES, _args)
             else:
                 _cur.execute(SCALE_FILL_DEPENDENCIES, _args)
+            return _cur.rowcount
+
+    def scale_fill_waits(self) -> int:
+        """What each of ScaleFillDependencies' waiting jobs still waits for (migration
+        00019): both of its dependencies, which are queued.
+
+        Run ``ScaleFillWaits``; return the number of rows it affected.
+        """
+        with self._conn.cursor() as _cur:
+            if self._conn.pgconn.pipeline_status:
+                with self._conn.pipeline():
+                    _cur.execute(SCALE_FILL_WAITS)
+            else:
+                _cur.execute(SCALE_FILL_WAITS)
             return _cur.rowcount
 
     def scale_facts(self, *, now: datetime) -> ScaleFactsRow | None:

@@ -3,7 +3,8 @@
 Start with :class:`Client` (one :class:`Config`): it opens the pool and the
 store and runs workers; :class:`SyncClient` is its producing half for
 synchronous code, from the same ``Config``. The names exported here are that, the domain, what a
-handler uses (Registry, JobContext, Cancel, Snooze, Result) and the errors; the
+handler uses (Registry, JobContext, Cancel, Snooze, Result), the workflow
+builders (:func:`group`, :func:`chain`) and the errors; the
 PostgreSQL store lives in :mod:`jobrun.postgres`, the ports in
 :mod:`jobrun.ports` and the runtime in :mod:`jobrun.worker` and
 :mod:`jobrun.scheduler`.
@@ -16,6 +17,7 @@ from jobrun.domain import (
     Backoff,
     BackoffKind,
     CommitCallback,
+    Dependency,
     Effect,
     Event,
     EventMode,
@@ -37,6 +39,9 @@ from jobrun.domain import (
     SyncOutcome,
     Unique,
     UniqueUntil,
+    Workflow,
+    chain,
+    group,
 )
 from jobrun.errors import (
     CommitTimeout,
@@ -84,6 +89,7 @@ __all__ = [
     "ConfirmationNeeded",
     "DatabaseFull",
     "DatabaseUnavailable",
+    "Dependency",
     "DurationError",
     "Effect",
     "Event",
@@ -130,4 +136,7 @@ __all__ = [
     "UnknownJobType",
     "UnsupportedConnection",
     "UsageError",
+    "Workflow",
+    "chain",
+    "group",
 ]

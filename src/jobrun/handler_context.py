@@ -3,19 +3,34 @@ exceptions that end or postpone its job.
 
 Kept apart from :mod:`jobrun.registry` (which re-exports every name here) so
 that the registry holds the lookup of handlers and this module what a running
-handler sees. Nothing here touches the database.
+handler sees. Nothing here touches the database: the reads a handler may
+ask for (:meth:`JobContext.dependencies`) go through the reader the worker
+gives the context.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from uuid import UUID
 
-from jobrun.domain import Job, key_lock_id, progress_report
+from jobrun.domain import Dependency, Job, key_lock_id, progress_report
 from jobrun.errors import ConfigurationError
 
-__all__ = ["MAX_SNOOZE", "Cancel", "CancellationToken", "JobContext", "Snooze"]
+__all__ = [
+    "MAX_SNOOZE",
+    "Cancel",
+    "CancellationToken",
+    "DependencyReader",
+    "JobContext",
+    "Snooze",
+]
+
+DependencyReader = Callable[[UUID], Awaitable[list[Dependency]]]
+"""Reads a job's dependencies with their outcomes and results (the worker's store)."""
 
 
 class Cancel(Exception):
@@ -103,15 +118,22 @@ _token_lock = threading.Lock()
 class JobContext:
     """What a handler learns about the job it runs."""
 
-    __slots__ = ("_logger", "job", "lock_keys", "reported", "token")
+    __slots__ = ("_logger", "_loop", "_read_dependencies", "job", "lock_keys", "reported", "token")
 
     def __init__(
         self,
         job: Job,
         token: CancellationToken | None = None,
         logger: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
+        *,
+        dependencies: DependencyReader | None = None,
     ) -> None:
         self.job = job
+        self._read_dependencies = dependencies
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
         """The claimed job, as the store returned it."""
         self.token = token if token is not None else CancellationToken()
         """Set when the job should stop; sync handlers should check it."""
@@ -146,6 +168,40 @@ class JobContext:
         for key in keys:
             key_lock_id(key)  # refuse a bad key here, not in the completer
         self.lock_keys = tuple(dict.fromkeys((*self.lock_keys, *keys)))
+
+    async def dependencies(self) -> list[Dependency]:
+        """The jobs this one waited for (``NewJob.depends_on``), and what became of each.
+
+        Each :class:`~jobrun.domain.Dependency` has its state, attempts, last
+        error and, when it succeeded with one, its result: what a group's
+        callback reads to report on its parts. Read from the database when
+        called (one statement), in the order of the dependencies' ids; an
+        empty list for a job without dependencies. From a sync handler, call
+        :meth:`dependencies_sync`.
+        """
+        if self._read_dependencies is None:
+            return []
+        return await self._read_dependencies(self.job.id)
+
+    def dependencies_sync(self) -> list[Dependency]:
+        """:meth:`dependencies` for a sync handler: blocks its thread until the read is done.
+
+        The read runs on the worker's event loop; calling this on that loop
+        (from an async handler) raises RuntimeError, since it would wait for
+        itself: there, ``await ctx.dependencies()``.
+        """
+        if self._read_dependencies is None:
+            return []
+        loop = self._loop
+        if loop is None:
+            raise RuntimeError("this context was made outside an event loop; it cannot read")
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            raise RuntimeError("in an async handler, use `await ctx.dependencies()`")
+        return asyncio.run_coroutine_threadsafe(self.dependencies(), loop).result()
 
     @property
     def logger(self) -> logging.Logger | logging.LoggerAdapter[logging.Logger]:

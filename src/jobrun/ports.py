@@ -60,6 +60,7 @@ from jobrun.domain import (
     StoredResult,
     WorkerInfo,
     WorkerReport,
+    Workflow,
 )
 from jobrun.errors import IdempotencyConflict
 from jobrun.wakeup_ports import Dispatcher, HandoffInbox, HandoffReceiver
@@ -166,6 +167,12 @@ class Executor(Protocol):
         """
         ...
 
+    async def dependencies_of(
+        self, job_id: UUID, *, with_results: bool = False
+    ) -> list[Dependency]:
+        """The jobs ``job_id`` depends on, with their states now (and results, when asked)."""
+        ...
+
 
 @runtime_checkable
 class Reaping(Protocol):
@@ -218,8 +225,8 @@ class Admin(Protocol):
         """Delete those of ``job_ids`` that are not running; the ids deleted."""
         ...
 
-    async def dependencies_of(self, job_id: UUID) -> list[Dependency]:
-        """The jobs ``job_id`` depends on, with their states now."""
+    async def workflow(self, job_id: UUID, *, max_steps: int = ...) -> Workflow:
+        """The jobs linked to ``job_id`` by dependencies either way; JobNotFound."""
         ...
 
     async def purge(self, older_than: timedelta, batch_size: int = 1000) -> int:

@@ -16,7 +16,7 @@ import pytest
 from tests.acceptance.test_cli_worker import ROOT
 
 from jobrun import Client
-from jobrun.domain import JobState, NewJob
+from jobrun.domain import JobState, NewJob, group
 from jobrun.testing import eventually
 
 APP = "tests.acceptance.fanout_app"
@@ -47,7 +47,7 @@ def workers(db_url: str) -> Iterator[None]:
 
 async def fan_in_rows(client: Client) -> list[Any]:
     async with client.pool.connection() as conn:
-        cur = await conn.execute("SELECT job_id, succeeded, ended FROM fan_in_runs")
+        cur = await conn.execute("SELECT job_id, succeeded, ended, total FROM fan_in_runs")
         return list(await cur.fetchall())
 
 
@@ -58,7 +58,9 @@ async def test_a_fan_in_runs_once_after_every_part_with_every_outcome(
     async with Client(database_url=db_url) as client:
         async with client.pool.connection() as conn:
             await conn.execute("CREATE TABLE fan_effects (job_id uuid PRIMARY KEY)")
-            await conn.execute("CREATE TABLE fan_in_runs (job_id uuid, succeeded int, ended int)")
+            await conn.execute(
+                "CREATE TABLE fan_in_runs (job_id uuid, succeeded int, ended int, total int)"
+            )
         parts = [
             NewJob(type="fan.part", payload={"fail": i < FAILING}, max_attempts=1)
             for i in range(PARTS)
@@ -84,9 +86,37 @@ async def test_a_fan_in_runs_once_after_every_part_with_every_outcome(
         async with client.pool.connection() as conn:
             effects = (await (await conn.execute("SELECT count(*) FROM fan_effects")).fetchone())[0]  # type: ignore[index]
     assert len(rows) == 1  # the fan-in ran once
-    (_, succeeded, ended) = rows[0]
+    (_, succeeded, ended, _) = rows[0]
     if depends:
         assert (succeeded, ended) == (PARTS - FAILING, PARTS)
         assert effects == PARTS - FAILING  # every part's effect once
     else:
         assert ended < PARTS  # ran before the parts were done
+
+
+async def test_a_groups_callback_runs_once_after_every_part_and_reads_every_outcome(
+    db_url: str,
+) -> None:
+    """The same fan-out built with ``group``: the callback reads its 1,000 parts'
+    outcomes and results through ``ctx.dependencies()``, once, after all ended."""
+    async with Client(database_url=db_url) as client:
+        async with client.pool.connection() as conn:
+            await conn.execute("CREATE TABLE fan_effects (job_id uuid PRIMARY KEY)")
+            await conn.execute(
+                "CREATE TABLE fan_in_runs (job_id uuid, succeeded int, ended int, total int)"
+            )
+        parts = [
+            NewJob(type="fan.part", payload={"n": i, "fail": i < FAILING}, max_attempts=1)
+            for i in range(PARTS)
+        ]
+        jobs = group(parts, then=NewJob(type="fan.report", priority=-1))
+        await client.enqueue_batch(jobs)
+        with workers(db_url):
+
+            async def callback_succeeded() -> bool:
+                return (await client.store.get(jobs[-1].id)).state is JobState.SUCCEEDED
+
+            await eventually(callback_succeeded, within=120, what="the group's callback")
+        rows = await fan_in_rows(client)
+    expected_total = sum(range(FAILING, PARTS))  # the parts that succeeded return their n
+    assert [row[1:] for row in rows] == [(PARTS - FAILING, PARTS, expected_total)]

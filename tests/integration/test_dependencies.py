@@ -5,6 +5,7 @@ could not."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from jobrun.domain import JobState, NewJob, Outcome, OutcomeKind
 from jobrun.errors import InvalidJob
 from jobrun.postgres import Pool, Store
+from jobrun.testing import eventually
 
 LEASE = timedelta(minutes=5)
 
@@ -191,3 +193,53 @@ async def test_a_purged_or_deleted_dependent_takes_its_edges_with_it(store: Stor
     await finish(store, purged)
     assert await store.purge(timedelta(0)) == 2
     assert await edges() == 0
+
+
+@pytest.mark.parametrize("wait_row", [True, False], ids=["released", "negative-control"])
+async def test_two_completions_ending_the_last_two_dependencies_at_once_release_once(
+    store: Store, pool: Pool, wait_row: bool
+) -> None:
+    """Two transactions end a job's last two dependencies at the same time: the
+    first holds its transaction open (a commit callback waits) while the second
+    records its outcome. Each statement's snapshot predates the other's commit,
+    so states alone would show each the other's dependency still running; the
+    job_waits row serializes them, and the second releases the job. Without the
+    row (the negative control: as a job enqueued before migration 00019 has
+    none) neither completion releases it, and only the settling pass would."""
+    left = await store.enqueue(NewJob(type="left"))
+    right = await store.enqueue(NewJob(type="right"))
+    bottom = await store.enqueue(NewJob(type="bottom", depends_on=[left.id, right.id]))
+    if not wait_row:
+        async with pool.connection() as conn:
+            await conn.execute("DELETE FROM job_waits WHERE job_id = %s", (bottom.id,))
+    held = {job.id: job for job in await store.claim(["default"], "w", 10, LEASE)}
+    recorded, release = asyncio.Event(), asyncio.Event()
+
+    async def hold_open(conn: Any) -> None:
+        recorded.set()
+        await release.wait()
+
+    first = asyncio.create_task(
+        store.record_outcomes("w", [Outcome(job=held[left.id], commit=hold_open)])
+    )
+    await asyncio.wait_for(recorded.wait(), 30)
+    second = asyncio.create_task(store.record_outcomes("w", [Outcome(job=held[right.id])]))
+
+    async def second_is_blocked_or_done() -> bool:
+        if second.done():
+            return True
+        async with pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            )
+            return (await cur.fetchone())[0] > 0  # type: ignore[index]
+
+    # With the row, the second waits for the first's lock on it; without, it commits.
+    await eventually(second_is_blocked_or_done, what="the second completion to reach its lock")
+    release.set()
+    await asyncio.wait_for(asyncio.gather(first, second), 30)
+    assert await states(store, left, right) == [JobState.SUCCEEDED] * 2
+    expected = JobState.QUEUED if wait_row else JobState.WAITING
+    assert await states(store, bottom) == [expected]
+    if wait_row:
+        assert [e.kind for e in await store.events(bottom.id)].count("ready") == 1

@@ -16,7 +16,16 @@ from uuid import UUID, uuid4
 import pytest
 
 from jobrun.config import Config
-from jobrun.domain import Backoff, HandoffOffer, Job, JobState, Outcome, OutcomeKind, WorkerReport
+from jobrun.domain import (
+    Backoff,
+    Dependency,
+    HandoffOffer,
+    Job,
+    JobState,
+    Outcome,
+    OutcomeKind,
+    WorkerReport,
+)
 from jobrun.errors import ConfigurationError, JobrunError, LeaseLost, UsageError
 from jobrun.registry import JobContext, Registry
 from jobrun.testing import eventually
@@ -103,6 +112,11 @@ class RecordingStore:
                 self.kinds.append(o.kind)
                 out.append(o.job.model_copy(update={"state": JobState.QUEUED}))
         return out
+
+    async def dependencies_of(
+        self, job_id: UUID, *, with_results: bool = False
+    ) -> list[Dependency]:
+        return []
 
     async def heartbeat(
         self,

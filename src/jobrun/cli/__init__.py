@@ -11,7 +11,8 @@ writes nothing. Every option also reads a ``JOBRUN_*`` environment variable
 
 Commands: ``migrate [status]``, ``worker``, ``enqueue``, ``jobs list|show|
 cancel|retry|purge``, ``events``, ``schedules add|list|pause|resume|remove``,
-``queues list|pause|resume|limit|unlimit``, ``stats``, ``demo`` and ``web``.
+``queues list|pause|resume|limit|unlimit``, ``workers``, ``workflows show``,
+``stats``, ``demo`` and ``web``.
 
 The package: :mod:`~jobrun.cli.app` (the typer app, shared options, error
 mapping, :func:`main`), :mod:`~jobrun.cli.durations`, :mod:`~jobrun.cli.inputs`,
@@ -38,6 +39,7 @@ from jobrun.cli import queues  # noqa: F401
 from jobrun.cli import demo  # noqa: F401
 from jobrun.cli import web  # noqa: F401
 from jobrun.cli import workers  # noqa: F401
+from jobrun.cli import workflows  # noqa: F401
 
 # isort: on
 from jobrun.cli.app import (

@@ -22,7 +22,9 @@ the contract be tested in one place. One module per concept, lowest first:
   same way for payloads and results; :mod:`~jobrun.domain.results`: what a
   job's handler returned, as a client reads it;
 - :mod:`~jobrun.domain.uniqueness`: uniqueness policies (one job of a kind at a time);
-- :mod:`~jobrun.domain.workers`: the worker processes that are alive.
+- :mod:`~jobrun.domain.workers`: the worker processes that are alive;
+- :mod:`~jobrun.domain.workflows`: jobs linked by dependencies (groups with
+  a callback, chains) and the graph they form.
 
 This package's namespace is the domain's face: every name above is importable
 from ``jobrun.domain``. The errors have their own home, :mod:`jobrun.errors`.
@@ -36,7 +38,6 @@ from jobrun.domain.ids import key_lock_id, new_job_id, new_job_ids, parse_job_id
 from jobrun.domain.inputs import describe_invalid
 from jobrun.domain.jobs import (
     MAX_DEPENDENCIES,
-    Dependency,
     Event,
     EventMode,
     Job,
@@ -106,6 +107,15 @@ from jobrun.domain.schedules import (
 )
 from jobrun.domain.uniqueness import MAX_UNIQUE_PERIOD, Unique, UniqueUntil
 from jobrun.domain.workers import MAX_REPORTED_RUNNING, RunningJob, WorkerInfo, WorkerReport
+from jobrun.domain.workflows import (
+    MAX_WORKFLOW_STEPS,
+    Dependency,
+    Workflow,
+    WorkflowEdge,
+    WorkflowStep,
+    chain,
+    group,
+)
 
 __all__ = [
     "DEFAULT_BACKOFF",
@@ -126,6 +136,7 @@ __all__ = [
     "MAX_QUEUE_NAME",
     "MAX_REPORTED_RUNNING",
     "MAX_UNIQUE_PERIOD",
+    "MAX_WORKFLOW_STEPS",
     "MIN_PRIORITY",
     "NOTIFY_CHANNEL_MAX_BYTES",
     "REMOVED_FROM_CODE",
@@ -169,10 +180,15 @@ __all__ = [
     "WorkerInfo",
     "WorkerOffer",
     "WorkerReport",
+    "Workflow",
+    "WorkflowEdge",
+    "WorkflowStep",
+    "chain",
     "declaration_digest",
     "describe_invalid",
     "duration_problem",
     "encode_payload",
+    "group",
     "jobs_alike",
     "key_lock_id",
     "new_job_id",

@@ -17,7 +17,6 @@ from database now, and tests may pin it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal, TypedDict
@@ -58,7 +57,6 @@ from jobrun.errors import InvalidJob
 
 __all__ = [
     "MAX_DEPENDENCIES",
-    "Dependency",
     "Event",
     "EventMode",
     "Job",
@@ -313,16 +311,6 @@ class Event(BaseModel):
     attempt: int
     owner: str | None
     detail: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Dependency:
-    """One job another waits for: its id, its state (None: purged, counts as
-    succeeded), and what its failure does to the waiting job."""
-
-    job_id: UUID
-    state: JobState | None
-    if_failed: str
 
 
 class EventMode(StrEnum):

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from uuid import UUID
 
 from jobrun.domain import (
+    MAX_WORKFLOW_STEPS,
     Dependency,
     Event,
     Job,
@@ -24,6 +25,9 @@ from jobrun.domain import (
     QueueDepth,
     QueueStats,
     StoredResult,
+    Workflow,
+    WorkflowEdge,
+    WorkflowStep,
     parse_job_id,
 )
 from jobrun.errors import JobNotFound
@@ -122,19 +126,64 @@ class SyncJobAdminMethods(SyncStoreCore):
         with self._connection() as conn:
             return job_queries.Querier(conn).job_delete_many(ids=ids)
 
-    def dependencies_of(self, job_id: UUID) -> list[Dependency]:
-        """The jobs ``job_id`` depends on, with their states now."""
+    def dependencies_of(self, job_id: UUID, *, with_results: bool = False) -> list[Dependency]:
+        """The jobs ``job_id`` depends on, with their states now (and results, when asked)."""
         job_id = parse_job_id(job_id)
         with self._connection() as conn:
-            rows = dependency_queries.Querier(conn).job_dependencies_of(job_id=job_id)
+            rows = dependency_queries.Querier(conn).job_dependencies_of(
+                job_id=job_id, with_results=with_results
+            )
         return [
             Dependency(
                 job_id=row.depends_on,
                 state=None if row.state is None else JobState(str(row.state)),
                 if_failed=row.if_failed,
+                type=row.type,
+                attempts=row.attempts,
+                error=row.last_error,
+                result=row.result,
             )
             for row in rows
         ]
+
+    def workflow(self, job_id: UUID, *, max_steps: int = MAX_WORKFLOW_STEPS) -> Workflow:
+        """The jobs linked to ``job_id`` by dependencies, at most ``max_steps`` of them.
+
+        JobNotFound when ``job_id`` is not a job (nor a purged step of one);
+        InvalidJob for a malformed id.
+        """
+        job_id = parse_job_id(job_id)
+        with self._connection() as conn:
+            queries = dependency_queries.Querier(conn)
+            rows = queries.job_workflow_steps(job_id=job_id, max_steps=max_steps + 1)
+            if not rows or (len(rows) == 1 and rows[0].state is None):
+                raise JobNotFound(job_id)
+            complete = len(rows) <= max_steps
+            rows.sort(key=lambda row: row.id != job_id)
+            rows = rows[:max_steps]
+            edges = queries.job_workflow_edges(job_ids=[row.id for row in rows])
+        return Workflow(
+            steps=tuple(
+                WorkflowStep(
+                    job_id=row.id,
+                    type=row.type,
+                    queue=row.queue,
+                    state=None if row.state is None else JobState(str(row.state)),
+                    attempts=row.attempts,
+                    created_at=None if row.created_at is None else utc(row.created_at),
+                    finished_at=None if row.finished_at is None else utc(row.finished_at),
+                    error=row.last_error,
+                )
+                for row in rows
+            ),
+            edges=tuple(
+                WorkflowEdge(
+                    depends_on=edge.depends_on, job_id=edge.job_id, if_failed=edge.if_failed
+                )
+                for edge in edges
+            ),
+            complete=complete,
+        )
 
     def settle_waiting(
         self, after: tuple[datetime, UUID] | None = None, batch_size: int = 1000

@@ -12,7 +12,7 @@ import psycopg
 import pydantic
 from psycopg.types.json import Jsonb
 
-from .models import BackoffKind, JobState, JsonValue
+from .models import BackoffKind, JobDependency, JobState, JsonValue, row_to_job_dependency
 
 _setattr = object.__setattr__
 
@@ -58,6 +58,14 @@ WITH deps AS MATERIALIZED (
 ), edges AS (
     INSERT INTO job_dependencies (depends_on, job_id, if_failed)
     SELECT deps.id, inserted.id, %(if_failed)s::text FROM inserted CROSS JOIN deps
+), waits AS (
+    -- What it still waits for: each completion takes its job out (migration 00019).
+    INSERT INTO job_waits (job_id, pending)
+    SELECT inserted.id,
+           (SELECT array_agg(deps.id) FROM deps
+            WHERE deps.state NOT IN ('succeeded', 'dead', 'cancelled'))
+    FROM inserted
+    WHERE inserted.state = 'waiting'
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
     SELECT inserted.id, inserted.created_at, 'enqueued', NULL::job_state, inserted.state,
@@ -122,11 +130,42 @@ ORDER BY batch.created_at, batch.id
 """
 
 JOB_DEPENDENCIES_OF = """
-SELECT edge.depends_on, jobs.state, edge.if_failed
+SELECT edge.depends_on, jobs.state, edge.if_failed, jobs.type, jobs.attempts,
+       jobs.last_error,
+       CASE WHEN %(with_results)s::boolean THEN
+           (SELECT job_results.value FROM job_results WHERE job_results.job_id = edge.depends_on)
+       END::jsonb AS result
 FROM job_dependencies AS edge
 LEFT JOIN jobs ON jobs.id = edge.depends_on
 WHERE edge.job_id = %(job_id)s
 ORDER BY edge.depends_on
+"""
+
+JOB_WORKFLOW_STEPS = """
+WITH RECURSIVE linked (id) AS (
+    SELECT %(job_id)s::uuid
+    UNION
+    SELECT near.id
+    FROM linked
+    CROSS JOIN LATERAL (
+        SELECT edge.depends_on AS id FROM job_dependencies AS edge WHERE edge.job_id = linked.id
+        UNION ALL
+        SELECT edge.job_id FROM job_dependencies AS edge WHERE edge.depends_on = linked.id
+    ) AS near
+), steps AS (
+    SELECT linked.id FROM linked LIMIT %(max_steps)s
+)
+SELECT steps.id, jobs.type, jobs.queue, jobs.state, jobs.attempts, jobs.created_at,
+       jobs.finished_at, jobs.last_error
+FROM steps
+LEFT JOIN jobs ON jobs.id = steps.id
+"""
+
+JOB_WORKFLOW_EDGES = """
+SELECT edge.depends_on, edge.job_id, edge.if_failed
+FROM job_dependencies AS edge
+WHERE edge.job_id = ANY (%(job_ids)b::uuid[])
+ORDER BY edge.job_id, edge.depends_on
 """
 
 
@@ -219,9 +258,13 @@ class JobDependenciesOfRow(pydantic.BaseModel):
     depends_on: UUID
     state: JobState | None
     if_failed: str
+    type: str | None
+    attempts: int | None
+    last_error: str | None
+    result: JsonValue
 
 
-_JOB_DEPENDENCIES_OF_ROW_FIELDS = frozenset({'depends_on', 'state', 'if_failed'})
+_JOB_DEPENDENCIES_OF_ROW_FIELDS = frozenset({'depends_on', 'state', 'if_failed', 'type', 'attempts', 'last_error', 'result'})
 
 
 def _row_to_job_dependencies_of_row(row: Sequence[Any]) -> JobDependenciesOfRow:
@@ -234,9 +277,52 @@ def _row_to_job_dependencies_of_row(row: Sequence[Any]) -> JobDependenciesOfRow:
             "depends_on": row[0],
             "state": None if row[1] is None else JobState.from_value(row[1]),
             "if_failed": row[2],
+            "type": row[3],
+            "attempts": row[4],
+            "last_error": row[5],
+            "result": row[6],
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_JOB_DEPENDENCIES_OF_ROW_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
+class JobWorkflowStepsRow(pydantic.BaseModel):
+    """A row returned by ``JobWorkflowSteps``."""
+
+    id: UUID
+    type: str | None
+    queue: str | None
+    state: JobState | None
+    attempts: int | None
+    created_at: datetime | None
+    finished_at: datetime | None
+    last_error: str | None
+
+
+_JOB_WORKFLOW_STEPS_ROW_FIELDS = frozenset({'id', 'type', 'queue', 'state', 'attempts', 'created_at', 'finished_at', 'last_error'})
+
+
+def _row_to_job_workflow_steps_row(row: Sequence[Any]) -> JobWorkflowStepsRow:
+    """Build a :class:`JobWorkflowStepsRow` from a driver row, without re-validating it."""
+    obj = JobWorkflowStepsRow.__new__(JobWorkflowStepsRow)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "id": row[0],
+            "type": row[1],
+            "queue": row[2],
+            "state": None if row[3] is None else JobState.from_value(row[3]),
+            "attempts": row[4],
+            "created_at": row[5],
+            "finished_at": row[6],
+            "last_error": row[7],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_JOB_WORKFLOW_STEPS_ROW_FIELDS))
     _setattr(obj, "__pydantic_extra__", None)
     _setattr(obj, "__pydantic_private__", None)
     return obj
@@ -269,7 +355,8 @@ class AsyncQuerier:
         otherwise waiting. Nothing is written when a dependency does not exist
         (unknown counts them): a dependency must be enqueued first, so no cycle
         can form. The dependencies' rows are locked FOR SHARE while they are
-        read, so one whose outcome is committing is read once it committed.
+        read, so one whose outcome is committing is read once it committed. A
+        waiting job's row in job_waits lists the dependencies not ended yet.
         plan: jobs only by index jobs_pkey
 
         Run ``JobInsertDependent``; return its first row, or None.
@@ -329,18 +416,58 @@ class AsyncQuerier:
             _rows = await _cur.fetchall()
         return [_row_to_job_settle_waiting_row(_row) for _row in _rows]
 
-    async def job_dependencies_of(self, *, job_id: UUID) -> list[JobDependenciesOfRow]:
-        """A job's dependencies with their states (NULL: purged), and what a failed
-        one does to it.
+    async def job_dependencies_of(
+        self,
+        *,
+        with_results: bool,
+        job_id: UUID,
+    ) -> list[JobDependenciesOfRow]:
+        """A job's dependencies with what became of them: type, state, attempts
+        and last error (all NULL: purged), what a failed one does to it, and,
+        when with_results, each one's stored result (NULL without one). The
+        result is what a fan-in reads (ctx.dependencies()); jobs show asks without.
         plan: jobs only by index jobs_pkey
         plan: job_dependencies only by index job_dependencies_job_idx
 
         Run ``JobDependenciesOf``; return all its rows.
         """
         async with self._conn.cursor() as _cur:
-            await _cur.execute(JOB_DEPENDENCIES_OF, {"job_id": job_id})
+            await _cur.execute(JOB_DEPENDENCIES_OF, {"with_results": with_results, "job_id": job_id})
             _rows = await _cur.fetchall()
         return [_row_to_job_dependencies_of_row(_row) for _row in _rows]
+
+    async def job_workflow_steps(
+        self,
+        *,
+        job_id: UUID,
+        max_steps: int,
+    ) -> list[JobWorkflowStepsRow]:
+        """The jobs linked to job_id through dependencies, either way and at any
+        distance (its workflow: a group, a chain, a graph), with job_id first,
+        at most max_steps of them (ask one more than you show to know whether
+        there are more). Each step with its job's columns (NULL: purged) and how
+        many jobs it waits for. The walk stops at the limit: the outer LIMIT
+        pulls the recursive scan only as far as it needs.
+        plan: jobs only by index jobs_pkey
+
+        Run ``JobWorkflowSteps``; return all its rows.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(JOB_WORKFLOW_STEPS, {"job_id": job_id, "max_steps": max_steps})
+            _rows = await _cur.fetchall()
+        return [_row_to_job_workflow_steps_row(_row) for _row in _rows]
+
+    async def job_workflow_edges(self, *, job_ids: list[UUID]) -> list[JobDependency]:
+        """The dependency edges among the given jobs (a workflow's steps): each
+        (depends_on, job_id) pair whose waiting job is one of them.
+        plan: job_dependencies only by index job_dependencies_job_idx
+
+        Run ``JobWorkflowEdges``; return all its rows.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(JOB_WORKFLOW_EDGES, {"job_ids": job_ids})
+            _rows = await _cur.fetchall()
+        return [row_to_job_dependency(_row) for _row in _rows]
 
 class Querier:
     """The queries of ``db/query/dependencies.sql`` on a connection.
@@ -369,7 +496,8 @@ class Querier:
         otherwise waiting. Nothing is written when a dependency does not exist
         (unknown counts them): a dependency must be enqueued first, so no cycle
         can form. The dependencies' rows are locked FOR SHARE while they are
-        read, so one whose outcome is committing is read once it committed.
+        read, so one whose outcome is committing is read once it committed. A
+        waiting job's row in job_waits lists the dependencies not ended yet.
         plan: jobs only by index jobs_pkey
 
         Run ``JobInsertDependent``; return its first row, or None.
@@ -429,15 +557,50 @@ class Querier:
             _rows = _cur.fetchall()
         return [_row_to_job_settle_waiting_row(_row) for _row in _rows]
 
-    def job_dependencies_of(self, *, job_id: UUID) -> list[JobDependenciesOfRow]:
-        """A job's dependencies with their states (NULL: purged), and what a failed
-        one does to it.
+    def job_dependencies_of(
+        self,
+        *,
+        with_results: bool,
+        job_id: UUID,
+    ) -> list[JobDependenciesOfRow]:
+        """A job's dependencies with what became of them: type, state, attempts
+        and last error (all NULL: purged), what a failed one does to it, and,
+        when with_results, each one's stored result (NULL without one). The
+        result is what a fan-in reads (ctx.dependencies()); jobs show asks without.
         plan: jobs only by index jobs_pkey
         plan: job_dependencies only by index job_dependencies_job_idx
 
         Run ``JobDependenciesOf``; return all its rows.
         """
         with self._conn.cursor() as _cur:
-            _cur.execute(JOB_DEPENDENCIES_OF, {"job_id": job_id})
+            _cur.execute(JOB_DEPENDENCIES_OF, {"with_results": with_results, "job_id": job_id})
             _rows = _cur.fetchall()
         return [_row_to_job_dependencies_of_row(_row) for _row in _rows]
+
+    def job_workflow_steps(self, *, job_id: UUID, max_steps: int) -> list[JobWorkflowStepsRow]:
+        """The jobs linked to job_id through dependencies, either way and at any
+        distance (its workflow: a group, a chain, a graph), with job_id first,
+        at most max_steps of them (ask one more than you show to know whether
+        there are more). Each step with its job's columns (NULL: purged) and how
+        many jobs it waits for. The walk stops at the limit: the outer LIMIT
+        pulls the recursive scan only as far as it needs.
+        plan: jobs only by index jobs_pkey
+
+        Run ``JobWorkflowSteps``; return all its rows.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(JOB_WORKFLOW_STEPS, {"job_id": job_id, "max_steps": max_steps})
+            _rows = _cur.fetchall()
+        return [_row_to_job_workflow_steps_row(_row) for _row in _rows]
+
+    def job_workflow_edges(self, *, job_ids: list[UUID]) -> list[JobDependency]:
+        """The dependency edges among the given jobs (a workflow's steps): each
+        (depends_on, job_id) pair whose waiting job is one of them.
+        plan: job_dependencies only by index job_dependencies_job_idx
+
+        Run ``JobWorkflowEdges``; return all its rows.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(JOB_WORKFLOW_EDGES, {"job_ids": job_ids})
+            _rows = _cur.fetchall()
+        return [row_to_job_dependency(_row) for _row in _rows]

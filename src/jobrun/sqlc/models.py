@@ -238,6 +238,33 @@ def row_to_job_result(row: Sequence[Any]) -> JobResult:
     return obj
 
 
+class JobWait(pydantic.BaseModel):
+    """A row of the ``job_waits`` table."""
+
+    job_id: UUID
+    pending: list[UUID]
+
+
+_JOB_WAIT_FIELDS = frozenset({'job_id', 'pending'})
+
+
+def row_to_job_wait(row: Sequence[Any]) -> JobWait:
+    """Build a :class:`JobWait` from a driver row, without re-validating it."""
+    obj = JobWait.__new__(JobWait)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "job_id": row[0],
+            "pending": row[1],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_JOB_WAIT_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
 class Job(pydantic.BaseModel):
     """A row of the ``jobs`` table."""
 

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
+from uuid import UUID
 
-from jobrun.domain import CommitCallback, Job, NewJob, OutcomeKind
+from jobrun.domain import CommitCallback, Dependency, Job, NewJob, OutcomeKind
 from jobrun.errors import HandlerTimedOut, InvalidJob
 from jobrun.registry import CancellationToken, InvalidPayload, Registry
 from jobrun.testing.factory import make_job
@@ -168,6 +170,7 @@ async def run_job(
     # The handler's time limit, applied as the worker applies it (the token set
     # before the cancel), which asyncio.timeout around the call could not do.
     timeout: timedelta | float | None = None,  # noqa: ASYNC109
+    dependencies: Sequence[Dependency] = (),
 ) -> JobResult:
     """Run the handler of ``job`` as a worker would and report how it ended.
 
@@ -181,7 +184,9 @@ async def run_job(
     thread). ``timeout`` (seconds or a
     timedelta) defaults to the handler's own; past it the token is set, an
     async handler is cancelled and the attempt fails with
-    :class:`HandlerTimedOut`.
+    :class:`HandlerTimedOut`. ``dependencies`` is what the handler's
+    ``ctx.dependencies()`` returns (a group's callback under test reads its
+    parts there; build them with :class:`~jobrun.domain.Dependency`).
 
     Never raises for what the handler does (exceptions become a failed
     result), only for a misuse of run_job itself (a payload that is not
@@ -190,7 +195,17 @@ async def run_job(
     built = _build_job(registry, job, payload, attempt)
     if isinstance(timeout, int | float):
         timeout = timedelta(seconds=timeout)
-    executor = JobExecutor(registry, threads=1, thread_name_prefix="jobrun-testing")
+    given = list(dependencies)
+
+    async def read_dependencies(job_id: UUID) -> list[Dependency]:
+        return list(given)
+
+    executor = JobExecutor(
+        registry,
+        threads=1,
+        thread_name_prefix="jobrun-testing",
+        dependencies=read_dependencies,
+    )
     run = executor.attempt(built, token=token, timeout=timeout)
     # Its own task, as in the worker: the job's log context stays in it, and a
     # timeout cancels it (an async handler) after setting the token.
@@ -222,6 +237,7 @@ def run_job_sync(
     attempt: int | None = None,
     token: CancellationToken | None = None,
     timeout: timedelta | float | None = None,
+    dependencies: Sequence[Dependency] = (),
 ) -> JobResult:
     """:func:`run_job` for tests without an event loop; the same arguments and result.
 
@@ -229,5 +245,13 @@ def run_job_sync(
     coroutine; there, ``await run_job(...)``.
     """
     return asyncio.run(
-        run_job(registry, job, payload, attempt=attempt, token=token, timeout=timeout)
+        run_job(
+            registry,
+            job,
+            payload,
+            attempt=attempt,
+            token=token,
+            timeout=timeout,
+            dependencies=dependencies,
+        )
     )

@@ -98,6 +98,16 @@ async def workers(dash: Dashboard, request: Request) -> Response:
 _WORKERS: TypeAdapter[list[WorkerInfo]] = TypeAdapter(list[WorkerInfo])
 
 
+async def workflow(dash: Dashboard, request: Request) -> Response:
+    """The workflow a job belongs to: its steps by level, its edges, its counts."""
+    store = await dash.reader()
+    try:
+        found = await store.workflow(UUID(request.path_params["job_id"]))
+    except (JobNotFound, ValueError) as exc:
+        return JSONResponse({"error": str(exc)}, status_code=404)
+    return _read(dash, found.as_json())
+
+
 async def act(dash: Dashboard, action: Action, request: Request) -> Response:
     """An API POST: run ``action`` and answer with what it changed, or the refusal."""
     try:

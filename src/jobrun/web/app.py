@@ -50,6 +50,7 @@ ROUTES: tuple[tuple[str, Any], ...] = (
     ("/schedules/{name:path}/resume", ACTIONS["resume_schedule"]),
     ("/queues", pages.queues),
     ("/workers", pages.workers),
+    ("/workflows/{job_id}", pages.workflow),
     ("/queues/{name:path}/pause", ACTIONS["pause_queue"]),
     ("/queues/{name:path}/resume", ACTIONS["resume_queue"]),
     ("/queues/{name:path}/limits", ACTIONS["set_queue_limits"]),
@@ -61,6 +62,7 @@ ROUTES: tuple[tuple[str, Any], ...] = (
     ("/api/schedules", api.schedules),
     ("/api/queues", api.queues),
     ("/api/workers", api.workers),
+    ("/api/workflows/{job_id}", api.workflow),
 )
 """Every path and what answers it: a view ``f(dashboard, request)``, or an
 :class:`~jobrun.web.actions.Action` (POST here from a page, and under ``/api``)."""

@@ -27,6 +27,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from jobrun.domain import JobState, queue_name_problem
 from jobrun.errors import ConfirmationNeeded, JobNotFound
+from jobrun.web import workflow_graph
 from jobrun.web.actions import REFUSALS, Action, refusal_status
 from jobrun.web.bodies import job_result, listing
 from jobrun.web.dashboard import Dashboard
@@ -193,6 +194,11 @@ async def job_detail(dash: Dashboard, request: Request) -> Response:
     events = await store.events(job.id)
     progress = (await store.progress_of([job.id])).get(job.id)
     result = await job_result(store, job)
+    try:
+        # One step read past the job itself says whether anything is linked to it.
+        linked = not (await store.workflow(job.id, max_steps=1)).complete
+    except JobNotFound:  # deleted since it was read
+        linked = False
     return render(
         dash,
         request,
@@ -201,7 +207,33 @@ async def job_detail(dash: Dashboard, request: Request) -> Response:
         events=events,
         progress=progress,
         result=result,
+        in_workflow=linked,
         now=datetime.now(UTC),  # whether "Run now" applies: a queued job not due yet
+    )
+
+
+async def workflow(dash: Dashboard, request: Request) -> Response:
+    """The workflow a job belongs to: its steps drawn by level, then listed."""
+    store = await dash.reader()
+    try:
+        job_id = UUID(request.path_params["job_id"])
+        found = await store.workflow(job_id)
+    except (JobNotFound, ValueError) as exc:
+        return render(dash, request, "error.html", 404, message=str(exc))
+    waits: dict[UUID, int] = {}
+    for edge in found.edges:
+        waits[edge.job_id] = waits.get(edge.job_id, 0) + 1
+    return render(
+        dash,
+        request,
+        "workflow.html",
+        job_id=job_id,
+        workflow=found,
+        levels=found.levels(),
+        waits=waits,
+        graph=workflow_graph.layout(found),
+        box_width=workflow_graph.BOX_WIDTH,
+        box_height=workflow_graph.BOX_HEIGHT,
     )
 
 

@@ -54,6 +54,7 @@ from jobrun.domain import (
     encode_payload,
 )
 from jobrun.errors import HandlerTimedOut, InvalidPayload, JobrunError, UnknownJobType
+from jobrun.handler_context import DependencyReader
 from jobrun.registry import Cancel, CancellationToken, JobContext, Registry, Snooze
 from jobrun.telemetry.hooks import current_job
 from jobrun.telemetry.tracing import job_span
@@ -84,7 +85,9 @@ class JobExecutor:
     A job it cannot run (its type has no handler, its payload does not validate)
     fails on ``unrunnable`` (:mod:`jobrun.unrunnable`): a few attempts, spaced
     for a rolling deploy, then dead. A returned value larger than
-    ``max_result_bytes`` as JSON fails its attempt.
+    ``max_result_bytes`` as JSON fails its attempt. ``dependencies`` reads a
+    job's dependencies for its handler (``ctx.dependencies()``); without it,
+    a handler reads none.
     """
 
     def __init__(
@@ -96,8 +99,10 @@ class JobExecutor:
         thread_name_prefix: str = "jobrun-handler",
         unrunnable: UnrunnableRetry = DEFAULT_UNRUNNABLE,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+        dependencies: DependencyReader | None = None,
     ) -> None:
         self._registry = registry
+        self._read_dependencies = dependencies
         self._max_result_bytes = max_result_bytes
         self._job_timeout = job_timeout
         self._unrunnable = unrunnable
@@ -119,7 +124,7 @@ class JobExecutor:
         """
         handler = self._registry.get(job.type)
         limit = timeout or (handler.timeout if handler is not None else None) or self._job_timeout
-        ctx = JobContext(job) if token is None else JobContext(job, token)
+        ctx = JobContext(job, token, dependencies=self._read_dependencies)
         return Attempt(job=job, handler=handler, ctx=ctx, started=time.monotonic(), timeout=limit)
 
     def shutdown(self) -> None:

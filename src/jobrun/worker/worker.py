@@ -146,7 +146,11 @@ class Worker:
         )
         submit = self._completer.submit
         self._executor = executor = JobExecutor(
-            registry, job_timeout=s.job_timeout, threads=s.concurrency, unrunnable=s.unrunnable
+            registry,
+            job_timeout=s.job_timeout,
+            threads=s.concurrency,
+            unrunnable=s.unrunnable,
+            dependencies=lambda job_id: store.dependencies_of(job_id, with_results=True),
         )
         reporter = Reporter(submit, owner=owner, observer=observer, log=log)
         self._runner = runner = Runner(
