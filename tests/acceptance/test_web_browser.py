@@ -30,8 +30,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 from tests.acceptance.web_site import PASSWORD, USER, serve, stop
 
-from jobrun import Client
-from jobrun.domain import JobState, NewJob, NewSchedule
+from jobrun import Client, chain, group
+from jobrun.domain import JobState, NewJob, NewSchedule, Outcome, OutcomeKind
 from jobrun.testing import eventually_sync
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -309,6 +309,36 @@ def test_the_workers_page_lists_a_running_worker_and_links_its_jobs_both_ways(
     click(chrome, f'#events a[href="/workers#worker-{info.owner}"]')
     WebDriverWait(chrome, 10).until(lambda d: d.current_url.endswith(f"#worker-{info.owner}"))
     shot(chrome, "workers")
+
+
+def test_a_workflow_page_draws_its_steps_and_links_them_to_their_jobs(
+    db_url: str, site: str, chrome: webdriver.Chrome
+) -> None:
+    parts = [NewJob(type=f"resize.{n}", queue="images", max_attempts=1) for n in range(16)]
+    jobs = group(parts, then=NewJob(type="album.publish", queue="images"))
+    finale = chain([jobs[-1], NewJob(type="album.notify", queue="mail")])[-1]
+
+    async def setup(client: Client) -> None:
+        await client.enqueue_batch([*jobs, finale])
+        held = await client.store.claim(["images"], "browser", 6, timedelta(minutes=5))
+        kinds = [OutcomeKind.COMPLETE] * 4 + [OutcomeKind.FAIL]  # the sixth stays leased
+        ended = [
+            Outcome(job=j, kind=k, detail="boom") for j, k in zip(held[:5], kinds, strict=True)
+        ]
+        await client.store.record_outcomes("browser", ended)
+
+    with_client(db_url, setup)
+    chrome.get(f"{site}/jobs/{parts[0].id}")
+    click(chrome, "#workflow-link")
+    WebDriverWait(chrome, 10).until(lambda d: f"/workflows/{parts[0].id}" in d.current_url)
+    counts = text_of(chrome, "#workflow-counts")
+    assert "18 steps" in counts and "4 succeeded" in counts and "1 dead" in counts
+    assert "2 waiting" in counts and "1 leased" in counts
+    assert "and 5 more" in text_of(chrome, "#workflow-graph")
+    shot(chrome, "workflow")
+    click(chrome, f'a.step[data-job="{finale.id}"]')
+    WebDriverWait(chrome, 10).until(lambda d: d.current_url.endswith(f"/jobs/{finale.id}"))
+    assert "waiting" in text_of(chrome, "#job-state")
 
 
 def test_delete_from_the_job_page_asks_for_the_count_then_deletes(
