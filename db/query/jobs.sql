@@ -536,6 +536,7 @@ RETURNING jobs.id;
 -- plan: jobs only by index jobs_pkey; rows removed <= 1000
 -- plan: job_dependencies only by index job_dependencies_pkey
 -- plan: job_waits only by index job_waits_pkey
+-- plan: job_concurrency only by index job_concurrency_pkey
 WITH RECURSIVE outcome AS MATERIALIZED (
     SELECT unnest((SELECT @ids::uuid[])) AS id,
            unnest((SELECT @attempts::integer[])) AS attempt,
@@ -681,10 +682,21 @@ WITH RECURSIVE outcome AS MATERIALIZED (
                 ELSE 'snoozed' END,
            'leased', recorded.state, recorded.attempts, @owner, left(recorded.detail, 8192)
     FROM recorded
+), keyed AS (
+    -- The jobs it ended that held a slot of their concurrency key (migration
+    -- 00020) give it up; the caller admits the next jobs of those keys.
+    UPDATE job_concurrency
+    SET status = 'ended'
+    WHERE job_concurrency.job_id = ANY ((SELECT ended.ids FROM ended)::uuid[])
+      -- Behind a subquery: the literal would let the planner read the partial
+      -- index of every admitted row instead of probing the primary key.
+      AND job_concurrency.status = (SELECT 'admitted'::text)
+    RETURNING job_concurrency.job_id, job_concurrency.key
 )
 SELECT recorded.id, recorded.state, recorded.attempts, recorded.run_at, recorded.finished_at,
-       recorded.last_error, recorded.updated_at
-FROM recorded;
+       recorded.last_error, recorded.updated_at, keyed.key AS concurrency_key
+FROM recorded
+LEFT JOIN keyed ON keyed.job_id = recorded.id;
 
 -- name: JobReapExpired :many
 -- Leases that ran out by db now are failed attempts: each job goes where
@@ -808,7 +820,8 @@ FROM after JOIN target ON target.id = after.id;
 
 -- name: JobRetry :one
 -- The retry decision and its transition in one statement: a dead or cancelled
--- job goes back to queued, due now ('retried'); any other is left alone
+-- job goes back to queued, due now ('retried'), or, with a concurrency key,
+-- to waiting for its key's turn (the caller then admits); any other is left alone
 -- ('refused'). The row is locked first, so the state it is decided on is the
 -- state it is changed from. A dead job has spent its attempts, so one is given
 -- back (the events keep the full count). Its max_attempts stays as enqueued:
@@ -819,10 +832,16 @@ FROM after JOIN target ON target.id = after.id;
 -- such job.
 -- plan: jobs only by index jobs_pkey
 WITH target AS (
-    SELECT jobs.id, jobs.state FROM jobs WHERE jobs.id = @id FOR UPDATE
+    SELECT jobs.id, jobs.state,
+           (SELECT slot.key FROM job_concurrency AS slot WHERE slot.job_id = jobs.id)
+               AS concurrency_key
+    FROM jobs WHERE jobs.id = @id FOR UPDATE
 ), retried AS (
     UPDATE jobs
-    SET state = 'queued',
+    -- A job with a concurrency key (migration 00020) waits for its key's turn
+    -- again: the caller admits for its key in the same transaction.
+    SET state = (CASE WHEN target.concurrency_key IS NULL THEN 'queued'
+                      ELSE 'waiting' END)::job_state,
         run_at = coalesce(sqlc.narg('now')::timestamptz, now()),
         attempts = least(jobs.attempts, jobs.max_attempts - 1),
         cancel_requested = false,
@@ -835,9 +854,13 @@ WITH target AS (
     FROM target
     WHERE jobs.id = target.id AND target.state IN ('dead', 'cancelled')
     RETURNING jobs.*
+), in_line AS (
+    UPDATE job_concurrency
+    SET status = 'waiting'
+    WHERE job_concurrency.job_id = (SELECT retried.id FROM retried)
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, detail)
-    SELECT retried.id, retried.updated_at, 'retried', target.state, 'queued',
+    SELECT retried.id, retried.updated_at, 'retried', target.state, retried.state,
            retried.attempts, 'by ' || sqlc.narg('actor')::text
     FROM retried JOIN target ON target.id = retried.id
 ), after AS (
@@ -849,7 +872,8 @@ WITH target AS (
 SELECT after.*,
        target.state AS found_state,
        (CASE WHEN target.state IN ('dead', 'cancelled') THEN 'retried' ELSE 'refused' END)::text
-           AS action
+           AS action,
+       target.concurrency_key
 FROM after JOIN target ON target.id = after.id;
 
 -- name: JobRunNow :one
@@ -899,7 +923,7 @@ FROM after JOIN target ON target.id = after.id;
 -- its effect done.
 -- plan: jobs only by index jobs_pkey; job_events only by index job_events_job_idx
 -- plan: job_dependencies only by index job_dependencies_job_idx
--- plan: job_waits only by index job_waits_pkey
+-- plan: job_waits only by index job_waits_pkey; job_concurrency only by index job_concurrency_pkey
 WITH doomed AS (
     SELECT jobs.id
     FROM jobs
@@ -918,6 +942,9 @@ WITH doomed AS (
 ), dropped_waits AS (
     DELETE FROM job_waits
     WHERE job_id = ANY ((SELECT array_agg(doomed.id) FROM doomed)::uuid[])
+), dropped_slots AS (
+    DELETE FROM job_concurrency
+    WHERE job_id = ANY ((SELECT array_agg(doomed.id) FROM doomed)::uuid[])
 )
 DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)
 RETURNING id;
@@ -934,7 +961,7 @@ RETURNING id;
 -- 00006) makes each one index range scan.
 -- plan: index jobs_finished_state_idx; job_events only by index job_events_job_idx; job_results only by index job_results_pkey
 -- plan: job_dependencies only by index job_dependencies_job_idx
--- plan: job_waits only by index job_waits_pkey
+-- plan: job_waits only by index job_waits_pkey; job_concurrency only by index job_concurrency_pkey
 WITH doomed AS (
     SELECT id
     FROM jobs
@@ -955,6 +982,9 @@ WITH doomed AS (
     WHERE job_id = ANY ((SELECT array_agg(doomed.id) FROM doomed)::uuid[])
 ), dropped_waits AS (
     DELETE FROM job_waits
+    WHERE job_id = ANY ((SELECT array_agg(doomed.id) FROM doomed)::uuid[])
+), dropped_slots AS (
+    DELETE FROM job_concurrency
     WHERE job_id = ANY ((SELECT array_agg(doomed.id) FROM doomed)::uuid[])
 )
 DELETE FROM jobs WHERE id IN (SELECT id FROM doomed);

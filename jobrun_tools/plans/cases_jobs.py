@@ -9,7 +9,7 @@ from uuid import UUID
 
 import psycopg
 
-from jobrun.sqlc import dependencies, jobs, progress, results, unique
+from jobrun.sqlc import concurrency, dependencies, jobs, progress, results, unique
 from jobrun.sqlc.models import BackoffKind, JobOutcome, JobState
 from jobrun_tools.plans.capture import recording
 from jobrun_tools.plans.cases import Case, Facts, Given
@@ -107,6 +107,25 @@ def _dependent(ids: list[UUID]) -> dependencies.JobInsertDependentParams:
     )
 
 
+def _keyed(key: str) -> concurrency.JobInsertKeyedParams:
+    return concurrency.JobInsertKeyedParams(
+        id=_NEW_ID,
+        queue="default",
+        type="sync_customer",
+        payload_json="{}",
+        priority=0,
+        max_attempts=25,
+        backoff_kind=BackoffKind.EXPONENTIAL,
+        backoff_base=timedelta(seconds=1),
+        backoff_max=timedelta(hours=1),
+        run_at=None,
+        delay=timedelta(0),
+        meta=None,
+        key=key,
+        key_limit=2,
+    )
+
+
 def _queued_three(conn: psycopg.Connection[Any]) -> Given:
     """Three queued jobs of the default queue, in claim order."""
     page = jobs.Querier(conn).job_list(params=_list(state=JobState.QUEUED, max_jobs=3))
@@ -171,6 +190,7 @@ def cases(f: Facts) -> dict[str, list[Case]]:
     rq = results.Querier(recording())
     uq = unique.Querier(recording())
     dq = dependencies.Querier(recording())
+    cq = concurrency.Querier(recording())
     fact = f.jobs
     keys = [f"order-new-{i}" for i in range(100)]
     listing = {
@@ -254,6 +274,41 @@ def cases(f: Facts) -> dict[str, list[Case]]:
                 "results",
                 "a waiting job's two, with their results",
                 lambda g: dq.job_dependencies_of(job_id=FIRST_WAITING, with_results=True),
+            ),
+        ],
+        "JobInsertKeyed": [
+            Case(
+                "waiting",
+                "a job of key customer:7 (whose slots are taken)",
+                lambda g: cq.job_insert_keyed(params=_keyed("customer:7")),
+            ),
+        ],
+        "JobAdmitKeyed": [
+            Case(
+                "full",
+                "a key whose two slots are taken",
+                lambda g: cq.job_admit_keyed(keys=["customer:7"], channel="jobrun"),
+            ),
+            Case(
+                "room",
+                "100 keys with room, one waiting job each",
+                lambda g: cq.job_admit_keyed(
+                    keys=[f"customer:{n}" for n in range(50_001, 50_101)], channel="jobrun"
+                ),
+            ),
+        ],
+        "JobConcurrencySettle": [
+            Case(
+                "batch",
+                "the first 1,000 rows",
+                lambda g: cq.job_concurrency_settle(after_id=UUID(int=0), batch_size=1000),
+            ),
+        ],
+        "JobKeysWaiting": [
+            Case(
+                "batch",
+                "the first 1,000 keys with waiting jobs",
+                lambda g: cq.job_keys_waiting(after_key="", batch_size=1000),
             ),
         ],
         "JobWorkflowSteps": [

@@ -271,6 +271,34 @@ SELECT edge.job_id, array_agg(edge.depends_on ORDER BY edge.depends_on)
 FROM job_dependencies AS edge
 GROUP BY edge.job_id;
 
+-- name: ScaleFillConcurrency :execrows
+-- Concurrency keys (migration 00020): 100,000 keys with one waiting job
+-- each (limit 2), and two admitted slots for each of the first 10,000 keys
+-- held by queued jobs of the default queue (after the 40,000 the
+-- dependencies use), so a claim sees 100,000 keys' jobs waiting. Their ids
+-- are older than every other job's, so the newest-first listings, which
+-- step over rows their filter drops, meet them last, as they would meet
+-- old waiting jobs.
+WITH waiting AS (
+    INSERT INTO jobs (id, queue, type, payload, state, attempts, max_attempts, run_at,
+                      created_at, updated_at)
+    SELECT ('01800000-0000-7000-8000-' || lpad(to_hex(g), 12, '0'))::uuid, 'default',
+           'sync_customer', '{}'::jsonb, 'waiting', 0, 25, sqlc.arg('now')::timestamptz,
+           sqlc.arg('now')::timestamptz, sqlc.arg('now')::timestamptz
+    FROM generate_series(1, 100000) AS g
+    RETURNING id
+), numbered AS (
+    SELECT waiting.id, row_number() OVER (ORDER BY waiting.id) AS n FROM waiting
+), holders AS (
+    SELECT held.id, row_number() OVER (ORDER BY held.id) AS n
+    FROM (SELECT jobs.id FROM jobs WHERE jobs.state = 'queued' AND jobs.queue = 'default'
+          ORDER BY jobs.id OFFSET 40000 LIMIT 20000) AS held
+)
+INSERT INTO job_concurrency (job_id, key, key_limit, status)
+SELECT numbered.id, 'customer:' || numbered.n, 2, 'waiting' FROM numbered
+UNION ALL
+SELECT holders.id, 'customer:' || ((holders.n - 1) / 2 + 1), 2, 'admitted' FROM holders;
+
 -- name: ScaleFacts :one
 -- Rows of the scale database the report's cases take their parameters from:
 -- the first job of each kind, in id order, so every build answers alike.

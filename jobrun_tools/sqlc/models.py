@@ -337,6 +337,37 @@ def row_to_goose_db_version(row: Sequence[Any]) -> GooseDbVersion:
     return obj
 
 
+class JobConcurrency(pydantic.BaseModel):
+    """A row of the ``job_concurrency`` table."""
+
+    job_id: UUID
+    key: str
+    key_limit: int
+    status: str
+
+
+_JOB_CONCURRENCY_FIELDS = frozenset({'job_id', 'key', 'key_limit', 'status'})
+
+
+def row_to_job_concurrency(row: Sequence[Any]) -> JobConcurrency:
+    """Build a :class:`JobConcurrency` from a driver row, without re-validating it."""
+    obj = JobConcurrency.__new__(JobConcurrency)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "job_id": row[0],
+            "key": row[1],
+            "key_limit": row[2],
+            "status": row[3],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_JOB_CONCURRENCY_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
 class JobDependency(pydantic.BaseModel):
     """A row of the ``job_dependencies`` table."""
 

@@ -243,6 +243,28 @@ FROM job_dependencies AS edge
 GROUP BY edge.job_id
 """
 
+SCALE_FILL_CONCURRENCY = """
+WITH waiting AS (
+    INSERT INTO jobs (id, queue, type, payload, state, attempts, max_attempts, run_at,
+                      created_at, updated_at)
+    SELECT ('01800000-0000-7000-8000-' || lpad(to_hex(g), 12, '0'))::uuid, 'default',
+           'sync_customer', '{}'::jsonb, 'waiting', 0, 25, %(now)s::timestamptz,
+           %(now)s::timestamptz, %(now)s::timestamptz
+    FROM generate_series(1, 100000) AS g
+    RETURNING id
+), numbered AS (
+    SELECT waiting.id, row_number() OVER (ORDER BY waiting.id) AS n FROM waiting
+), holders AS (
+    SELECT held.id, row_number() OVER (ORDER BY held.id) AS n
+    FROM (SELECT jobs.id FROM jobs WHERE jobs.state = 'queued' AND jobs.queue = 'default'
+          ORDER BY jobs.id OFFSET 40000 LIMIT 20000) AS held
+)
+INSERT INTO job_concurrency (job_id, key, key_limit, status)
+SELECT numbered.id, 'customer:' || numbered.n, 2, 'waiting' FROM numbered
+UNION ALL
+SELECT holders.id, 'customer:' || ((holders.n - 1) / 2 + 1), 2, 'admitted' FROM holders
+"""
+
 SCALE_FACTS = """
 SELECT (SELECT id FROM jobs WHERE state = 'dead' ORDER BY id LIMIT 1)::uuid AS dead_id,
        (SELECT id FROM jobs WHERE state = 'cancelled' ORDER BY id LIMIT 1)::uuid AS cancelled_id,
@@ -532,6 +554,26 @@ class AsyncQuerier:
                 await _cur.execute(SCALE_FILL_WAITS)
             return _cur.rowcount
 
+    async def scale_fill_concurrency(self, *, now: datetime) -> int:
+        """Concurrency keys (migration 00020): 100,000 keys with one waiting job
+        each (limit 2), and two admitted slots for each of the first 10,000 keys
+        held by queued jobs of the default queue (after the 40,000 the
+        dependencies use), so a claim sees 100,000 keys' jobs waiting. Their ids
+        are older than every other job's, so the newest-first listings, which
+        step over rows their filter drops, meet them last, as they would meet
+        old waiting jobs.
+
+        Run ``ScaleFillConcurrency``; return the number of rows it affected.
+        """
+        _args = {"now": now}
+        async with self._conn.cursor() as _cur:
+            if self._conn.pgconn.pipeline_status:
+                async with self._conn.pipeline():
+                    await _cur.execute(SCALE_FILL_CONCURRENCY, _args)
+            else:
+                await _cur.execute(SCALE_FILL_CONCURRENCY, _args)
+            return _cur.rowcount
+
     async def scale_facts(self, *, now: datetime) -> ScaleFactsRow | None:
         """Rows of the scale database the report's cases take their parameters from:
         the first job of each kind, in id order, so every build answers alike.
@@ -790,6 +832,26 @@ class Querier:
                     _cur.execute(SCALE_FILL_WAITS)
             else:
                 _cur.execute(SCALE_FILL_WAITS)
+            return _cur.rowcount
+
+    def scale_fill_concurrency(self, *, now: datetime) -> int:
+        """Concurrency keys (migration 00020): 100,000 keys with one waiting job
+        each (limit 2), and two admitted slots for each of the first 10,000 keys
+        held by queued jobs of the default queue (after the 40,000 the
+        dependencies use), so a claim sees 100,000 keys' jobs waiting. Their ids
+        are older than every other job's, so the newest-first listings, which
+        step over rows their filter drops, meet them last, as they would meet
+        old waiting jobs.
+
+        Run ``ScaleFillConcurrency``; return the number of rows it affected.
+        """
+        _args = {"now": now}
+        with self._conn.cursor() as _cur:
+            if self._conn.pgconn.pipeline_status:
+                with self._conn.pipeline():
+                    _cur.execute(SCALE_FILL_CONCURRENCY, _args)
+            else:
+                _cur.execute(SCALE_FILL_CONCURRENCY, _args)
             return _cur.rowcount
 
     def scale_facts(self, *, now: datetime) -> ScaleFactsRow | None:

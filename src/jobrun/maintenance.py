@@ -259,7 +259,8 @@ class Maintenance:
     async def _settle(
         self, stop: asyncio.Event | None, handle: LockHandle | None
     ) -> tuple[bool, int]:
-        """Settle waiting jobs from where the last pass stopped to the end; (finished, settled)."""
+        """Settle waiting jobs from where the last pass stopped to the end, then admit
+        the jobs waiting for a concurrency key's slot; (finished, settled)."""
         total = 0
         while True:
             settled, self._settle_after = await self._store.settle_waiting(
@@ -267,7 +268,8 @@ class Maintenance:
             )
             total += settled
             if self._settle_after is None:
-                return True, total
+                # And the jobs waiting for a slot of their concurrency key.
+                return True, total + await self._store.settle_concurrency(self._batch)
             if self._pause > 0:
                 await sleep_unless(stop, self._pause, handle)
             if (stop is not None and stop.is_set()) or (handle is not None and handle.lost):

@@ -341,6 +341,10 @@ class Pruning(Protocol):
         """Queue or cancel a batch of waiting jobs whose dependencies ended; the next cursor."""
         ...
 
+    async def settle_concurrency(self, batch_size: int = 1000) -> int:
+        """Free the slots of keyed jobs that ended outside a completion, admit; how many."""
+        ...
+
     async def refresh_statistics(self) -> list[str]:
         """Analyze the tables that outgrew their planner statistics; return their names."""
         ...

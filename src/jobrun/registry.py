@@ -179,6 +179,7 @@ class Registry(PeriodicDeclarations, Mapping[str, Handler]):
         idempotency_key: KeyFunction | Sequence[str] | None = None,
         result: Any = None,
         unique: Unique | None = None,
+        concurrency_limit: int | None = None,
     ) -> Handler:
         """Register ``func`` for ``job_type``; see :meth:`handler` for the options."""
         if not job_type or len(job_type) > 255:
@@ -218,6 +219,7 @@ class Registry(PeriodicDeclarations, Mapping[str, Handler]):
             max_attempts=max_attempts,
             backoff=backoff,
             unique=unique,
+            concurrency_limit=concurrency_limit,
         )
         policy = None
         if idempotency_key is not None:
@@ -250,6 +252,7 @@ class Registry(PeriodicDeclarations, Mapping[str, Handler]):
         idempotency_key: KeyFunction | Sequence[str] | None = None,
         result: Any = None,
         unique: Unique | None = None,
+        concurrency_limit: int | None = None,
     ) -> Callable[[F], F]:
         """Decorate a handler for ``job_type``.
 
@@ -276,6 +279,10 @@ class Registry(PeriodicDeclarations, Mapping[str, Handler]):
         ``unique`` is this type's uniqueness policy
         (:class:`~jobrun.domain.Unique`), applied as the other options are to
         jobs that set none (and carry no idempotency key).
+
+        ``concurrency_limit`` is this type's limit per concurrency key: of the
+        jobs enqueued with the same ``concurrency_key`` (a customer, an
+        account), at most this many run at a time, fleet-wide.
         """
 
         def decorate(func: F) -> F:
@@ -291,6 +298,7 @@ class Registry(PeriodicDeclarations, Mapping[str, Handler]):
                 idempotency_key=idempotency_key,
                 result=result,
                 unique=unique,
+                concurrency_limit=concurrency_limit,
             )
             return func
 

@@ -104,6 +104,22 @@ UniquePeriodOption = Annotated[
     str | None,
     typer.Option("--unique-period", help="One unique job per period of this length, e.g. 1h."),
 ]
+ConcurrencyKeyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--concurrency-key",
+        help="Run at most --concurrency-limit jobs of this key at a time, fleet-wide "
+        "(e.g. customer:7); the rest wait their turn.",
+    ),
+]
+ConcurrencyLimitOption = Annotated[
+    int | None,
+    typer.Option(
+        "--concurrency-limit",
+        help="How many jobs of --concurrency-key may run at once "
+        "(default: declared with the --app handler).",
+    ),
+]
 MaxAttemptsOption = Annotated[
     int | None,
     typer.Option(
@@ -139,8 +155,10 @@ def enqueue_command(
     unique_by: UniqueByOption = None,
     unique_until: UniqueUntilOption = None,
     unique_period: UniquePeriodOption = None,
+    concurrency_key: ConcurrencyKeyOption = None,
+    concurrency_limit: ConcurrencyLimitOption = None,
 ) -> None:
-    """Enqueue one job and print its id."""
+    """Enqueue one job and print its id (and, on stderr, when it waits for its key's turn)."""
     body_value = read_json("--payload", payload)
     options: dict[str, Any] = {"type": job_type, "payload": body_value}
     # Only the options given are set: the others stay unset, so a Client
@@ -151,6 +169,8 @@ def enqueue_command(
         "priority": priority,
         "max_attempts": max_attempts,
         "idempotency_key": idempotency_key,
+        "concurrency_key": concurrency_key,
+        "concurrency_limit": concurrency_limit,
     }
     options.update((name, value) for name, value in given.items() if value is not None)
     if delay is not None:
@@ -185,6 +205,8 @@ def enqueue_command(
         )
     elif job.id != new.id:
         typer.echo(f"a job with the same unique key exists (state {job.state})", err=True)
+    elif job.state is JobState.WAITING:
+        typer.echo(f"waiting: concurrency key {new.concurrency_key!r} is at its limit", err=True)
 
 
 # -- demo -----------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from jobrun.domain.rules import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_QUEUE,
     MAX_ATTEMPTS_LIMIT,
+    MAX_CONCURRENCY_LIMIT,
     MAX_DELAY,
     MAX_PAYLOAD_DEPTH,
     MAX_PRIORITY,
@@ -117,6 +118,13 @@ class NewJob(InputModel):
     if_dependency_fails: Literal["cancel", "run"] = "cancel"
     """What a dependency that ends dead or cancelled does to this job: cancel
     it, or run it anyway once every dependency has ended."""
+    concurrency_key: str | None = Field(default=None, min_length=1, max_length=255)
+    """Jobs sharing this key run at most ``concurrency_limit`` at a time,
+    fleet-wide (``"customer:7"``); the others wait, in ``waiting``, and are
+    admitted in enqueue order as slots free. Jobs of other keys keep flowing."""
+    concurrency_limit: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY_LIMIT)
+    """How many jobs of ``concurrency_key`` may be admitted at once (queued or
+    running); usually declared once for a type, on its handler."""
     id: UUID = Field(default_factory=new_job_id)
 
     _payload = field_validator("payload", mode="wrap")(bounded_nesting)
@@ -172,6 +180,7 @@ def new_job_problem(job: NewJob) -> str | None:
         and queue_name_problem(job.queue) is None
         and (key is None or (key.isascii() and "\x00" not in key and job.unique is None))
         and not job.depends_on
+        and job.concurrency_key is None
         and MIN_PRIORITY <= job.priority <= MAX_PRIORITY
         and 1 <= job.max_attempts <= MAX_ATTEMPTS_LIMIT
         and (delay is None or _ZERO <= delay <= MAX_DELAY)
@@ -193,6 +202,14 @@ def new_job_problem(job: NewJob) -> str | None:
         problem = dependencies_problem(job)
         if problem is not None:
             return problem
+    if job.concurrency_key is not None:
+        problem = text_problem("concurrency_key", job.concurrency_key)
+        if problem is not None:
+            return problem
+        if job.depends_on or key is not None or job.unique is not None:
+            return (
+                "a job with a concurrency_key takes no depends_on, idempotency_key or unique policy"
+            )
     if not MIN_PRIORITY <= job.priority <= MAX_PRIORITY:
         return f"priority must be between {MIN_PRIORITY} and {MAX_PRIORITY}, not {job.priority}"
     if not 1 <= job.max_attempts <= MAX_ATTEMPTS_LIMIT:

@@ -20,6 +20,7 @@ __all__ = [
     "DEFAULT_NOTIFY_CHANNEL",
     "DEFAULT_QUEUE",
     "MAX_ATTEMPTS_LIMIT",
+    "MAX_CONCURRENCY_LIMIT",
     "MAX_DELAY",
     "MAX_PAYLOAD_DEPTH",
     "MAX_PRIORITY",
@@ -47,6 +48,8 @@ MIN_PRIORITY = -32768
 """The lowest priority number. Lower numbers run first; the default is 0."""
 MAX_PRIORITY = 32767
 """The highest priority number, run last; the range is that of a 16-bit integer."""
+MAX_CONCURRENCY_LIMIT = 10_000
+"""The highest ``concurrency_limit`` a job's key may have."""
 MAX_ATTEMPTS_LIMIT = 10_000
 """The most attempts a job may be given; even a 1 s constant backoff then retries for hours."""
 MAX_DELAY = timedelta(days=36_525)

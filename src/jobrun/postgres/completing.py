@@ -127,16 +127,18 @@ class CompletionMethods(StoreCore):
         The job stays leased and the worker fails the attempt.
         """
         results: dict[int, Job | Exception] = {}
+        # The concurrency keys whose slots the ended jobs gave up (migration 00020).
+        freed: set[str] = set()
         plain = [o for o in outcomes if o.commit is None or o.kind is not OutcomeKind.COMPLETE]
         pending = [o for o in outcomes if o.commit is not None and o.kind is OutcomeKind.COMPLETE]
         if plain:
             async with self._connection() as conn:
-                await self._record(
+                freed |= await self._record(
                     job_queries.AsyncQuerier(one_exchange(conn)), owner, plain, results
                 )
         while pending:
             try:
-                await self._complete_group(owner, pending, results)
+                freed |= await self._complete_group(owner, pending, results)
                 break
             except _CallbackFailed as failed:
                 # That job's attempt failed; the rest go again without it.
@@ -155,12 +157,14 @@ class CompletionMethods(StoreCore):
                 log.debug("group commit rolled back, completing one by one: %s", exc)
                 for outcome in pending:
                     try:
-                        await self._complete_group(owner, [outcome], results)
+                        freed |= await self._complete_group(owner, [outcome], results)
                     except _CallbackFailed as failed:
                         results[outcome.job.id.int] = failed.error
                     except Exception as single:
                         results[outcome.job.id.int] = _as_exception(single)
                 break
+        if freed:
+            await self._admit_after_completion(freed)
         return [results[o.job.id.int] for o in outcomes]
 
     async def _record(
@@ -169,8 +173,11 @@ class CompletionMethods(StoreCore):
         owner: str,
         outcomes: Sequence[Outcome],
         results: dict[int, Job | Exception],
-    ) -> None:
-        """Record ``outcomes`` in one statement; LeaseLost for the jobs the fence refused."""
+    ) -> set[str]:
+        """Record ``outcomes`` in one statement; LeaseLost for the jobs the fence refused.
+
+        Returns the concurrency keys whose slots the jobs it ended gave up.
+        """
         rows = await queries.job_record_outcomes(
             params=job_queries.JobRecordOutcomesParams(
                 ids=[o.job.id for o in outcomes],
@@ -197,10 +204,11 @@ class CompletionMethods(StoreCore):
             key = outcome.job.id.int
             if key not in results:
                 results[key] = LeaseLost(outcome.job.id, owner)
+        return {row.concurrency_key for row in rows if row.concurrency_key is not None}
 
     async def _complete_group(
         self, owner: str, group: Sequence[Outcome], results: dict[int, Job | Exception]
-    ) -> None:
+    ) -> set[str]:
         outcome: dict[int, Job | Exception] = {}
         # The callback running right now, if any: the one a timeout blames.
         running: list[Outcome] = []
@@ -213,7 +221,9 @@ class CompletionMethods(StoreCore):
             # group of N callbacks costs a handful of round trips, not N + 5.
             async with self._with_tx() as tx, deadline, tx.pipeline() as pipeline:
                 try:
-                    await self._complete_group_in(tx, owner, group, outcome, deadline, running)
+                    freed = await self._complete_group_in(
+                        tx, owner, group, outcome, deadline, running
+                    )
                 except BaseException:
                     # Collect whatever error the pipeline still holds (a failed
                     # statement's), so leaving the block reports one error, ours,
@@ -230,6 +240,7 @@ class CompletionMethods(StoreCore):
                 raise _CallbackFailed(running[0], deadline.error(callback=True)) from exc
             raise deadline.error(callback=False) from exc
         results.update(outcome)
+        return freed
 
     async def _complete_group_in(
         self,
@@ -239,7 +250,8 @@ class CompletionMethods(StoreCore):
         results: dict[int, Job | Exception],
         deadline: deadlines.CommitDeadline,
         running: list[Outcome],
-    ) -> None:
+    ) -> set[str]:
+        """Complete ``group`` in ``tx``; the concurrency keys whose slots it freed."""
         await effect_queries.AsyncQuerier(tx).transaction_set_statement_timeout(
             timeout=self._timeout_setting
         )
@@ -251,10 +263,10 @@ class CompletionMethods(StoreCore):
         # UPDATE first wrote every row twice.) In id order, as every
         # multi-row lock here is taken, so two transactions cannot deadlock.
         ordered = sorted(group, key=lambda o: o.job.id.int)
-        await self._record(queries, owner, ordered, results)
+        freed = await self._record(queries, owner, ordered, results)
         kept = [o for o in ordered if not isinstance(results.get(o.job.id.int), LeaseLost)]
         if not kept:
-            return
+            return freed
         # Only the jobs left succeeded get a ledger row, so a job a requested
         # cancel left cancelled runs no callback and holds no key lock.
         fresh = {
@@ -299,6 +311,7 @@ class CompletionMethods(StoreCore):
             # completes each job of the group in a transaction of its own.
             async with tx.cursor() as cur:
                 await cur.executemany(cast(Any, statement), params)
+        return freed
 
 
 class _CallbackFailed(Exception):

@@ -117,14 +117,17 @@ class SyncCompletionMethods(SyncStoreCore):
         The job stays leased and the worker fails the attempt.
         """
         results: dict[int, Job | Exception] = {}
+        freed: set[str] = set()
         plain = [o for o in outcomes if o.commit is None or o.kind is not OutcomeKind.COMPLETE]
         pending = [o for o in outcomes if o.commit is not None and o.kind is OutcomeKind.COMPLETE]
         if plain:
             with self._connection() as conn:
-                self._record(job_queries.Querier(one_exchange(conn)), owner, plain, results)
+                freed |= self._record(
+                    job_queries.Querier(one_exchange(conn)), owner, plain, results
+                )
         while pending:
             try:
-                self._complete_group(owner, pending, results)
+                freed |= self._complete_group(owner, pending, results)
                 break
             except _CallbackFailed as failed:
                 results[failed.outcome.job.id.int] = failed.error
@@ -137,12 +140,14 @@ class SyncCompletionMethods(SyncStoreCore):
                 log.debug("group commit rolled back, completing one by one: %s", exc)
                 for outcome in pending:
                     try:
-                        self._complete_group(owner, [outcome], results)
+                        freed |= self._complete_group(owner, [outcome], results)
                     except _CallbackFailed as failed:
                         results[outcome.job.id.int] = failed.error
                     except Exception as single:
                         results[outcome.job.id.int] = _as_exception(single)
                 break
+        if freed:
+            self._admit_after_completion(freed)
         return [results[o.job.id.int] for o in outcomes]
 
     def _record(
@@ -151,8 +156,11 @@ class SyncCompletionMethods(SyncStoreCore):
         owner: str,
         outcomes: Sequence[SyncOutcome],
         results: dict[int, Job | Exception],
-    ) -> None:
-        """Record ``outcomes`` in one statement; LeaseLost for the jobs the fence refused."""
+    ) -> set[str]:
+        """Record ``outcomes`` in one statement; LeaseLost for the jobs the fence refused.
+
+        Returns the concurrency keys whose slots the jobs it ended gave up.
+        """
         rows = queries.job_record_outcomes(
             params=job_queries.JobRecordOutcomesParams(
                 ids=[o.job.id for o in outcomes],
@@ -177,17 +185,18 @@ class SyncCompletionMethods(SyncStoreCore):
             key = outcome.job.id.int
             if key not in results:
                 results[key] = LeaseLost(outcome.job.id, owner)
+        return {row.concurrency_key for row in rows if row.concurrency_key is not None}
 
     def _complete_group(
         self, owner: str, group: Sequence[SyncOutcome], results: dict[int, Job | Exception]
-    ) -> None:
+    ) -> set[str]:
         outcome: dict[int, Job | Exception] = {}
         running: list[SyncOutcome] = []
         deadline = deadlines.SyncCommitDeadline(self.commit_timeout)
         try:
             with self._with_tx() as tx, deadline, tx.pipeline() as pipeline:
                 try:
-                    self._complete_group_in(tx, owner, group, outcome, deadline, running)
+                    freed = self._complete_group_in(tx, owner, group, outcome, deadline, running)
                 except BaseException:
                     with contextlib.suppress(psycopg.Error):
                         pipeline.sync()
@@ -199,6 +208,7 @@ class SyncCompletionMethods(SyncStoreCore):
                 raise _CallbackFailed(running[0], deadline.error(callback=True)) from exc
             raise deadline.error(callback=False) from exc
         results.update(outcome)
+        return freed
 
     def _complete_group_in(
         self,
@@ -208,14 +218,15 @@ class SyncCompletionMethods(SyncStoreCore):
         results: dict[int, Job | Exception],
         deadline: deadlines.SyncCommitDeadline,
         running: list[SyncOutcome],
-    ) -> None:
+    ) -> set[str]:
+        """Complete ``group`` in ``tx``; the concurrency keys whose slots it freed."""
         effect_queries.Querier(tx).transaction_set_statement_timeout(timeout=self._timeout_setting)
         queries = job_queries.Querier(tx)
         ordered = sorted(group, key=lambda o: o.job.id.int)
-        self._record(queries, owner, ordered, results)
+        freed = self._record(queries, owner, ordered, results)
         kept = [o for o in ordered if not isinstance(results.get(o.job.id.int), LeaseLost)]
         if not kept:
-            return
+            return freed
         fresh = {
             job_id.int
             for job_id in effect_queries.Querier(tx).effect_insert_many(
@@ -247,6 +258,7 @@ class SyncCompletionMethods(SyncStoreCore):
         for statement, params in effects.items():
             with tx.cursor() as cur:
                 cur.executemany(cast(Any, statement), params)
+        return freed
 
 
 class _CallbackFailed(Exception):

@@ -10,6 +10,7 @@ from jobrun.domain import (
     EventMode,
     Job,
     JobOptions,
+    JobState,
     NewJob,
     new_job_id,
     new_job_ids,
@@ -18,7 +19,7 @@ from jobrun.errors import (
     IdempotencyConflict,
     JobrunError,
 )
-from jobrun.postgres import dependents, preparing, unique_jobs
+from jobrun.postgres import dependents, keyed_jobs, preparing, unique_jobs
 from jobrun.postgres.convert import (
     job_from_new,
     job_from_row,
@@ -31,9 +32,11 @@ from jobrun.postgres.store_core import (
     copy_in,
     one_exchange,
 )
+from jobrun.sqlc import concurrency as concurrency_queries
 from jobrun.sqlc import dependencies as dependency_queries
 from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
+from jobrun.sqlc import locks as lock_queries
 from jobrun.sqlc import models
 from jobrun.sqlc import system as system_queries
 from jobrun.sqlc import unique as unique_queries
@@ -59,7 +62,7 @@ class EnqueueMethods(StoreCore):
             [job], self.payload_models, self.max_payload_bytes, self.job_types
         )
         meta = current_trace_meta()
-        if job.unique is not None or job.depends_on:
+        if job.unique is not None or job.depends_on or job.concurrency_key is not None:
             async with self._with_tx(conn) as tx:
                 made, fresh = await self._insert_one_by_one(tx, item, meta)
             if fresh and self.observer is not None:
@@ -98,7 +101,26 @@ class EnqueueMethods(StoreCore):
     async def _insert_one_by_one(
         self, tx: Any, item: preparing.PreparedJob, meta: dict[str, str] | None
     ) -> tuple[Job, bool]:
-        """Insert a job with a uniqueness policy or dependencies; its statement of its own."""
+        """Insert a job with a uniqueness policy, dependencies or a concurrency key.
+
+        Each by a statement of its own; a job with a concurrency key is
+        inserted under its key's lock and admitted at once if its key has room.
+        """
+        key = item.job.concurrency_key
+        if key is not None:
+            keyed_args = keyed_jobs.insert_args(item, meta)
+            await lock_queries.AsyncQuerier(tx).key_lock_many(ids=keyed_jobs.lock_ids([key]))
+            inserted = await concurrency_queries.AsyncQuerier(tx).job_insert_keyed(
+                params=keyed_args
+            )
+            assert inserted is not None  # an INSERT .. RETURNING without a condition
+            admitted = await self._admit_keyed(tx, [key])
+            made = job_from_new(
+                item.job, item.payload, utc(inserted.run_at), utc(inserted.created_at), meta
+            )
+            if item.job.id not in admitted:
+                made = made.model_copy(update={"state": JobState.WAITING})
+            return made, True
         if not item.job.depends_on:
             return await self._insert_unique(tx, item, meta)
         params = dependents.insert_args(item, self.notify_channel, meta)
@@ -181,6 +203,11 @@ class EnqueueMethods(StoreCore):
             events = event_queries.AsyncQuerier(tx)
             queues: set[str] = set()
             plain, keyed, unique = preparing.split_batch(prepared)
+            limited = {p.job.concurrency_key for p in prepared if p.job.concurrency_key is not None}
+            if limited:
+                # Every key of the batch, in the one global order, before any insert:
+                # two batches sharing keys then wait on each other but never deadlock.
+                await lock_queries.AsyncQuerier(tx).key_lock_many(ids=keyed_jobs.lock_ids(limited))
             encoder = JobCopyEncoder(now, meta)
             # Chunks bound the memory of one COPY and of the id array its events take.
             for start in range(0, len(plain), COPY_CHUNK):

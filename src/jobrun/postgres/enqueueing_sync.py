@@ -13,15 +13,17 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Unpack
 from uuid import UUID
 
-from jobrun.domain import EventMode, Job, JobOptions, NewJob, new_job_id, new_job_ids
+from jobrun.domain import EventMode, Job, JobOptions, JobState, NewJob, new_job_id, new_job_ids
 from jobrun.errors import IdempotencyConflict, JobrunError
-from jobrun.postgres import dependents, preparing, unique_jobs
+from jobrun.postgres import dependents, keyed_jobs, preparing, unique_jobs
 from jobrun.postgres.convert import job_from_new, job_from_row, utc
 from jobrun.postgres.copyrows import JobCopyEncoder, copy_data
 from jobrun.postgres.store_core_sync import COPY_CHUNK, SyncStoreCore, copy_in, one_exchange
+from jobrun.sqlc import concurrency as concurrency_queries
 from jobrun.sqlc import dependencies as dependency_queries
 from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
+from jobrun.sqlc import locks as lock_queries
 from jobrun.sqlc import models
 from jobrun.sqlc import system as system_queries
 from jobrun.sqlc import unique as unique_queries
@@ -47,7 +49,7 @@ class SyncEnqueueMethods(SyncStoreCore):
             [job], self.payload_models, self.max_payload_bytes, self.job_types
         )
         meta = current_trace_meta()
-        if job.unique is not None or job.depends_on:
+        if job.unique is not None or job.depends_on or job.concurrency_key is not None:
             with self._with_tx(conn) as tx:
                 made, fresh = self._insert_one_by_one(tx, item, meta)
             if fresh and self.observer is not None:
@@ -81,7 +83,24 @@ class SyncEnqueueMethods(SyncStoreCore):
     def _insert_one_by_one(
         self, tx: Any, item: preparing.PreparedJob, meta: dict[str, str] | None
     ) -> tuple[Job, bool]:
-        """Insert a job with a uniqueness policy or dependencies; its statement of its own."""
+        """Insert a job with a uniqueness policy, dependencies or a concurrency key.
+
+        Each by a statement of its own; a job with a concurrency key is
+        inserted under its key's lock and admitted at once if its key has room.
+        """
+        key = item.job.concurrency_key
+        if key is not None:
+            keyed_args = keyed_jobs.insert_args(item, meta)
+            lock_queries.Querier(tx).key_lock_many(ids=keyed_jobs.lock_ids([key]))
+            inserted = concurrency_queries.Querier(tx).job_insert_keyed(params=keyed_args)
+            assert inserted is not None
+            admitted = self._admit_keyed(tx, [key])
+            made = job_from_new(
+                item.job, item.payload, utc(inserted.run_at), utc(inserted.created_at), meta
+            )
+            if item.job.id not in admitted:
+                made = made.model_copy(update={"state": JobState.WAITING})
+            return (made, True)
         if not item.job.depends_on:
             return self._insert_unique(tx, item, meta)
         params = dependents.insert_args(item, self.notify_channel, meta)
@@ -163,6 +182,9 @@ class SyncEnqueueMethods(SyncStoreCore):
             events = event_queries.Querier(tx)
             queues: set[str] = set()
             plain, keyed, unique = preparing.split_batch(prepared)
+            limited = {p.job.concurrency_key for p in prepared if p.job.concurrency_key is not None}
+            if limited:
+                lock_queries.Querier(tx).key_lock_many(ids=keyed_jobs.lock_ids(limited))
             encoder = JobCopyEncoder(now, meta)
             for start in range(0, len(plain), COPY_CHUNK):
                 rows = []

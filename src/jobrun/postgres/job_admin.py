@@ -38,6 +38,7 @@ from jobrun.postgres.convert import (
 from jobrun.postgres.store_core import (
     StoreCore,
 )
+from jobrun.sqlc import concurrency as concurrency_queries
 from jobrun.sqlc import dependencies as dependency_queries
 from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
@@ -86,6 +87,9 @@ class JobAdminMethods(StoreCore):
     async def retry(self, job_id: UUID, *, actor: str | None = None) -> Job:
         """Put a dead or cancelled job back in its queue, due now, and wake a worker.
 
+        A job with a concurrency key goes back in its key's line instead, and
+        is queued at once only when its key has room.
+
         ``actor`` (who asked) is recorded in the event's detail as ``by <actor>``.
         """
         job_id = parse_job_id(job_id)
@@ -93,6 +97,11 @@ class JobAdminMethods(StoreCore):
             queries = job_queries.AsyncQuerier(tx)
             row = await queries.job_retry(id=job_id, now=None, actor=actor)
             job = job_from_transition(job_id, "retry", row)
+            if row is not None and row.concurrency_key is not None:
+                # Back in its key's line; admitted now if the key has room.
+                if job.id in await self._admit_keyed(tx, [row.concurrency_key]):
+                    job = job.model_copy(update={"state": JobState.QUEUED})
+                return job
             await queries.job_notify(channel=self.notify_channel, queue=job.queue)
         return job
 
@@ -184,6 +193,39 @@ class JobAdminMethods(StoreCore):
             ),
             complete=complete,
         )
+
+    async def settle_concurrency(self, batch_size: int = 1000) -> int:
+        """Free the slots of keyed jobs that ended outside a completion, and admit; how many.
+
+        Two walks, ``batch_size`` at a time: the rows of jobs with a
+        concurrency key whose job ended (a reaper, an operator) or is gone
+        are ended, and every key with waiting jobs is admitted for, each
+        batch of keys in a transaction of its own (migration 00020). The
+        admission after a completion does this for its keys; this catches
+        the rest, including a worker that died between the two.
+        """
+        after = UUID(int=0)
+        while True:
+            async with self._connection() as conn:
+                rows = await concurrency_queries.AsyncQuerier(conn).job_concurrency_settle(
+                    after_id=after, batch_size=batch_size
+                )
+            cursor = next((row.last_id for row in rows if row.key is None), None)
+            if cursor is None:
+                break
+            after = cursor
+        admitted = 0
+        after_key = ""
+        while True:
+            async with self._connection() as conn:
+                keys = await concurrency_queries.AsyncQuerier(conn).job_keys_waiting(
+                    after_key=after_key, batch_size=batch_size
+                )
+            if not keys:
+                return admitted
+            async with self._with_tx() as tx:
+                admitted += len(await self._admit_keyed(tx, keys))
+            after_key = keys[-1]
 
     async def settle_waiting(
         self, after: tuple[datetime, UUID] | None = None, batch_size: int = 1000

@@ -329,11 +329,12 @@ def check_replay(item: PreparedJob, stored: Job) -> Job:
 
 def split_batch(prepared: Sequence[PreparedJob]) -> tuple[list[int], list[int], list[int]]:
     """Indices of the batch's plain jobs (COPY), those with an idempotency key, and
-    those with a uniqueness policy or dependencies (one statement each, in order)."""
+    those with a uniqueness policy, dependencies or a concurrency key (one
+    statement each, in order)."""
     plain, keyed, unique = [], [], []
     for i, item in enumerate(prepared):
         job = item.job
-        if job.unique is not None or job.depends_on:
+        if job.unique is not None or job.depends_on or job.concurrency_key is not None:
             unique.append(i)
         elif job.idempotency_key is not None:
             keyed.append(i)

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any, cast
+from uuid import UUID
 
 import psycopg
 from pydantic import BaseModel
@@ -28,13 +29,15 @@ from jobrun.errors import (
     JobrunError,
 )
 from jobrun.outages import is_outage
-from jobrun.postgres import _base, holders, preparing
+from jobrun.postgres import _base, holders, keyed_jobs, preparing
 from jobrun.postgres.convert import (
     utc,
 )
 from jobrun.postgres.errors_map import map_error
 from jobrun.postgres.one_exchange import AsyncOneExchangeConnection
 from jobrun.postgres.pool import Pool, database_location
+from jobrun.sqlc import concurrency as concurrency_queries
+from jobrun.sqlc import locks as lock_queries
 from jobrun.sqlc import system as system_queries
 from jobrun.telemetry.hooks import Observer
 
@@ -207,6 +210,41 @@ class StoreCore:
                 await self._pool.putconn(conn)
         except psycopg.Error as exc:
             raise self._failed(exc) from exc
+
+    async def _admit_keyed(
+        self, tx: psycopg.AsyncConnection[Any], keys: Iterable[str]
+    ) -> set[UUID]:
+        """Admit the waiting jobs of concurrency ``keys`` that have room, in ``tx``; their ids.
+
+        ``tx`` must be a transaction: the keys' locks are taken first, and the
+        admission, a statement after it, counts what every earlier holder of
+        a lock committed.
+        """
+        wanted = sorted(set(keys))
+        if not wanted:
+            return set()
+        await lock_queries.AsyncQuerier(tx).key_lock_many(ids=keyed_jobs.lock_ids(wanted))
+        admitted = await concurrency_queries.AsyncQuerier(tx).job_admit_keyed(
+            keys=wanted, channel=self.notify_channel
+        )
+        return set(admitted)
+
+    async def _admit_after_completion(self, keys: set[str]) -> None:
+        """Admit for the keys whose slots a completion freed, in a transaction of its own.
+
+        The completion has committed: a failure here is logged and left to
+        the maintenance leader's pass, which admits for every key that has
+        waiting jobs.
+        """
+        try:
+            async with self._with_tx() as tx:
+                await self._admit_keyed(tx, keys)
+        except Exception as exc:
+            # During an outage the parts that noticed it say so once; this is detail.
+            level = logging.DEBUG if is_outage(exc) else logging.WARNING
+            log.log(
+                level, "could not admit the next jobs of %d concurrency keys: %s", len(keys), exc
+            )
 
     async def replica_lag(self) -> ReplicaLag | None:
         """How far this store's server is behind its primary; None when it is a primary.

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any, cast
+from uuid import UUID
 
 import psycopg
 from pydantic import BaseModel
@@ -26,11 +27,13 @@ from pydantic import BaseModel
 from jobrun.domain import DEFAULT_NOTIFY_CHANNEL, EventMode, ReplicaLag, notify_channel_problem
 from jobrun.errors import ConfigurationError, JobrunError
 from jobrun.outages import is_outage
-from jobrun.postgres import _base, holders, preparing
+from jobrun.postgres import _base, holders, keyed_jobs, preparing
 from jobrun.postgres.convert import utc
 from jobrun.postgres.errors_map import map_error
 from jobrun.postgres.one_exchange import OneExchangeConnection
 from jobrun.postgres.pool import SyncPool, database_location
+from jobrun.sqlc import concurrency as concurrency_queries
+from jobrun.sqlc import locks as lock_queries
 from jobrun.sqlc import system as system_queries
 from jobrun.telemetry.hooks import Observer
 
@@ -185,6 +188,38 @@ class SyncStoreCore:
                 self._pool.putconn(conn)
         except psycopg.Error as exc:
             raise self._failed(exc) from exc
+
+    def _admit_keyed(self, tx: psycopg.Connection[Any], keys: Iterable[str]) -> set[UUID]:
+        """Admit the waiting jobs of concurrency ``keys`` that have room, in ``tx``; their ids.
+
+        ``tx`` must be a transaction: the keys' locks are taken first, and the
+        admission, a statement after it, counts what every earlier holder of
+        a lock committed.
+        """
+        wanted = sorted(set(keys))
+        if not wanted:
+            return set()
+        lock_queries.Querier(tx).key_lock_many(ids=keyed_jobs.lock_ids(wanted))
+        admitted = concurrency_queries.Querier(tx).job_admit_keyed(
+            keys=wanted, channel=self.notify_channel
+        )
+        return set(admitted)
+
+    def _admit_after_completion(self, keys: set[str]) -> None:
+        """Admit for the keys whose slots a completion freed, in a transaction of its own.
+
+        The completion has committed: a failure here is logged and left to
+        the maintenance leader's pass, which admits for every key that has
+        waiting jobs.
+        """
+        try:
+            with self._with_tx() as tx:
+                self._admit_keyed(tx, keys)
+        except Exception as exc:
+            level = logging.DEBUG if is_outage(exc) else logging.WARNING
+            log.log(
+                level, "could not admit the next jobs of %d concurrency keys: %s", len(keys), exc
+            )
 
     def replica_lag(self) -> ReplicaLag | None:
         """How far this store's server is behind its primary; None when it is a primary.

@@ -552,10 +552,21 @@ WITH RECURSIVE outcome AS MATERIALIZED (
                 ELSE 'snoozed' END,
            'leased', recorded.state, recorded.attempts, %(owner)s, left(recorded.detail, 8192)
     FROM recorded
+), keyed AS (
+    -- The jobs it ended that held a slot of their concurrency key (migration
+    -- 00020) give it up; the caller admits the next jobs of those keys.
+    UPDATE job_concurrency
+    SET status = 'ended'
+    WHERE job_concurrency.job_id = ANY ((SELECT ended.ids FROM ended)::uuid[])
+      -- Behind a subquery: the literal would let the planner read the partial
+      -- index of every admitted row instead of probing the primary key.
+      AND job_concurrency.status = (SELECT 'admitted'::text)
+    RETURNING job_concurrency.job_id, job_concurrency.key
 )
 SELECT recorded.id, recorded.state, recorded.attempts, recorded.run_at, recorded.finished_at,
-       recorded.last_error, recorded.updated_at
+       recorded.last_error, recorded.updated_at, keyed.key AS concurrency_key
 FROM recorded
+LEFT JOIN keyed ON keyed.job_id = recorded.id
 """
 
 JOB_REAP_EXPIRED = """
@@ -659,10 +670,16 @@ FROM after JOIN target ON target.id = after.id
 
 JOB_RETRY = """
 WITH target AS (
-    SELECT jobs.id, jobs.state FROM jobs WHERE jobs.id = %(id)s FOR UPDATE
+    SELECT jobs.id, jobs.state,
+           (SELECT slot.key FROM job_concurrency AS slot WHERE slot.job_id = jobs.id)
+               AS concurrency_key
+    FROM jobs WHERE jobs.id = %(id)s FOR UPDATE
 ), retried AS (
     UPDATE jobs
-    SET state = 'queued',
+    -- A job with a concurrency key (migration 00020) waits for its key's turn
+    -- again: the caller admits for its key in the same transaction.
+    SET state = (CASE WHEN target.concurrency_key IS NULL THEN 'queued'
+                      ELSE 'waiting' END)::job_state,
         run_at = coalesce(%(now)s::timestamptz, now()),
         attempts = least(jobs.attempts, jobs.max_attempts - 1),
         cancel_requested = false,
@@ -675,9 +692,13 @@ WITH target AS (
     FROM target
     WHERE jobs.id = target.id AND target.state IN ('dead', 'cancelled')
     RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.state, jobs.attempts, jobs.max_attempts, jobs.backoff_kind, jobs.backoff_base, jobs.backoff_max, jobs.run_at, jobs.lease_owner, jobs.lease_expires_at, jobs.cancel_requested, jobs.idempotency_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.meta, jobs.handed, jobs.unique_key, jobs.unique_states
+), in_line AS (
+    UPDATE job_concurrency
+    SET status = 'waiting'
+    WHERE job_concurrency.job_id = (SELECT retried.id FROM retried)
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, detail)
-    SELECT retried.id, retried.updated_at, 'retried', target.state, 'queued',
+    SELECT retried.id, retried.updated_at, 'retried', target.state, retried.state,
            retried.attempts, 'by ' || %(actor)s::text
     FROM retried JOIN target ON target.id = retried.id
 ), after AS (
@@ -689,7 +710,8 @@ WITH target AS (
 SELECT after.id, after.queue, after.type, after.payload, after.priority, after.state, after.attempts, after.max_attempts, after.backoff_kind, after.backoff_base, after.backoff_max, after.run_at, after.lease_owner, after.lease_expires_at, after.cancel_requested, after.idempotency_key, after.last_error, after.created_at, after.updated_at, after.finished_at, after.meta, after.handed, after.unique_key, after.unique_states,
        target.state AS found_state,
        (CASE WHEN target.state IN ('dead', 'cancelled') THEN 'retried' ELSE 'refused' END)::text
-           AS action
+           AS action,
+       target.concurrency_key
 FROM after JOIN target ON target.id = after.id
 """
 
@@ -741,6 +763,9 @@ WITH doomed AS (
 ), dropped_waits AS (
     DELETE FROM job_waits
     WHERE job_id = ANY ((SELECT array_agg(doomed.id) FROM doomed)::uuid[])
+), dropped_slots AS (
+    DELETE FROM job_concurrency
+    WHERE job_id = ANY ((SELECT array_agg(doomed.id) FROM doomed)::uuid[])
 )
 DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)
 RETURNING id
@@ -767,6 +792,9 @@ WITH doomed AS (
     WHERE job_id = ANY ((SELECT array_agg(doomed.id) FROM doomed)::uuid[])
 ), dropped_waits AS (
     DELETE FROM job_waits
+    WHERE job_id = ANY ((SELECT array_agg(doomed.id) FROM doomed)::uuid[])
+), dropped_slots AS (
+    DELETE FROM job_concurrency
     WHERE job_id = ANY ((SELECT array_agg(doomed.id) FROM doomed)::uuid[])
 )
 DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)
@@ -1004,9 +1032,10 @@ class JobRecordOutcomesRow(pydantic.BaseModel):
     finished_at: datetime | None
     last_error: str | None
     updated_at: datetime
+    concurrency_key: str | None
 
 
-_JOB_RECORD_OUTCOMES_ROW_FIELDS = frozenset({'id', 'state', 'attempts', 'run_at', 'finished_at', 'last_error', 'updated_at'})
+_JOB_RECORD_OUTCOMES_ROW_FIELDS = frozenset({'id', 'state', 'attempts', 'run_at', 'finished_at', 'last_error', 'updated_at', 'concurrency_key'})
 
 
 def _row_to_job_record_outcomes_row(row: Sequence[Any]) -> JobRecordOutcomesRow:
@@ -1023,6 +1052,7 @@ def _row_to_job_record_outcomes_row(row: Sequence[Any]) -> JobRecordOutcomesRow:
             "finished_at": row[4],
             "last_error": row[5],
             "updated_at": row[6],
+            "concurrency_key": row[7],
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_JOB_RECORD_OUTCOMES_ROW_FIELDS))
@@ -1135,9 +1165,10 @@ class JobRetryRow(pydantic.BaseModel):
     unique_states: int | None
     found_state: JobState
     action: str
+    concurrency_key: str
 
 
-_JOB_RETRY_ROW_FIELDS = frozenset({'id', 'queue', 'type', 'payload', 'priority', 'state', 'attempts', 'max_attempts', 'backoff_kind', 'backoff_base', 'backoff_max', 'run_at', 'lease_owner', 'lease_expires_at', 'cancel_requested', 'idempotency_key', 'last_error', 'created_at', 'updated_at', 'finished_at', 'meta', 'handed', 'unique_key', 'unique_states', 'found_state', 'action'})
+_JOB_RETRY_ROW_FIELDS = frozenset({'id', 'queue', 'type', 'payload', 'priority', 'state', 'attempts', 'max_attempts', 'backoff_kind', 'backoff_base', 'backoff_max', 'run_at', 'lease_owner', 'lease_expires_at', 'cancel_requested', 'idempotency_key', 'last_error', 'created_at', 'updated_at', 'finished_at', 'meta', 'handed', 'unique_key', 'unique_states', 'found_state', 'action', 'concurrency_key'})
 
 
 def _row_to_job_retry_row(row: Sequence[Any]) -> JobRetryRow:
@@ -1173,6 +1204,7 @@ def _row_to_job_retry_row(row: Sequence[Any]) -> JobRetryRow:
             "unique_states": row[23],
             "found_state": JobState.from_value(row[24]),
             "action": row[25],
+            "concurrency_key": row[26],
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_JOB_RETRY_ROW_FIELDS))
@@ -1661,6 +1693,7 @@ class AsyncQuerier:
         plan: jobs only by index jobs_pkey; rows removed <= 1000
         plan: job_dependencies only by index job_dependencies_pkey
         plan: job_waits only by index job_waits_pkey
+        plan: job_concurrency only by index job_concurrency_pkey
 
         Run ``JobRecordOutcomes``; return all its rows.
         """
@@ -1745,7 +1778,8 @@ class AsyncQuerier:
         actor: str | None,
     ) -> JobRetryRow | None:
         """The retry decision and its transition in one statement: a dead or cancelled
-        job goes back to queued, due now ('retried'); any other is left alone
+        job goes back to queued, due now ('retried'), or, with a concurrency key,
+        to waiting for its key's turn (the caller then admits); any other is left alone
         ('refused'). The row is locked first, so the state it is decided on is the
         state it is changed from. A dead job has spent its attempts, so one is given
         back (the events keep the full count). Its max_attempts stays as enqueued:
@@ -1795,7 +1829,7 @@ class AsyncQuerier:
         its effect done.
         plan: jobs only by index jobs_pkey; job_events only by index job_events_job_idx
         plan: job_dependencies only by index job_dependencies_job_idx
-        plan: job_waits only by index job_waits_pkey
+        plan: job_waits only by index job_waits_pkey; job_concurrency only by index job_concurrency_pkey
 
         Run ``JobDeleteMany``; return all its rows.
         """
@@ -1823,7 +1857,7 @@ class AsyncQuerier:
         00006) makes each one index range scan.
         plan: index jobs_finished_state_idx; job_events only by index job_events_job_idx; job_results only by index job_results_pkey
         plan: job_dependencies only by index job_dependencies_job_idx
-        plan: job_waits only by index job_waits_pkey
+        plan: job_waits only by index job_waits_pkey; job_concurrency only by index job_concurrency_pkey
 
         Run ``JobPurgeState``; return the number of rows it affected.
         """
@@ -2207,6 +2241,7 @@ class Querier:
         plan: jobs only by index jobs_pkey; rows removed <= 1000
         plan: job_dependencies only by index job_dependencies_pkey
         plan: job_waits only by index job_waits_pkey
+        plan: job_concurrency only by index job_concurrency_pkey
 
         Run ``JobRecordOutcomes``; return all its rows.
         """
@@ -2279,7 +2314,8 @@ class Querier:
 
     def job_retry(self, *, id: UUID, now: datetime | None, actor: str | None) -> JobRetryRow | None:
         """The retry decision and its transition in one statement: a dead or cancelled
-        job goes back to queued, due now ('retried'); any other is left alone
+        job goes back to queued, due now ('retried'), or, with a concurrency key,
+        to waiting for its key's turn (the caller then admits); any other is left alone
         ('refused'). The row is locked first, so the state it is decided on is the
         state it is changed from. A dead job has spent its attempts, so one is given
         back (the events keep the full count). Its max_attempts stays as enqueued:
@@ -2329,7 +2365,7 @@ class Querier:
         its effect done.
         plan: jobs only by index jobs_pkey; job_events only by index job_events_job_idx
         plan: job_dependencies only by index job_dependencies_job_idx
-        plan: job_waits only by index job_waits_pkey
+        plan: job_waits only by index job_waits_pkey; job_concurrency only by index job_concurrency_pkey
 
         Run ``JobDeleteMany``; return all its rows.
         """
@@ -2357,7 +2393,7 @@ class Querier:
         00006) makes each one index range scan.
         plan: index jobs_finished_state_idx; job_events only by index job_events_job_idx; job_results only by index job_results_pkey
         plan: job_dependencies only by index job_dependencies_job_idx
-        plan: job_waits only by index job_waits_pkey
+        plan: job_waits only by index job_waits_pkey; job_concurrency only by index job_concurrency_pkey
 
         Run ``JobPurgeState``; return the number of rows it affected.
         """

@@ -1,0 +1,65 @@
+"""What an enqueue of a job with a concurrency key sends, shared by the async store and its twin.
+
+A job with ``NewJob.concurrency_key`` goes in through ``JobInsertKeyed``,
+waiting, while its transaction holds its key's lock; ``JobAdmitKeyed``, a
+statement after the lock was taken, then admits the key's oldest waiting
+jobs while the key has room (see migration 00020 for the mechanism).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import timedelta
+
+from jobrun.domain import key_lock_id
+from jobrun.errors import InvalidJob
+from jobrun.postgres.preparing import BACKOFF_KINDS, PreparedJob
+from jobrun.sqlc import concurrency as concurrency_queries
+
+__all__ = ["insert_args", "lock_ids"]
+
+_ZERO = timedelta(0)
+_LOCK_PREFIX = "jobrun.concurrency_key:"
+
+
+def lock_ids(keys: Iterable[str]) -> list[int]:
+    """The advisory lock ids of concurrency ``keys``, lowest first (the one global order).
+
+    A key's lock is an application key lock (``ctx.lock``'s kind) under a
+    prefix of jobrun's own, so admission never waits on a handler's locks.
+    """
+    return sorted({key_lock_id(_LOCK_PREFIX + key) for key in keys})
+
+
+def insert_args(
+    item: PreparedJob, meta: dict[str, str] | None
+) -> concurrency_queries.JobInsertKeyedParams:
+    """The parameters of ``job_insert_keyed`` for one prepared job with a concurrency key.
+
+    InvalidJob when the job gives no ``concurrency_limit`` and its type
+    declares none (the limit is filled in from the handler before this).
+    """
+    job = item.job
+    assert job.concurrency_key is not None
+    if job.concurrency_limit is None:
+        raise InvalidJob(
+            f"job of type {job.type!r} has concurrency_key {job.concurrency_key!r} but no "
+            "concurrency_limit: give one, or declare it on the type's handler"
+        )
+    backoff = job.backoff
+    return concurrency_queries.JobInsertKeyedParams(
+        id=job.id,
+        queue=job.queue,
+        type=job.type,
+        payload_json=item.text,
+        priority=job.priority,
+        max_attempts=job.max_attempts,
+        backoff_kind=BACKOFF_KINDS[backoff.kind],
+        backoff_base=backoff.base,
+        backoff_max=backoff.max,
+        run_at=job.run_at,
+        delay=job.delay or _ZERO,
+        meta=meta,
+        key=job.concurrency_key,
+        key_limit=job.concurrency_limit,
+    )
