@@ -137,6 +137,11 @@ async def _explain_analyze(
     return top
 
 
+async def link_waiting(conn: psycopg.AsyncConnection[Any], *, keys: int) -> int:
+    """Give the waiting jobs concurrency keys and a dependency each (see JobFillWaitingLinks)."""
+    return await plan_queries.AsyncQuerier(conn).job_fill_waiting_links(keys=keys)
+
+
 async def fill_synthetic(
     conn: psycopg.AsyncConnection[Any],
     *,

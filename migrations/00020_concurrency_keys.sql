@@ -18,14 +18,21 @@
 -- The maintenance leader ends the rows of jobs that ended outside a
 -- completion (a reaper, an operator) and admits for their keys.
 --
+-- A job's own limit is kept with it (key_limit; NULL: none given, and its
+-- type declares none); without one, its queue's key_limit applies
+-- (jobrun queues limit Q --per-key N), and without either the key is not
+-- limited. That column is no claim control: a queue that sets only it keeps
+-- the claim's lock-free path.
+--
 -- A new, empty table: no lock on anything that exists. No foreign key:
--- the statements that purge or delete a job delete its row with it.
+-- the statements that purge or delete a job delete its row with it. The
+-- column added to queues is nullable without a default: a catalog change.
 CREATE TABLE job_concurrency (
     job_id    uuid    PRIMARY KEY,
     key       text    NOT NULL,
-    key_limit integer NOT NULL,
+    key_limit integer,
     status    text    NOT NULL DEFAULT 'waiting',
-    CONSTRAINT job_concurrency_limit_valid CHECK (key_limit >= 1),
+    CONSTRAINT job_concurrency_limit_valid CHECK (key_limit IS NULL OR key_limit >= 1),
     CONSTRAINT job_concurrency_status_valid CHECK (status IN ('waiting', 'admitted', 'ended'))
 );
 -- A key's waiting jobs in enqueue order (ids are time-ordered): who is admitted next.
@@ -35,5 +42,10 @@ CREATE INDEX job_concurrency_waiting_idx ON job_concurrency (key, job_id)
 CREATE INDEX job_concurrency_admitted_idx ON job_concurrency (key)
     WHERE status = 'admitted';
 
+ALTER TABLE queues ADD COLUMN key_limit integer
+    CONSTRAINT queues_key_limit_valid CHECK (key_limit IS NULL OR key_limit >= 1);
+
 -- +goose Down
 DROP TABLE job_concurrency;
+-- squawk-ignore ban-drop-column
+ALTER TABLE queues DROP COLUMN IF EXISTS key_limit;

@@ -4,22 +4,31 @@
 -- Insert a job with a concurrency key, waiting, with its row in
 -- job_concurrency and its event. The caller holds the key's lock
 -- (KeyLockMany) and admits afterwards (JobAdmitKeyed), in the same
--- transaction: whether the job runs now is the admission's to say.
-WITH inserted AS (
+-- transaction: whether the job runs now is the admission's to say. A job
+-- without a key_limit of its own takes its queue's; with neither, nothing
+-- is written and no row comes back (the caller refuses the job).
+WITH known AS (
+    SELECT sqlc.narg('key_limit')::integer IS NOT NULL
+           OR EXISTS (SELECT 1 FROM queues
+                      WHERE queues.name = @queue::text AND queues.key_limit IS NOT NULL)
+               AS ok
+), inserted AS (
     INSERT INTO jobs (
         id, queue, type, payload, priority, max_attempts,
         backoff_kind, backoff_base, backoff_max, run_at, meta, state, created_at
     )
-    VALUES (@id::uuid, @queue::text, @type::text,
-            nullif(sqlc.arg('payload_json')::text, '')::jsonb, @priority::smallint,
-            @max_attempts::integer, @backoff_kind::backoff_kind, @backoff_base::interval,
-            @backoff_max::interval,
-            coalesce(sqlc.narg('run_at')::timestamptz, now() + sqlc.arg('delay')::interval),
-            coalesce(sqlc.narg('meta')::jsonb, '{}'::jsonb), 'waiting', now())
+    SELECT @id::uuid, @queue::text, @type::text,
+           nullif(sqlc.arg('payload_json')::text, '')::jsonb, @priority::smallint,
+           @max_attempts::integer, @backoff_kind::backoff_kind, @backoff_base::interval,
+           @backoff_max::interval,
+           coalesce(sqlc.narg('run_at')::timestamptz, now() + sqlc.arg('delay')::interval),
+           coalesce(sqlc.narg('meta')::jsonb, '{}'::jsonb), 'waiting', now()
+    FROM known
+    WHERE known.ok
     RETURNING id, run_at, created_at
 ), member AS (
     INSERT INTO job_concurrency (job_id, key, key_limit)
-    SELECT inserted.id, @key::text, @key_limit::integer FROM inserted
+    SELECT inserted.id, @key::text, sqlc.narg('key_limit')::integer FROM inserted
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
     SELECT inserted.id, inserted.created_at, 'enqueued', NULL::job_state, 'waiting', 0, NULL::text
@@ -30,7 +39,7 @@ SELECT inserted.run_at, inserted.created_at FROM inserted;
 -- name: JobAdmitKeyed :many
 -- Admit the waiting jobs of the given keys while their keys have room: for
 -- each key, as many of its oldest waiting jobs as its limit (the oldest
--- waiting job's) leaves after the jobs already admitted. Each is queued, its
+-- waiting job's own, else its queue's) leaves after the jobs already admitted. Each is queued, its
 -- event written and its queue notified on channel. Run it while holding the
 -- keys' locks (KeyLockMany), in a statement after the one that took them,
 -- so the count includes what every earlier holder committed. A waiting row
@@ -48,7 +57,13 @@ WITH room AS MATERIALIZED (
         WHERE slot.key = wanted.key AND slot.status = 'admitted'
     ) AS admitted
     LEFT JOIN LATERAL (
-        SELECT slot.key_limit
+        -- Its own limit, else its queue's, else none (a queue's limit cleared
+        -- since it was enqueued): then the key is not limited.
+        SELECT coalesce(slot.key_limit,
+                        (SELECT queues.key_limit FROM jobs
+                         JOIN queues ON queues.name = jobs.queue
+                         WHERE jobs.id = slot.job_id),
+                        2147483647) AS key_limit
         FROM job_concurrency AS slot
         WHERE slot.key = wanted.key AND slot.status = 'waiting'
         ORDER BY slot.job_id

@@ -11,19 +11,22 @@ SET paused = excluded.paused, changed_by = excluded.changed_by, updated_at = now
 RETURNING *;
 
 -- name: QueueSetLimits :one
--- Set the concurrency limit and/or the rate; a NULL argument leaves that
--- control as it was (set_concurrency / set_rate say which to change). A new
+-- Set the concurrency limit, the rate and/or the limit per concurrency key
+-- (migration 00020); a NULL argument leaves that control as it was
+-- (set_concurrency / set_rate / set_key_limit say which to change). A new
 -- rate over the same interval keeps the window counter, so the claims of the
 -- current window count against the new count. A new interval starts a fresh
 -- window at once: the counter's window is one of the old interval's, and
 -- nothing says how many claims of the new window it holds.
-INSERT INTO queues (name, concurrency_limit, rate_limit, rate_interval, changed_by)
+INSERT INTO queues (name, concurrency_limit, rate_limit, rate_interval, key_limit, changed_by)
 VALUES (@name, sqlc.narg('concurrency_limit'), sqlc.narg('rate_limit'),
-        sqlc.narg('rate_interval'), sqlc.narg('actor'))
+        sqlc.narg('rate_interval'), sqlc.narg('key_limit'), sqlc.narg('actor'))
 ON CONFLICT (name) DO UPDATE
 SET concurrency_limit = CASE WHEN @set_concurrency::boolean
                              THEN excluded.concurrency_limit
                              ELSE queues.concurrency_limit END,
+    key_limit = CASE WHEN @set_key_limit::boolean THEN excluded.key_limit
+                     ELSE queues.key_limit END,
     rate_limit = CASE WHEN @set_rate::boolean THEN excluded.rate_limit
                       ELSE queues.rate_limit END,
     rate_interval = CASE WHEN @set_rate::boolean THEN excluded.rate_interval
@@ -43,7 +46,7 @@ RETURNING *;
 -- name: QueueClearLimits :one
 -- No row back when the queue has none: it had no limits to clear.
 UPDATE queues
-SET concurrency_limit = NULL, rate_limit = NULL, rate_interval = NULL,
+SET concurrency_limit = NULL, rate_limit = NULL, rate_interval = NULL, key_limit = NULL,
     window_start = NULL, window_claims = 0, changed_by = sqlc.narg('actor'), updated_at = now()
 WHERE name = @name
 RETURNING *;
@@ -70,6 +73,7 @@ SELECT names.name::text AS name,
        queues.concurrency_limit,
        queues.rate_limit,
        queues.rate_interval,
+       queues.key_limit,
        queues.changed_by,
        coalesce(queued.n, 0)::bigint AS queued,
        coalesce(leased.n, 0)::bigint AS leased

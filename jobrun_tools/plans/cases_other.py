@@ -215,6 +215,8 @@ def cases(f: Facts) -> dict[str, list[Case]]:
                         actor="ops",
                         set_concurrency=True,
                         set_rate=False,
+                        key_limit=None,
+                        set_key_limit=False,
                     )
                 ),
             )

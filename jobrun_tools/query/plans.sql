@@ -35,3 +35,20 @@ ANALYZE jobs;
 SELECT statement, generic_plans, custom_plans
 FROM pg_catalog.pg_prepared_statements
 ORDER BY statement;
+
+-- name: JobFillWaitingLinks :execrows
+-- Give every waiting job a concurrency key (one of `keys` keys, limit 2,
+-- waiting its turn) and one dependency on a finished job, so that the
+-- waiting jobs of the claim benchmark's database are of both kinds, and
+-- the tables the completion probes are full.
+WITH waiting AS (
+    SELECT jobs.id, row_number() OVER (ORDER BY jobs.id) AS n
+    FROM jobs WHERE jobs.state = 'waiting'
+), slots AS (
+    INSERT INTO job_concurrency (job_id, key, key_limit)
+    SELECT waiting.id, 'key:' || (waiting.n % @keys::bigint), 2 FROM waiting
+)
+INSERT INTO job_dependencies (depends_on, job_id, if_failed)
+SELECT (SELECT jobs.id FROM jobs WHERE jobs.state = 'succeeded' ORDER BY jobs.id LIMIT 1),
+       waiting.id, 'cancel'
+FROM waiting;

@@ -38,6 +38,20 @@ FROM pg_catalog.pg_prepared_statements
 ORDER BY statement
 """
 
+JOB_FILL_WAITING_LINKS = """
+WITH waiting AS (
+    SELECT jobs.id, row_number() OVER (ORDER BY jobs.id) AS n
+    FROM jobs WHERE jobs.state = 'waiting'
+), slots AS (
+    INSERT INTO job_concurrency (job_id, key, key_limit)
+    SELECT waiting.id, 'key:' || (waiting.n %% %(keys)s::bigint), 2 FROM waiting
+)
+INSERT INTO job_dependencies (depends_on, job_id, if_failed)
+SELECT (SELECT jobs.id FROM jobs WHERE jobs.state = 'succeeded' ORDER BY jobs.id LIMIT 1),
+       waiting.id, 'cancel'
+FROM waiting
+"""
+
 
 @dataclass(slots=True, kw_only=True)
 class JobFillSyntheticParams:
@@ -150,6 +164,23 @@ class AsyncQuerier:
             _rows = await _cur.fetchall()
         return [_row_to_prepared_statement_plans_row(_row) for _row in _rows]
 
+    async def job_fill_waiting_links(self, *, keys: int) -> int:
+        """Give every waiting job a concurrency key (one of `keys` keys, limit 2,
+        waiting its turn) and one dependency on a finished job, so that the
+        waiting jobs of the claim benchmark's database are of both kinds, and
+        the tables the completion probes are full.
+
+        Run ``JobFillWaitingLinks``; return the number of rows it affected.
+        """
+        _args = {"keys": keys}
+        async with self._conn.cursor() as _cur:
+            if self._conn.pgconn.pipeline_status:
+                async with self._conn.pipeline():
+                    await _cur.execute(JOB_FILL_WAITING_LINKS, _args)
+            else:
+                await _cur.execute(JOB_FILL_WAITING_LINKS, _args)
+            return _cur.rowcount
+
 class Querier:
     """The queries of ``jobrun_tools/query/plans.sql`` on a connection.
 
@@ -216,3 +247,20 @@ class Querier:
             _cur.execute(PREPARED_STATEMENT_PLANS)
             _rows = _cur.fetchall()
         return [_row_to_prepared_statement_plans_row(_row) for _row in _rows]
+
+    def job_fill_waiting_links(self, *, keys: int) -> int:
+        """Give every waiting job a concurrency key (one of `keys` keys, limit 2,
+        waiting its turn) and one dependency on a finished job, so that the
+        waiting jobs of the claim benchmark's database are of both kinds, and
+        the tables the completion probes are full.
+
+        Run ``JobFillWaitingLinks``; return the number of rows it affected.
+        """
+        _args = {"keys": keys}
+        with self._conn.cursor() as _cur:
+            if self._conn.pgconn.pipeline_status:
+                with self._conn.pipeline():
+                    _cur.execute(JOB_FILL_WAITING_LINKS, _args)
+            else:
+                _cur.execute(JOB_FILL_WAITING_LINKS, _args)
+            return _cur.rowcount

@@ -272,8 +272,9 @@ class Admin(Protocol):
         concurrency: int | None = None,
         rate: tuple[int, timedelta] | None = None,
         actor: str | None = None,
+        key_limit: int | None = None,
     ) -> QueueControls:
-        """Cap the queue's leased jobs and/or its claims per interval, fleet-wide."""
+        """Cap the queue's leased jobs, its claims per interval, its jobs per key, fleet-wide."""
         ...
 
     async def clear_queue_limits(self, name: str, *, actor: str | None = None) -> QueueControls:

@@ -133,3 +133,19 @@ def test_the_cli_enqueues_with_a_key_and_says_when_a_job_waits(db_url: str) -> N
     assert zero.returncode == 2 and "concurrency_limit" in zero.stderr
     listed = jobrun("jobs", "list", "--database-url", db_url, "--state", "waiting")
     assert second.stdout.strip() in listed.stdout and first.stdout.strip() not in listed.stdout
+
+
+def test_the_cli_sets_a_queues_limit_per_key(db_url: str) -> None:
+    args = ["--database-url", db_url]
+    keyed = ["enqueue", "keys.work", *args, "--queue", "billing", "--concurrency-key", "c:1"]
+    refused = jobrun(*keyed)
+    assert refused.returncode == 2 and "--per-key" in refused.stderr
+    limited = jobrun("queues", "limit", "billing", "--per-key", "1", *args)
+    assert limited.returncode == 0 and "1 per concurrency key" in limited.stdout
+    first, second = jobrun(*keyed), jobrun(*keyed)
+    assert first.returncode == 0 and "waiting" in second.stderr
+    row = next(line for line in jobrun("queues", "list", *args).stdout.splitlines()
+               if " billing " in line)  # fmt: skip
+    assert row.split("│")[-2].strip() == "1"  # the last column: per key
+    zero = jobrun("queues", "limit", "billing", "--per-key", "0", *args)
+    assert zero.returncode == 2 and "limit per key must be between 1" in zero.stderr

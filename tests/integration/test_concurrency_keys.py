@@ -12,7 +12,7 @@ import pytest
 
 from jobrun import Client, JobContext, Registry
 from jobrun.domain import JobState, NewJob, Outcome, OutcomeKind, SyncOutcome
-from jobrun.errors import InvalidJob
+from jobrun.errors import ConfigurationError, InvalidJob
 from jobrun.postgres import Pool, Store, SyncStore, open_sync_pool
 
 LEASE = timedelta(minutes=5)
@@ -171,3 +171,32 @@ async def test_a_retried_job_with_a_key_waits_for_its_keys_turn(store: Store) ->
     (last,) = await store.claim(["default"], "w", 10, LEASE)
     await store.record_outcomes("w", [Outcome(job=last, kind=OutcomeKind.FAIL)])
     assert (await store.retry(first.id)).state is JobState.QUEUED
+
+
+async def test_a_queues_limit_per_key_applies_to_its_keyed_jobs_without_their_own(
+    store: Store,
+) -> None:
+    def job(key: str, **fields: Any) -> NewJob:
+        return NewJob(type="sync", queue="billing", concurrency_key=key, **fields)
+
+    with pytest.raises(InvalidJob, match="--per-key"):
+        await store.enqueue(job("k"))
+    assert (await store.list_jobs()).jobs == []
+    controls = await store.set_queue_limits("billing", key_limit=1, actor="ops")
+    assert (controls.key_limit, controls.concurrency_limit, controls.rate_limit) == (1, None, None)
+    first, second = job("k"), job("k")
+    own = [job("mine", concurrency_limit=2) for _ in range(2)]  # its own limit wins
+    made = [await store.enqueue(j) for j in (first, second, *own)]
+    assert [m.state.value for m in made] == ["queued", "waiting", "queued", "queued"]
+    # A queue with only a limit per key is still claimed as before.
+    assert len(await store.claim(["billing"], "w", 10, LEASE)) == 3
+    # A raised limit applies at the next admission (here the maintenance pass's).
+    await store.set_queue_limits("billing", key_limit=2)
+    assert await store.settle_concurrency() == 1
+    assert (await store.get(second.id)).state is JobState.QUEUED
+    listed = {q.name: q for q in await store.list_queues()}
+    assert listed["billing"].key_limit == 2
+    assert (await store.clear_queue_limits("billing")).key_limit is None
+    for bad in (0, 10_001, True, 2.5):
+        with pytest.raises(ConfigurationError, match="limit per key"):
+            await store.set_queue_limits("billing", key_limit=bad)  # type: ignore[arg-type]

@@ -59,6 +59,8 @@ def _limits(controls: QueueControls) -> str:
         parts.append(f"concurrency {controls.concurrency_limit}")
     if controls.rate_limit is not None and controls.rate_interval is not None:
         parts.append(f"rate {controls.rate_limit}/{format_duration(controls.rate_interval)}")
+    if controls.key_limit is not None:
+        parts.append(f"{controls.key_limit} per concurrency key")
     return ", ".join(parts) or "no limits"
 
 
@@ -73,6 +75,7 @@ def queues_list_command(database_url: DatabaseUrlOption = None) -> None:
     table.add_column("rate", justify="right")
     table.add_column("queued", justify="right")
     table.add_column("leased", justify="right")
+    table.add_column("per key", justify="right")
     for q in queues:
         rate = ""
         if q.rate_limit is not None and q.rate_interval is not None:
@@ -84,6 +87,7 @@ def queues_list_command(database_url: DatabaseUrlOption = None) -> None:
             rate,
             str(q.queued),
             str(q.leased),
+            str(q.key_limit) if q.key_limit is not None else "",
         )
     stdout.print(table)
 
@@ -125,6 +129,16 @@ def queues_limit_command(
             help="At most COUNT claims per INTERVAL, fleet-wide, e.g. 100/1s or 10/1m.",
         ),
     ] = None,
+    per_key: Annotated[
+        int | None,
+        typer.Option(
+            "--per-key",
+            envvar="JOBRUN_QUEUE_PER_KEY",
+            show_envvar=True,
+            help="At most this many jobs of one concurrency key at once, for the queue's "
+            "keyed jobs that give no limit of their own.",
+        ),
+    ] = None,
 ) -> None:
     """Limit the queue across every worker; a limit not given stays as it was."""
     name = _checked_name(queue)
@@ -134,21 +148,23 @@ def queues_limit_command(
             parsed = parse_rate(rate)
         except DurationError as exc:
             raise fail(f"--rate: {exc}") from None
-    problem = queue_limits_problem(concurrency, parsed)
+    problem = queue_limits_problem(concurrency, parsed, per_key)
     if problem is not None:
-        if concurrency is None and parsed is None:
-            problem = "give --concurrency, --rate or both"
+        if concurrency is None and parsed is None and per_key is None:
+            problem = "give --concurrency, --rate or both, or --per-key"
         raise fail(problem)
     controls = run_with_store(
         database_url,
-        lambda store: store.set_queue_limits(name, concurrency=concurrency, rate=parsed),
+        lambda store: store.set_queue_limits(
+            name, concurrency=concurrency, rate=parsed, key_limit=per_key
+        ),
     )
     typer.echo(f"queue {name!r} limited: {_limits(controls)}")
 
 
 @queues_app.command("unlimit")
 def queues_unlimit_command(queue: QueueArgument, database_url: DatabaseUrlOption = None) -> None:
-    """Remove the queue's concurrency limit and rate; a pause stays."""
+    """Remove the queue's concurrency limit, rate and limit per key; a pause stays."""
     name = _checked_name(queue)
     run_with_store(database_url, lambda store: store.clear_queue_limits(name))
     typer.echo(f"queue {name!r} has no limits")

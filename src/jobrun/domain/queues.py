@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel
 
 from jobrun.domain.jobs import JobState
-from jobrun.domain.rules import duration_problem
+from jobrun.domain.rules import MAX_CONCURRENCY_LIMIT, duration_problem
 
 __all__ = [
     "MAX_QUEUE_LIMIT",
@@ -56,14 +56,21 @@ MAX_QUEUE_LIMIT = 2**31 - 1
 """The largest concurrency limit or rate count a queue can have (a PostgreSQL integer)."""
 
 
-def queue_limits_problem(concurrency: int | None, rate: tuple[int, timedelta] | None) -> str | None:
-    """Why ``concurrency`` and ``rate`` are not limits a queue can have, or None.
+def queue_limits_problem(
+    concurrency: int | None, rate: tuple[int, timedelta] | None, key_limit: int | None = None
+) -> str | None:
+    """Why ``concurrency``, ``rate`` and ``key_limit`` are not limits a queue can have, or None.
 
-    Both counts must be whole numbers (a bool is not one) in range, the
+    Each count must be a whole number (a bool is not one) in range, the
     interval a positive timedelta.
     """
-    if concurrency is None and rate is None:
-        return "give a concurrency limit, a rate, or both"
+    if concurrency is None and rate is None and key_limit is None:
+        return "give a concurrency limit, a rate, or both; or a limit per key"
+    if key_limit is not None:
+        if not _is_whole(key_limit):
+            return f"limit per key must be a whole number, got {key_limit!r}"
+        if not 1 <= key_limit <= MAX_CONCURRENCY_LIMIT:
+            return f"limit per key must be between 1 and {MAX_CONCURRENCY_LIMIT}, got {key_limit}"
     if concurrency is not None:
         if not _is_whole(concurrency):
             return f"concurrency limit must be a whole number, got {concurrency!r}"
@@ -106,6 +113,8 @@ class QueueControls(BaseModel):
     concurrency_limit: int | None = None
     rate_limit: int | None = None
     rate_interval: timedelta | None = None
+    key_limit: int | None = None
+    """The limit per concurrency key of its keyed jobs that give none of their own."""
     changed_by: str | None = None
 
 

@@ -86,10 +86,11 @@ def limits_args(
     concurrency: int | None,
     rate: tuple[int, timedelta] | None,
     actor: str | None = None,
+    key_limit: int | None = None,
 ) -> queue_queries.QueueSetLimitsParams:
     """The checked arguments of QueueSetLimits; ConfigurationError for bad limits."""
     check_queue_name(name)
-    problem = queue_limits_problem(concurrency, rate)
+    problem = queue_limits_problem(concurrency, rate, key_limit)
     if problem is not None:
         raise ConfigurationError(problem)
     return queue_queries.QueueSetLimitsParams(
@@ -99,6 +100,8 @@ def limits_args(
         rate_interval=rate[1] if rate is not None else None,
         set_concurrency=concurrency is not None,
         set_rate=rate is not None,
+        key_limit=key_limit,
+        set_key_limit=key_limit is not None,
         actor=bounded_actor(actor),
     )
 

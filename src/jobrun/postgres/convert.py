@@ -344,6 +344,7 @@ def queue_from_row(row: models.Queue) -> QueueControls:
             concurrency_limit=row.concurrency_limit,
             rate_limit=row.rate_limit,
             rate_interval=row.rate_interval,
+            key_limit=row.key_limit,
             changed_by=row.changed_by,
         ),
     )
@@ -359,6 +360,7 @@ def queue_info_from_row(row: Any) -> QueueInfo:
             concurrency_limit=row.concurrency_limit,
             rate_limit=row.rate_limit,
             rate_interval=row.rate_interval,
+            key_limit=row.key_limit,
             changed_by=row.changed_by,
             queued=row.queued,
             leased=row.leased,

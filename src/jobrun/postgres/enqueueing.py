@@ -113,7 +113,8 @@ class EnqueueMethods(StoreCore):
             inserted = await concurrency_queries.AsyncQuerier(tx).job_insert_keyed(
                 params=keyed_args
             )
-            assert inserted is not None  # an INSERT .. RETURNING without a condition
+            if inserted is None:
+                raise keyed_jobs.no_limit(item)
             admitted = await self._admit_keyed(tx, [key])
             made = job_from_new(
                 item.job, item.payload, utc(inserted.run_at), utc(inserted.created_at), meta

@@ -93,7 +93,8 @@ class SyncEnqueueMethods(SyncStoreCore):
             keyed_args = keyed_jobs.insert_args(item, meta)
             lock_queries.Querier(tx).key_lock_many(ids=keyed_jobs.lock_ids([key]))
             inserted = concurrency_queries.Querier(tx).job_insert_keyed(params=keyed_args)
-            assert inserted is not None
+            if inserted is None:
+                raise keyed_jobs.no_limit(item)
             admitted = self._admit_keyed(tx, [key])
             made = job_from_new(
                 item.job, item.payload, utc(inserted.run_at), utc(inserted.created_at), meta

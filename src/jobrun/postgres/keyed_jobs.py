@@ -16,7 +16,7 @@ from jobrun.errors import InvalidJob
 from jobrun.postgres.preparing import BACKOFF_KINDS, PreparedJob
 from jobrun.sqlc import concurrency as concurrency_queries
 
-__all__ = ["insert_args", "lock_ids"]
+__all__ = ["insert_args", "lock_ids", "no_limit"]
 
 _ZERO = timedelta(0)
 _LOCK_PREFIX = "jobrun.concurrency_key:"
@@ -31,21 +31,22 @@ def lock_ids(keys: Iterable[str]) -> list[int]:
     return sorted({key_lock_id(_LOCK_PREFIX + key) for key in keys})
 
 
+def no_limit(item: PreparedJob) -> InvalidJob:
+    """The refusal of a keyed job that has no limit: none of its own, its type's or its queue's."""
+    job = item.job
+    return InvalidJob(
+        f"job of type {job.type!r} has concurrency_key {job.concurrency_key!r} but no "
+        "concurrency_limit: give one, declare it on the type's handler, or set one on "
+        f"queue {job.queue!r} (jobrun queues limit QUEUE --per-key N)"
+    )
+
+
 def insert_args(
     item: PreparedJob, meta: dict[str, str] | None
 ) -> concurrency_queries.JobInsertKeyedParams:
-    """The parameters of ``job_insert_keyed`` for one prepared job with a concurrency key.
-
-    InvalidJob when the job gives no ``concurrency_limit`` and its type
-    declares none (the limit is filled in from the handler before this).
-    """
+    """The parameters of ``job_insert_keyed`` for one prepared job with a concurrency key."""
     job = item.job
     assert job.concurrency_key is not None
-    if job.concurrency_limit is None:
-        raise InvalidJob(
-            f"job of type {job.type!r} has concurrency_key {job.concurrency_key!r} but no "
-            "concurrency_limit: give one, or declare it on the type's handler"
-        )
     backoff = job.backoff
     return concurrency_queries.JobInsertKeyedParams(
         id=job.id,

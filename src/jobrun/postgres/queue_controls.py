@@ -64,6 +64,7 @@ class QueueControlMethods(StoreCore):
         concurrency: int | None = None,
         rate: tuple[int, timedelta] | None = None,
         actor: str | None = None,
+        key_limit: int | None = None,
     ) -> QueueControls:
         """Limit queue ``name`` across every worker; a limit left None stays as it was.
 
@@ -72,11 +73,14 @@ class QueueControlMethods(StoreCore):
         ``interval``, counted in fixed windows of ``interval`` aligned to the
         epoch. Applies from the next claim on; leases above a lowered
         concurrency limit are not taken back, the queue just claims nothing
-        until it is below it. ConfigurationError when neither is given or a
+        until it is below it. ``key_limit``: the limit per concurrency key of
+        the queue's keyed jobs that give none of their own (see
+        ``NewJob.concurrency_key``); it applies to the admissions after it.
+        ConfigurationError when none is given or a
         value is out of range or not a whole number (a float, a bool), before
         anything is sent. ``actor`` as for :meth:`pause_queue`.
         """
-        args = _base.limits_args(name, concurrency, rate, actor)
+        args = _base.limits_args(name, concurrency, rate, actor, key_limit)
         async with self._connection() as conn:
             row = await queue_queries.AsyncQuerier(conn).queue_set_limits(params=args)
         assert row is not None  # an upsert always returns its row

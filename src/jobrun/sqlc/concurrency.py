@@ -18,17 +18,24 @@ _setattr = object.__setattr__
 
 
 JOB_INSERT_KEYED = """
-WITH inserted AS (
+WITH known AS (
+    SELECT %(key_limit)s::integer IS NOT NULL
+           OR EXISTS (SELECT 1 FROM queues
+                      WHERE queues.name = %(queue)s::text AND queues.key_limit IS NOT NULL)
+               AS ok
+), inserted AS (
     INSERT INTO jobs (
         id, queue, type, payload, priority, max_attempts,
         backoff_kind, backoff_base, backoff_max, run_at, meta, state, created_at
     )
-    VALUES (%(id)s::uuid, %(queue)s::text, %(type)s::text,
-            nullif(%(payload_json)s::text, '')::jsonb, %(priority)s::smallint,
-            %(max_attempts)s::integer, %(backoff_kind)s::backoff_kind, %(backoff_base)s::interval,
-            %(backoff_max)s::interval,
-            coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval),
-            coalesce(%(meta)s::jsonb, '{}'::jsonb), 'waiting', now())
+    SELECT %(id)s::uuid, %(queue)s::text, %(type)s::text,
+           nullif(%(payload_json)s::text, '')::jsonb, %(priority)s::smallint,
+           %(max_attempts)s::integer, %(backoff_kind)s::backoff_kind, %(backoff_base)s::interval,
+           %(backoff_max)s::interval,
+           coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval),
+           coalesce(%(meta)s::jsonb, '{}'::jsonb), 'waiting', now()
+    FROM known
+    WHERE known.ok
     RETURNING id, run_at, created_at
 ), member AS (
     INSERT INTO job_concurrency (job_id, key, key_limit)
@@ -52,7 +59,13 @@ WITH room AS MATERIALIZED (
         WHERE slot.key = wanted.key AND slot.status = 'admitted'
     ) AS admitted
     LEFT JOIN LATERAL (
-        SELECT slot.key_limit
+        -- Its own limit, else its queue's, else none (a queue's limit cleared
+        -- since it was enqueued): then the key is not limited.
+        SELECT coalesce(slot.key_limit,
+                        (SELECT queues.key_limit FROM jobs
+                         JOIN queues ON queues.name = jobs.queue
+                         WHERE jobs.id = slot.job_id),
+                        2147483647) AS key_limit
         FROM job_concurrency AS slot
         WHERE slot.key = wanted.key AND slot.status = 'waiting'
         ORDER BY slot.job_id
@@ -141,8 +154,9 @@ SELECT keys.key FROM keys LIMIT %(batch_size)s
 class JobInsertKeyedParams:
     """The parameters of ``JobInsertKeyed``."""
 
-    id: UUID
+    key_limit: int | None
     queue: str
+    id: UUID
     type: str
     payload_json: str
     priority: int
@@ -154,7 +168,6 @@ class JobInsertKeyedParams:
     delay: timedelta
     meta: JsonValue | None
     key: str
-    key_limit: int
 
 
 class JobInsertKeyedRow(pydantic.BaseModel):
@@ -230,14 +243,17 @@ class AsyncQuerier:
         """Insert a job with a concurrency key, waiting, with its row in
         job_concurrency and its event. The caller holds the key's lock
         (KeyLockMany) and admits afterwards (JobAdmitKeyed), in the same
-        transaction: whether the job runs now is the admission's to say.
+        transaction: whether the job runs now is the admission's to say. A job
+        without a key_limit of its own takes its queue's; with neither, nothing
+        is written and no row comes back (the caller refuses the job).
 
         Run ``JobInsertKeyed``; return its first row, or None.
         """
         async with self._conn.cursor() as _cur:
             await _cur.execute(JOB_INSERT_KEYED, {
-                "id": params.id,
+                "key_limit": params.key_limit,
                 "queue": params.queue,
+                "id": params.id,
                 "type": params.type,
                 "payload_json": params.payload_json,
                 "priority": params.priority,
@@ -249,7 +265,6 @@ class AsyncQuerier:
                 "delay": params.delay,
                 "meta": None if params.meta is None else Jsonb(params.meta),
                 "key": params.key,
-                "key_limit": params.key_limit,
             })
             _row = await _cur.fetchone()
         if _row is None:
@@ -259,7 +274,7 @@ class AsyncQuerier:
     async def job_admit_keyed(self, *, keys: list[str], channel: str) -> list[UUID]:
         """Admit the waiting jobs of the given keys while their keys have room: for
         each key, as many of its oldest waiting jobs as its limit (the oldest
-        waiting job's) leaves after the jobs already admitted. Each is queued, its
+        waiting job's own, else its queue's) leaves after the jobs already admitted. Each is queued, its
         event written and its queue notified on channel. Run it while holding the
         keys' locks (KeyLockMany), in a statement after the one that took them,
         so the count includes what every earlier holder committed. A waiting row
@@ -331,14 +346,17 @@ class Querier:
         """Insert a job with a concurrency key, waiting, with its row in
         job_concurrency and its event. The caller holds the key's lock
         (KeyLockMany) and admits afterwards (JobAdmitKeyed), in the same
-        transaction: whether the job runs now is the admission's to say.
+        transaction: whether the job runs now is the admission's to say. A job
+        without a key_limit of its own takes its queue's; with neither, nothing
+        is written and no row comes back (the caller refuses the job).
 
         Run ``JobInsertKeyed``; return its first row, or None.
         """
         with self._conn.cursor() as _cur:
             _cur.execute(JOB_INSERT_KEYED, {
-                "id": params.id,
+                "key_limit": params.key_limit,
                 "queue": params.queue,
+                "id": params.id,
                 "type": params.type,
                 "payload_json": params.payload_json,
                 "priority": params.priority,
@@ -350,7 +368,6 @@ class Querier:
                 "delay": params.delay,
                 "meta": None if params.meta is None else Jsonb(params.meta),
                 "key": params.key,
-                "key_limit": params.key_limit,
             })
             _row = _cur.fetchone()
         if _row is None:
@@ -360,7 +377,7 @@ class Querier:
     def job_admit_keyed(self, *, keys: list[str], channel: str) -> list[UUID]:
         """Admit the waiting jobs of the given keys while their keys have room: for
         each key, as many of its oldest waiting jobs as its limit (the oldest
-        waiting job's) leaves after the jobs already admitted. Each is queued, its
+        waiting job's own, else its queue's) leaves after the jobs already admitted. Each is queued, its
         event written and its queue notified on channel. Run it while holding the
         keys' locks (KeyLockMany), in a statement after the one that took them,
         so the count includes what every earlier holder committed. A waiting row

@@ -109,7 +109,7 @@ class JobConcurrency(pydantic.BaseModel):
 
     job_id: UUID
     key: str
-    key_limit: int
+    key_limit: int | None
     status: str
 
 
@@ -411,9 +411,10 @@ class Queue(pydantic.BaseModel):
     created_at: datetime
     updated_at: datetime
     changed_by: str | None
+    key_limit: int | None
 
 
-_QUEUE_FIELDS = frozenset({'name', 'paused', 'concurrency_limit', 'rate_limit', 'rate_interval', 'window_start', 'window_claims', 'created_at', 'updated_at', 'changed_by'})
+_QUEUE_FIELDS = frozenset({'name', 'paused', 'concurrency_limit', 'rate_limit', 'rate_interval', 'window_start', 'window_claims', 'created_at', 'updated_at', 'changed_by', 'key_limit'})
 
 
 def row_to_queue(row: Sequence[Any]) -> Queue:
@@ -433,6 +434,7 @@ def row_to_queue(row: Sequence[Any]) -> Queue:
             "created_at": row[7],
             "updated_at": row[8],
             "changed_by": row[9],
+            "key_limit": row[10],
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_QUEUE_FIELDS))

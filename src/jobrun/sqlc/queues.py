@@ -19,17 +19,19 @@ QUEUE_SET_PAUSED = """
 INSERT INTO queues (name, paused, changed_by) VALUES (%(name)s, %(paused)s, %(actor)s)
 ON CONFLICT (name) DO UPDATE
 SET paused = excluded.paused, changed_by = excluded.changed_by, updated_at = now()
-RETURNING name, paused, concurrency_limit, rate_limit, rate_interval, window_start, window_claims, created_at, updated_at, changed_by
+RETURNING name, paused, concurrency_limit, rate_limit, rate_interval, window_start, window_claims, created_at, updated_at, changed_by, key_limit
 """
 
 QUEUE_SET_LIMITS = """
-INSERT INTO queues (name, concurrency_limit, rate_limit, rate_interval, changed_by)
+INSERT INTO queues (name, concurrency_limit, rate_limit, rate_interval, key_limit, changed_by)
 VALUES (%(name)s, %(concurrency_limit)s, %(rate_limit)s,
-        %(rate_interval)s, %(actor)s)
+        %(rate_interval)s, %(key_limit)s, %(actor)s)
 ON CONFLICT (name) DO UPDATE
 SET concurrency_limit = CASE WHEN %(set_concurrency)s::boolean
                              THEN excluded.concurrency_limit
                              ELSE queues.concurrency_limit END,
+    key_limit = CASE WHEN %(set_key_limit)s::boolean THEN excluded.key_limit
+                     ELSE queues.key_limit END,
     rate_limit = CASE WHEN %(set_rate)s::boolean THEN excluded.rate_limit
                       ELSE queues.rate_limit END,
     rate_interval = CASE WHEN %(set_rate)s::boolean THEN excluded.rate_interval
@@ -44,15 +46,15 @@ SET concurrency_limit = CASE WHEN %(set_concurrency)s::boolean
         ELSE queues.window_claims END,
     changed_by = excluded.changed_by,
     updated_at = now()
-RETURNING name, paused, concurrency_limit, rate_limit, rate_interval, window_start, window_claims, created_at, updated_at, changed_by
+RETURNING name, paused, concurrency_limit, rate_limit, rate_interval, window_start, window_claims, created_at, updated_at, changed_by, key_limit
 """
 
 QUEUE_CLEAR_LIMITS = """
 UPDATE queues
-SET concurrency_limit = NULL, rate_limit = NULL, rate_interval = NULL,
+SET concurrency_limit = NULL, rate_limit = NULL, rate_interval = NULL, key_limit = NULL,
     window_start = NULL, window_claims = 0, changed_by = %(actor)s, updated_at = now()
 WHERE name = %(name)s
-RETURNING name, paused, concurrency_limit, rate_limit, rate_interval, window_start, window_claims, created_at, updated_at, changed_by
+RETURNING name, paused, concurrency_limit, rate_limit, rate_interval, window_start, window_claims, created_at, updated_at, changed_by, key_limit
 """
 
 QUEUE_LIST = """
@@ -72,6 +74,7 @@ SELECT names.name::text AS name,
        queues.concurrency_limit,
        queues.rate_limit,
        queues.rate_interval,
+       queues.key_limit,
        queues.changed_by,
        coalesce(queued.n, 0)::bigint AS queued,
        coalesce(leased.n, 0)::bigint AS leased
@@ -91,8 +94,10 @@ class QueueSetLimitsParams:
     concurrency_limit: int | None
     rate_limit: int | None
     rate_interval: timedelta | None
+    key_limit: int | None
     actor: str | None
     set_concurrency: bool
+    set_key_limit: bool
     set_rate: bool
 
 
@@ -104,12 +109,13 @@ class QueueListRow(pydantic.BaseModel):
     concurrency_limit: int | None
     rate_limit: int | None
     rate_interval: timedelta | None
+    key_limit: int | None
     changed_by: str | None
     queued: int
     leased: int
 
 
-_QUEUE_LIST_ROW_FIELDS = frozenset({'name', 'paused', 'concurrency_limit', 'rate_limit', 'rate_interval', 'changed_by', 'queued', 'leased'})
+_QUEUE_LIST_ROW_FIELDS = frozenset({'name', 'paused', 'concurrency_limit', 'rate_limit', 'rate_interval', 'key_limit', 'changed_by', 'queued', 'leased'})
 
 
 def _row_to_queue_list_row(row: Sequence[Any]) -> QueueListRow:
@@ -124,9 +130,10 @@ def _row_to_queue_list_row(row: Sequence[Any]) -> QueueListRow:
             "concurrency_limit": row[2],
             "rate_limit": row[3],
             "rate_interval": row[4],
-            "changed_by": row[5],
-            "queued": row[6],
-            "leased": row[7],
+            "key_limit": row[5],
+            "changed_by": row[6],
+            "queued": row[7],
+            "leased": row[8],
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_QUEUE_LIST_ROW_FIELDS))
@@ -164,8 +171,9 @@ class AsyncQuerier:
         return row_to_queue(_row)
 
     async def queue_set_limits(self, *, params: QueueSetLimitsParams) -> Queue | None:
-        """Set the concurrency limit and/or the rate; a NULL argument leaves that
-        control as it was (set_concurrency / set_rate say which to change). A new
+        """Set the concurrency limit, the rate and/or the limit per concurrency key
+        (migration 00020); a NULL argument leaves that control as it was
+        (set_concurrency / set_rate / set_key_limit say which to change). A new
         rate over the same interval keeps the window counter, so the claims of the
         current window count against the new count. A new interval starts a fresh
         window at once: the counter's window is one of the old interval's, and
@@ -179,8 +187,10 @@ class AsyncQuerier:
                 "concurrency_limit": params.concurrency_limit,
                 "rate_limit": params.rate_limit,
                 "rate_interval": params.rate_interval,
+                "key_limit": params.key_limit,
                 "actor": params.actor,
                 "set_concurrency": params.set_concurrency,
+                "set_key_limit": params.set_key_limit,
                 "set_rate": params.set_rate,
             })
             _row = await _cur.fetchone()
@@ -243,8 +253,9 @@ class Querier:
         return row_to_queue(_row)
 
     def queue_set_limits(self, *, params: QueueSetLimitsParams) -> Queue | None:
-        """Set the concurrency limit and/or the rate; a NULL argument leaves that
-        control as it was (set_concurrency / set_rate say which to change). A new
+        """Set the concurrency limit, the rate and/or the limit per concurrency key
+        (migration 00020); a NULL argument leaves that control as it was
+        (set_concurrency / set_rate / set_key_limit say which to change). A new
         rate over the same interval keeps the window counter, so the claims of the
         current window count against the new count. A new interval starts a fresh
         window at once: the counter's window is one of the old interval's, and
@@ -258,8 +269,10 @@ class Querier:
                 "concurrency_limit": params.concurrency_limit,
                 "rate_limit": params.rate_limit,
                 "rate_interval": params.rate_interval,
+                "key_limit": params.key_limit,
                 "actor": params.actor,
                 "set_concurrency": params.set_concurrency,
+                "set_key_limit": params.set_key_limit,
                 "set_rate": params.set_rate,
             })
             _row = _cur.fetchone()

@@ -204,7 +204,7 @@ resume_queue = _control(
     "resume_queue", "queue", "resume", "Let workers claim from queue ``name`` again."
 )
 clear_queue_limits = _control(
-    "clear_queue_limits", "queue", "clear limits", "Remove both limits of queue ``name``."
+    "clear_queue_limits", "queue", "clear limits", "Remove every limit of queue ``name``."
 )
 
 
@@ -214,11 +214,17 @@ async def set_queue_limits(
     name: str,
     concurrency: int | None,
     rate: tuple[int, timedelta] | None,
+    per_key: int | None,
     actor: str,
 ) -> QueueControls:
-    """Set queue ``name``'s concurrency limit, its rate (claims per interval), or both."""
-    queue = await store.set_queue_limits(name, concurrency=concurrency, rate=rate, actor=actor)
+    """Set queue ``name``'s concurrency limit, its rate (claims per interval), its
+    limit per concurrency key, or several."""
+    queue = await store.set_queue_limits(
+        name, concurrency=concurrency, rate=rate, key_limit=per_key, actor=actor
+    )
     shown = f"rate {rate[0]}/{rate[1].total_seconds():g}s" if rate else "rate unchanged"
+    if per_key is not None:
+        shown += f", {per_key} per key"
     _audit(f"queue {name!r} limits: concurrency {concurrency}, {shown}", actor)
     return queue
 
@@ -238,8 +244,8 @@ def _refuses_fields(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _limits(fields: Mapping[str, Any]) -> dict[str, Any]:
-    concurrency, rate = limits(fields)
-    return {"concurrency": concurrency, "rate": rate}
+    concurrency, rate, per_key = limits(fields)
+    return {"concurrency": concurrency, "rate": rate, "per_key": per_key}
 
 
 def _bulk_form(form: Mapping[str, Any]) -> dict[str, Any]:

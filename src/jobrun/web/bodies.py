@@ -21,7 +21,15 @@ from uuid import UUID
 from pydantic import ValidationError
 from starlette.requests import Request
 
-from jobrun.domain import MAX_DELAY, MAX_QUEUE_LIMIT, Job, JobFilter, JobState, describe_invalid
+from jobrun.domain import (
+    MAX_CONCURRENCY_LIMIT,
+    MAX_DELAY,
+    MAX_QUEUE_LIMIT,
+    Job,
+    JobFilter,
+    JobState,
+    describe_invalid,
+)
 from jobrun.errors import JobNotFound
 
 __all__ = [
@@ -247,22 +255,26 @@ def _whole(field: str, value: Any, most: int) -> int | None:
     return number
 
 
-def limits(values: Mapping[str, Any]) -> tuple[int | None, tuple[int, timedelta] | None]:
-    """The concurrency and rate limits of a limits form or body (``rate`` per ``rate_seconds``).
+def limits(
+    values: Mapping[str, Any],
+) -> tuple[int | None, tuple[int, timedelta] | None, int | None]:
+    """The limits of a limits form or body: concurrency, rate (``rate`` per
+    ``rate_seconds``) and ``per_key`` (the limit per concurrency key).
 
     A blank field is not given; ``rate_seconds`` defaults to 1 when ``rate``
     is given and is refused without it.
     """
-    _only(values, ("concurrency", "rate", "rate_seconds"))
+    _only(values, ("concurrency", "rate", "rate_seconds", "per_key"))
+    per_key = _whole("per_key", values.get("per_key"), MAX_CONCURRENCY_LIMIT)
     concurrency = _whole("concurrency", values.get("concurrency"), MAX_QUEUE_LIMIT)
     count = _whole("rate", values.get("rate"), MAX_QUEUE_LIMIT)
     seconds = _whole("rate_seconds", values.get("rate_seconds"), _MAX_SECONDS)
     if count is None and seconds is not None:
         raise BadRequest("rate_seconds needs a rate (claims per that many seconds)")
-    if concurrency is None and count is None:
-        raise BadRequest("give a concurrency limit, a rate, or both")
+    if concurrency is None and count is None and per_key is None:
+        raise BadRequest("give a concurrency limit, a rate, or both; or a limit per key")
     rate = (count, timedelta(seconds=seconds or 1)) if count is not None else None
-    return concurrency, rate
+    return concurrency, rate, per_key
 
 
 async def job_result(store: Any, job: Job) -> Any:
