@@ -113,7 +113,9 @@ class Client:
         self._worker: Worker | None = None
         self._metrics: Any = None
         self._metrics_server: Any = None
-        self._results = ResultWaiter(lambda: self.store, self._open_finish_watcher, self.registry)
+        self._results = ResultWaiter(
+            lambda: self.store, lambda: _open_finish_watcher(self), self.registry
+        )
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -222,11 +224,9 @@ class Client:
         Session locks on a direct connection; transaction-scoped ones through
         the bouncer when ``pgbouncer`` is set without ``direct_url``.
         """
-        config = self.config
+        bouncer = self.config.pgbouncer and self.config.direct_url is None
         return AdvisoryLocker(
-            self.session_url,
-            application_name=application_name,
-            transaction_scoped=config.pgbouncer and config.direct_url is None,
+            self.session_url, application_name=application_name, transaction_scoped=bouncer
         )
 
     @property
@@ -327,10 +327,6 @@ class Client:
         """
         return await self._results.result(job_id, wait=wait, model=model)
 
-    async def _open_finish_watcher(self) -> FinishWatcher | None:
-        url = self.listen_url
-        return None if url is None else await FinishWatcher.start(url)
-
     async def declare_schedules(self) -> Reconciliation | None:
         """Write the registry's periodic jobs into the schedules now, as the leader would.
 
@@ -351,20 +347,7 @@ class Client:
         bouncer. Behind PgBouncer without ``direct_url`` this raises
         ConfigurationError.
         """
-        config = self.config
-        if config.direct_url is None:
-            if config.pgbouncer:
-                raise ConfigurationError(
-                    "migrations hold a session advisory lock and run statements outside "
-                    "transactions, which PgBouncer in transaction mode cannot carry: set "
-                    "direct_url (--direct-url, JOBRUN_DIRECT_URL) to the server itself"
-                )
-            return await migrate(self.pool)
-        direct = await open_pool(config.direct_url, worker_concurrency=1, name="jobrun-migrate")
-        try:
-            return await migrate(direct)
-        finally:
-            await direct.close()
+        return await _migrate(self.config, self.pool)
 
     # -- working --------------------------------------------------------------------------
 
@@ -395,53 +378,81 @@ class Client:
         handlers (what ``jobrun worker`` does). A client runs one worker at a
         time.
         """
-        if self._worker is not None:
-            raise ConfigurationError("this client already runs a worker")
-        await check_schema(self.pool)
-        # Resolved first: a periodic job its handler's payload type refuses stops the start.
-        declared = self.registry.declared_schedules()
-        worker = self.worker()
-        listen_url = self.listen_url
-        notifier: Notifier | None = None
-        if listen_url is not None:
-            notifier = await Notifier.start(listen_url, self.store.notify_channel)
-        worker.dispatcher = notifier
-        _log_connections(self.config, self.database_url, listen_url)
-        self._worker = worker
-        done = asyncio.Event()
-        services: list[asyncio.Task[None]] = []
-        try:
-            if self._metrics is not None:
-                self._metrics_server, publisher = await serve_metrics(self, done)
-                services.append(publisher)
-            if handle_signals:
-                worker.install_signal_handlers()
-            if declared is not None:
-                renewal = DeclarationRenewal(self.store, declared, self.config.periodic_renew)
-                services.append(asyncio.create_task(renewal.run(done), name="jobrun-periodic"))
-            if self.config.scheduler:
-                runner = Scheduler(self.store, self.locker(), tick=self.config.scheduler_tick)
-                services.append(asyncio.create_task(runner.run(done), name="jobrun-scheduler"))
-            if self.config.maintenance:
-                maintenance = Maintenance(
-                    self.store, self.locker("jobrun-maintenance"), self.config
-                )
-                services.append(
-                    asyncio.create_task(maintenance.run(done), name="jobrun-maintenance")
-                )
-            await worker.run(stop, drain=drain)
-        finally:
-            done.set()
-            for task in services:
-                with contextlib.suppress(Exception):
-                    await task
-            if self._metrics_server is not None:
-                await self._metrics_server.close()
-                self._metrics_server = None
-            if notifier is not None:
-                await notifier.close()
-            self._worker = None
-        return worker.stats
+        return await _run_worker(self, drain=drain, stop=stop, handle_signals=handle_signals)
+
+
+async def _run_worker(
+    client: Client, *, drain: bool, stop: asyncio.Event | None, handle_signals: bool
+) -> CompletionStats:
+    """:meth:`Client.run_worker`'s body: the worker, its notifier and the services beside it."""
+    if client._worker is not None:
+        raise ConfigurationError("this client already runs a worker")
+    await check_schema(client.pool)
+    # Resolved first: a periodic job its handler's payload type refuses stops the start.
+    declared = client.registry.declared_schedules()
+    worker = client.worker()
+    listen_url = client.listen_url
+    notifier: Notifier | None = None
+    if listen_url is not None:
+        notifier = await Notifier.start(listen_url, client.store.notify_channel)
+    worker.dispatcher = notifier
+    _log_connections(client.config, client.database_url, listen_url)
+    client._worker = worker
+    done = asyncio.Event()
+    services: list[asyncio.Task[None]] = []
+    try:
+        if client._metrics is not None:
+            client._metrics_server, publisher = await serve_metrics(client, done)
+            services.append(publisher)
+        if handle_signals:
+            worker.install_signal_handlers()
+        if declared is not None:
+            renewal = DeclarationRenewal(client.store, declared, client.config.periodic_renew)
+            services.append(asyncio.create_task(renewal.run(done), name="jobrun-periodic"))
+        if client.config.scheduler:
+            runner = Scheduler(client.store, client.locker(), tick=client.config.scheduler_tick)
+            services.append(asyncio.create_task(runner.run(done), name="jobrun-scheduler"))
+        if client.config.maintenance:
+            maintenance = Maintenance(
+                client.store, client.locker("jobrun-maintenance"), client.config
+            )
+            services.append(asyncio.create_task(maintenance.run(done), name="jobrun-maintenance"))
+        await worker.run(stop, drain=drain)
+    finally:
+        done.set()
+        for task in services:
+            with contextlib.suppress(Exception):
+                await task
+        if client._metrics_server is not None:
+            await client._metrics_server.close()
+            client._metrics_server = None
+        if notifier is not None:
+            await notifier.close()
+        client._worker = None
+    return worker.stats
+
+
+async def _open_finish_watcher(client: Client) -> FinishWatcher | None:
+    """The LISTEN connection ``Client.result`` waits on; None when the client polls only."""
+    url = client.listen_url
+    return None if url is None else await FinishWatcher.start(url)
+
+
+async def _migrate(config: Config, pool: Pool) -> list[int]:
+    """:meth:`Client.migrate`'s body: on ``direct_url`` when set, else on ``pool``."""
+    if config.direct_url is None:
+        if config.pgbouncer:
+            raise ConfigurationError(
+                "migrations hold a session advisory lock and run statements outside "
+                "transactions, which PgBouncer in transaction mode cannot carry: set "
+                "direct_url (--direct-url, JOBRUN_DIRECT_URL) to the server itself"
+            )
+        return await migrate(pool)
+    direct = await open_pool(config.direct_url, worker_concurrency=1, name="jobrun-migrate")
+    try:
+        return await migrate(direct)
+    finally:
+        await direct.close()
 
 
 def _log_connections(config: Config, database_url: str, listen_url: str | None) -> None:
