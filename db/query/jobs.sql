@@ -1045,3 +1045,17 @@ SELECT coalesce(waiting.queue, running.queue)::text AS queue,
 FROM waiting
 FULL JOIN running ON running.queue = waiting.queue
 ORDER BY 1;
+
+-- name: JobStateCounts :one
+-- How many jobs are in each state, for the tabs of the dashboard's jobs
+-- page, in work bounded by the jobs that are not succeeded: each live state
+-- and dead and cancelled are counted exactly from their partial indexes;
+-- succeeded, most of a busy table, is not counted but estimated: the live
+-- rows of jobs the server's statistics report, less the others.
+-- plan: jobs only by index jobs_claim_idx, jobs_leased_idx, jobs_lease_idx, jobs_leased_queue_idx, jobs_waiting_idx, jobs_dead_cancelled_idx
+SELECT (SELECT count(*) FROM jobs WHERE jobs.state = 'queued')::bigint AS queued,
+       (SELECT count(*) FROM jobs WHERE jobs.state = 'leased')::bigint AS leased,
+       (SELECT count(*) FROM jobs WHERE jobs.state = 'waiting')::bigint AS waiting,
+       (SELECT count(*) FROM jobs WHERE jobs.state = 'dead')::bigint AS dead,
+       (SELECT count(*) FROM jobs WHERE jobs.state = 'cancelled')::bigint AS cancelled,
+       pg_catalog.pg_stat_get_live_tuples(to_regclass('jobs'))::bigint AS estimated_total;

@@ -276,6 +276,9 @@ def cases(f: Facts) -> dict[str, list[Case]]:
                 lambda g: dq.job_dependencies_of(job_id=FIRST_WAITING, with_results=True),
             ),
         ],
+        "JobStateCounts": [
+            Case("all", "every state's count", lambda g: q.job_state_counts()),
+        ],
         "JobInsertKeyed": [
             Case(
                 "waiting",

@@ -57,6 +57,7 @@ from jobrun.domain import (
     Reconciliation,
     Schedule,
     SchedulePatch,
+    StateCounts,
     StoredResult,
     WorkerInfo,
     WorkerReport,
@@ -203,6 +204,10 @@ class Admin(Protocol):
 
     async def workers(self) -> list[WorkerInfo]:
         """Every worker row, alive or not yet pruned."""
+        ...
+
+    async def state_counts(self) -> StateCounts:
+        """How many jobs are in each state (succeeded's estimated)."""
         ...
 
     async def result_of(self, job_id: UUID) -> StoredResult:

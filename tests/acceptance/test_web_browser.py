@@ -398,7 +398,8 @@ def test_the_limit_inputs_show_their_whole_placeholders(
         }).map((el) => el.placeholder);"""
     )
     assert cut == []
-    assert len(chrome.find_elements(By.CSS_SELECTOR, "#queues-table input[placeholder]")) == 3
+    # concurrency, rate, rate seconds, and (since the limit per key) per key
+    assert len(chrome.find_elements(By.CSS_SELECTOR, "#queues-table input[placeholder]")) == 4
 
 
 def test_read_only_hides_and_refuses_actions(db_url: str, chrome: webdriver.Chrome) -> None:

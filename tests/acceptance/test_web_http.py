@@ -21,7 +21,7 @@ import pytest
 from tests.acceptance.web_site import PASSWORD, USER, serve, stop
 
 from jobrun import Client
-from jobrun.domain import NewJob, NewSchedule, QueueInfo, Schedule
+from jobrun.domain import NewJob, NewSchedule, Outcome, OutcomeKind, QueueInfo, Schedule
 
 EVIL = "../queues/victim"
 EVIL_SCHEDULE = "../schedules/victim"
@@ -372,6 +372,34 @@ def test_the_jobs_list_shows_every_id_whole_with_a_copy_control(
         assert row is not None, page
         assert f"<code>{job_id}</code>" in row[1]
         assert f'data-copy="{job_id}"' in row[1]
+
+
+def test_the_jobs_page_has_a_tab_per_state_with_its_count_keeping_the_other_filters(
+    db_url: str, web: httpx.Client
+) -> None:
+    async def setup(client: Client) -> None:
+        first = NewJob(type="t", queue="a/b&c", max_attempts=1)
+        queued = [NewJob(type="t") for _ in range(3)]
+        waits = NewJob(type="t", depends_on=[queued[0].id])
+        await client.store.enqueue_batch([first, *queued, waits])
+        await client.store.cancel((await client.store.enqueue(NewJob(type="t"))).id)
+        (held,) = await client.store.claim(["a/b&c"], "w", 1, timedelta(minutes=5))
+        await client.store.record_outcomes("w", [Outcome(job=held, kind=OutcomeKind.FAIL)])
+
+    with_client(db_url, setup)
+    page = web.get("/jobs", params={"type": "t"}).text
+    tabs = re.search(r'<nav class="tabs" id="state-tabs"[^>]*>(.*?)</nav>', page, re.S)
+    assert tabs is not None, page
+    counts = dict(re.findall(r'data-state="(\w+)"[^>]*>\w+ <span class="count">([^<]*)<', tabs[1]))
+    assert counts == {
+        "waiting": "1", "queued": "3", "leased": "0", "succeeded": "≈0", "dead": "1",
+        "cancelled": "1",
+    }  # fmt: skip
+    # Each tab keeps the other filters and sets its state.
+    assert 'href="/jobs?type=t&amp;state=dead"' in tabs[1]
+    dead = web.get("/jobs", params={"type": "t", "state": "dead"}).text
+    assert 'class="on">dead' in dead.replace('data-state="dead" ', "")
+    assert dead.count('<tr data-id="') == 1
 
 
 # -- issue 27, item 9: what the pages leave out ---------------------------------------------

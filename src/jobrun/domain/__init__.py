@@ -65,6 +65,7 @@ from jobrun.domain.queues import (
     QueueDepth,
     QueueInfo,
     QueueStats,
+    StateCounts,
     queue_limits_problem,
 )
 from jobrun.domain.replicas import ReplicaLag
@@ -174,6 +175,7 @@ __all__ = [
     "RunningJob",
     "Schedule",
     "SchedulePatch",
+    "StateCounts",
     "StoredResult",
     "SyncCommitCallback",
     "SyncOutcome",

@@ -21,8 +21,36 @@ __all__ = [
     "QueueDepth",
     "QueueInfo",
     "QueueStats",
+    "StateCounts",
     "queue_limits_problem",
 ]
+
+
+class StateCounts(BaseModel):
+    """How many jobs are in each state, in work bounded by the jobs not succeeded.
+
+    Every count is exact but ``succeeded_estimate``: the server's estimate
+    of the live rows of ``jobs`` less the other states, for a state that may
+    hold most of a big table.
+    """
+
+    queued: int
+    leased: int
+    waiting: int
+    dead: int
+    cancelled: int
+    succeeded_estimate: int
+
+    def by_state(self) -> dict[JobState, int]:
+        """Each state's count, in lifecycle order (succeeded's being the estimate)."""
+        return {
+            JobState.WAITING: self.waiting,
+            JobState.QUEUED: self.queued,
+            JobState.LEASED: self.leased,
+            JobState.SUCCEEDED: self.succeeded_estimate,
+            JobState.DEAD: self.dead,
+            JobState.CANCELLED: self.cancelled,
+        }
 
 
 class QueueDepth(BaseModel):

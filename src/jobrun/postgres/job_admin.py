@@ -17,6 +17,7 @@ from jobrun.domain import (
     JobState,
     QueueDepth,
     QueueStats,
+    StateCounts,
     StoredResult,
     Workflow,
     WorkflowEdge,
@@ -131,6 +132,21 @@ class JobAdminMethods(StoreCore):
             return []
         async with self._connection() as conn:
             return await job_queries.AsyncQuerier(conn).job_delete_many(ids=ids)
+
+    async def state_counts(self) -> StateCounts:
+        """How many jobs are in each state; succeeded's is an estimate (see StateCounts)."""
+        async with self._connection() as conn:
+            row = await job_queries.AsyncQuerier(conn).job_state_counts()
+        assert row is not None  # a SELECT of scalars always returns its row
+        others = row.queued + row.leased + row.waiting + row.dead + row.cancelled
+        return StateCounts(
+            queued=row.queued,
+            leased=row.leased,
+            waiting=row.waiting,
+            dead=row.dead,
+            cancelled=row.cancelled,
+            succeeded_estimate=max(0, row.estimated_total - others),
+        )
 
     async def dependencies_of(
         self, job_id: UUID, *, with_results: bool = False

@@ -24,6 +24,7 @@ from jobrun.domain import (
     JobState,
     QueueDepth,
     QueueStats,
+    StateCounts,
     StoredResult,
     Workflow,
     WorkflowEdge,
@@ -133,6 +134,21 @@ class SyncJobAdminMethods(SyncStoreCore):
             return []
         with self._connection() as conn:
             return job_queries.Querier(conn).job_delete_many(ids=ids)
+
+    def state_counts(self) -> StateCounts:
+        """How many jobs are in each state; succeeded's is an estimate (see StateCounts)."""
+        with self._connection() as conn:
+            row = job_queries.Querier(conn).job_state_counts()
+        assert row is not None
+        others = row.queued + row.leased + row.waiting + row.dead + row.cancelled
+        return StateCounts(
+            queued=row.queued,
+            leased=row.leased,
+            waiting=row.waiting,
+            dead=row.dead,
+            cancelled=row.cancelled,
+            succeeded_estimate=max(0, row.estimated_total - others),
+        )
 
     def dependencies_of(self, job_id: UUID, *, with_results: bool = False) -> list[Dependency]:
         """The jobs ``job_id`` depends on, with their states now (and results, when asked)."""

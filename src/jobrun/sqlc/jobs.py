@@ -849,6 +849,15 @@ FULL JOIN running ON running.queue = waiting.queue
 ORDER BY 1
 """
 
+JOB_STATE_COUNTS = """
+SELECT (SELECT count(*) FROM jobs WHERE jobs.state = 'queued')::bigint AS queued,
+       (SELECT count(*) FROM jobs WHERE jobs.state = 'leased')::bigint AS leased,
+       (SELECT count(*) FROM jobs WHERE jobs.state = 'waiting')::bigint AS waiting,
+       (SELECT count(*) FROM jobs WHERE jobs.state = 'dead')::bigint AS dead,
+       (SELECT count(*) FROM jobs WHERE jobs.state = 'cancelled')::bigint AS cancelled,
+       pg_catalog.pg_stat_get_live_tuples(to_regclass('jobs'))::bigint AS estimated_total
+"""
+
 
 @dataclass(slots=True, kw_only=True)
 class JobInsertParams:
@@ -1360,6 +1369,41 @@ def _row_to_job_queue_stats_row(row: Sequence[Any]) -> JobQueueStatsRow:
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_JOB_QUEUE_STATS_ROW_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
+class JobStateCountsRow(pydantic.BaseModel):
+    """A row returned by ``JobStateCounts``."""
+
+    queued: int
+    leased: int
+    waiting: int
+    dead: int
+    cancelled: int
+    estimated_total: int
+
+
+_JOB_STATE_COUNTS_ROW_FIELDS = frozenset({'queued', 'leased', 'waiting', 'dead', 'cancelled', 'estimated_total'})
+
+
+def _row_to_job_state_counts_row(row: Sequence[Any]) -> JobStateCountsRow:
+    """Build a :class:`JobStateCountsRow` from a driver row, without re-validating it."""
+    obj = JobStateCountsRow.__new__(JobStateCountsRow)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "queued": row[0],
+            "leased": row[1],
+            "waiting": row[2],
+            "dead": row[3],
+            "cancelled": row[4],
+            "estimated_total": row[5],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_JOB_STATE_COUNTS_ROW_FIELDS))
     _setattr(obj, "__pydantic_extra__", None)
     _setattr(obj, "__pydantic_private__", None)
     return obj
@@ -1921,6 +1965,23 @@ class AsyncQuerier:
             _rows = await _cur.fetchall()
         return [_row_to_job_queue_stats_row(_row) for _row in _rows]
 
+    async def job_state_counts(self) -> JobStateCountsRow | None:
+        """How many jobs are in each state, for the tabs of the dashboard's jobs
+        page, in work bounded by the jobs that are not succeeded: each live state
+        and dead and cancelled are counted exactly from their partial indexes;
+        succeeded, most of a busy table, is not counted but estimated: the live
+        rows of jobs the server's statistics report, less the others.
+        plan: jobs only by index jobs_claim_idx, jobs_leased_idx, jobs_lease_idx, jobs_leased_queue_idx, jobs_waiting_idx, jobs_dead_cancelled_idx
+
+        Run ``JobStateCounts``; return its first row, or None.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(JOB_STATE_COUNTS)
+            _row = await _cur.fetchone()
+        if _row is None:
+            return None
+        return _row_to_job_state_counts_row(_row)
+
 class Querier:
     """The queries of ``db/query/jobs.sql`` on a connection.
 
@@ -2456,3 +2517,20 @@ class Querier:
             _cur.execute(JOB_QUEUE_STATS)
             _rows = _cur.fetchall()
         return [_row_to_job_queue_stats_row(_row) for _row in _rows]
+
+    def job_state_counts(self) -> JobStateCountsRow | None:
+        """How many jobs are in each state, for the tabs of the dashboard's jobs
+        page, in work bounded by the jobs that are not succeeded: each live state
+        and dead and cancelled are counted exactly from their partial indexes;
+        succeeded, most of a busy table, is not counted but estimated: the live
+        rows of jobs the server's statistics report, less the others.
+        plan: jobs only by index jobs_claim_idx, jobs_leased_idx, jobs_lease_idx, jobs_leased_queue_idx, jobs_waiting_idx, jobs_dead_cancelled_idx
+
+        Run ``JobStateCounts``; return its first row, or None.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(JOB_STATE_COUNTS)
+            _row = _cur.fetchone()
+        if _row is None:
+            return None
+        return _row_to_job_state_counts_row(_row)

@@ -172,6 +172,8 @@ async def jobs(dash: Dashboard, request: Request) -> Response:
     progress = await store.progress_of(running)
     query = {k: v for k, v in params.items() if k != "cursor" and v}
     states = [s.value for s in JobState]
+    # The tabs keep the other filters and change the state (and drop the cursor).
+    others = {k: v for k, v in query.items() if k != "state"}
     return render(
         dash,
         request,
@@ -181,6 +183,8 @@ async def jobs(dash: Dashboard, request: Request) -> Response:
         query=query,
         states=states,
         flt=params,
+        counts=(await store.state_counts()).by_state(),
+        others=others,
     )
 
 
