@@ -214,8 +214,8 @@ async def set_queue_limits(
     name: str,
     concurrency: int | None,
     rate: tuple[int, timedelta] | None,
-    per_key: int | None,
     actor: str,
+    per_key: int | None = None,
 ) -> QueueControls:
     """Set queue ``name``'s concurrency limit, its rate (claims per interval), its
     limit per concurrency key, or several."""
