@@ -45,6 +45,7 @@ from .own_servers import LocalServer, missing_binaries, server_root, small_volum
 
 HERE = Path(__file__).parent
 JOBS = 1_200
+FILLER_QUEUE = "fillers-unread"
 
 pytestmark = [
     pytest.mark.slow,
@@ -93,12 +94,21 @@ def prepare(server: LocalServer) -> str:
 
 class Producer:
     """Enqueues jobs 0..JOBS-1 one by one, each under its own key, retrying a key until
-    an enqueue of it returns; only JobrunError may come out of an enqueue."""
+    an enqueue of it returns; only JobrunError may come out of an enqueue.
 
-    def __init__(self, url: str) -> None:
+    With ``fill``, it then goes on enqueueing fillers (into a queue no worker
+    reads, each under its own key too) until :attr:`stopping` is set, so that it
+    is still enqueueing when the test crashes the server, however fast the first
+    part went.
+    """
+
+    def __init__(self, url: str, *, fill: bool = False) -> None:
         self.url = url
+        self.fill = fill
         self.returned = 0
         self.refused = 0
+        self.fillers = 0
+        self.stopping = False
 
     async def run(self) -> None:
         async with Client(database_url=self.url) as client:
@@ -112,6 +122,23 @@ class Producer:
                         self.refused += 1
                         continue
                     self.returned += 1
+                    break
+            while self.fill and not self.stopping:
+                # A refused filler is retried under its key even once stopping:
+                # it may have committed before its answer was lost.
+                while True:
+                    try:
+                        await client.enqueue(
+                            NewJob(
+                                type="filler",
+                                queue=FILLER_QUEUE,
+                                idempotency_key=f"filler-{self.fillers}",
+                            )
+                        )
+                    except JobrunError:
+                        self.refused += 1
+                        continue
+                    self.fillers += 1
                     break
 
 
@@ -287,7 +314,7 @@ async def test_a_server_killed_hard_under_load_loses_no_job_and_commits_no_effec
         await schedule_ticks(url)
         logs = [root / "worker-1.log", root / "worker-2.log"]
         workers = [start_worker(url, log) for log in logs]
-        producer = Producer(url)
+        producer = Producer(url, fill=True)
         producing = asyncio.create_task(producer.run())
         try:
             await eventually(
@@ -302,6 +329,7 @@ async def test_a_server_killed_hard_under_load_loses_no_job_and_commits_no_effec
                 server.crash()
                 server.start()
             last_crash = count(url, "SELECT extract(epoch FROM now())::bigint")
+            producer.stopping = True
             await asyncio.wait_for(producing, 300)
             await all_done_and_ticking_since(url, last_crash)
             await eventually(
@@ -316,6 +344,12 @@ async def test_a_server_killed_hard_under_load_loses_no_job_and_commits_no_effec
         assert producer.returned == JOBS
         assert producer.refused > 0, "some enqueues met the crashed server"
         check_accounting(url, last_crash, JOBS, failures=3)
+        fillers = count(
+            url,
+            "SELECT count(*) * 1000000 + count(DISTINCT idempotency_key) FROM jobs "
+            f"WHERE queue = '{FILLER_QUEUE}'",
+        )
+        assert fillers == producer.fillers * 1_000_001, "each returned filler once, no other"
     finally:
         server.stop()
 
