@@ -502,6 +502,76 @@ def row_to_job_result(row: Sequence[Any]) -> JobResult:
     return obj
 
 
+class JobStat(pydantic.BaseModel):
+    """A row of the ``job_stats`` table."""
+
+    minute: datetime
+    queue: str
+    type: str
+    succeeded: int
+    failed: int
+    dead: int
+    cancelled: int
+    wait_ms: list[int]
+    run_ms: list[int]
+
+
+_JOB_STAT_FIELDS = frozenset({'minute', 'queue', 'type', 'succeeded', 'failed', 'dead', 'cancelled', 'wait_ms', 'run_ms'})
+
+
+def row_to_job_stat(row: Sequence[Any]) -> JobStat:
+    """Build a :class:`JobStat` from a driver row, without re-validating it."""
+    obj = JobStat.__new__(JobStat)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "minute": row[0],
+            "queue": row[1],
+            "type": row[2],
+            "succeeded": row[3],
+            "failed": row[4],
+            "dead": row[5],
+            "cancelled": row[6],
+            "wait_ms": row[7],
+            "run_ms": row[8],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_JOB_STAT_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
+class JobStatsCursor(pydantic.BaseModel):
+    """A row of the ``job_stats_cursor`` table."""
+
+    singleton: bool
+    last_event_id: int
+    rolled_at: datetime
+
+
+_JOB_STATS_CURSOR_FIELDS = frozenset({'singleton', 'last_event_id', 'rolled_at'})
+
+
+def row_to_job_stats_cursor(row: Sequence[Any]) -> JobStatsCursor:
+    """Build a :class:`JobStatsCursor` from a driver row, without re-validating it."""
+    obj = JobStatsCursor.__new__(JobStatsCursor)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "singleton": row[0],
+            "last_event_id": row[1],
+            "rolled_at": row[2],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_JOB_STATS_CURSOR_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
 class JobWait(pydantic.BaseModel):
     """A row of the ``job_waits`` table."""
 

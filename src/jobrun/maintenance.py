@@ -24,6 +24,11 @@ brackets):
   effect twice, so it outlives the jobs; a row is never pruned while its job
   or any job of its effect key (a replay queued after a purge) exists.
 
+Every ``rollup_every`` (10 seconds), the leader also folds the outcome
+events written since into the dashboard charts' per-minute rows
+(:class:`jobrun.rollup.Rollup`); each pass deletes those rows after
+:data:`jobrun.rollup.STATS_KEPT` (8 days).
+
 Between passes, every ``statistics_every`` (2 seconds), the leader also
 analyzes any of jobrun's growing tables that holds more than twice the rows
 its planner statistics describe (:meth:`jobrun.ports.Pruning.refresh_statistics`).
@@ -59,8 +64,9 @@ from jobrun.durations import positive_seconds
 from jobrun.errors import ConfigurationError, JobrunError
 from jobrun.leadership import MAINTENANCE_LOCK_KEY, Elector
 from jobrun.outages import process_outages
-from jobrun.ports import Locker, LockHandle, Pruning
+from jobrun.ports import Locker, LockHandle, MaintenanceStore
 from jobrun.retention import Retention, retention_problem
+from jobrun.rollup import DEFAULT_ROLLUP_EVERY, STATS_KEPT, Rollup
 
 __all__ = [
     "DEFAULT_BATCH_PAUSE",
@@ -115,6 +121,8 @@ class Pruned:
     """Progress reports deleted (of attempts that ended)."""
     workers: int = 0
     """Rows of workers not heard from for :data:`WORKER_ROWS_KEPT`."""
+    stats: int = 0
+    """The charts' per-minute rows older than :data:`jobrun.rollup.STATS_KEPT`."""
     settled: int = 0
     """Waiting jobs queued or cancelled because their dependencies had ended (not
     a deletion: the dependents the completions could not release themselves)."""
@@ -138,7 +146,8 @@ class Maintenance:
     ``config`` (:class:`~jobrun.config.Config`) owns those settings and has
     checked them; the keywords are the service's own tunings, which no
     configuration sets. While leading it also refreshes the statistics of
-    tables that outgrew them, every ``statistics_every``; while not, it
+    tables that outgrew them, every ``statistics_every``, and rolls outcome
+    events into the charts' rows every ``rollup_every``; while not, it
     stands by.
 
     ``run(stop)`` returns when ``stop`` is set, releasing the lock if held.
@@ -149,7 +158,7 @@ class Maintenance:
 
     def __init__(
         self,
-        store: Pruning,
+        store: MaintenanceStore,
         locker: Locker,
         config: Config,
         *,
@@ -158,6 +167,7 @@ class Maintenance:
         pause: timedelta = DEFAULT_BATCH_PAUSE,
         retry_leadership_every: timedelta = DEFAULT_RETRY_LEADERSHIP_EVERY,
         statistics_every: timedelta = DEFAULT_STATISTICS_EVERY,
+        rollup_every: timedelta = DEFAULT_ROLLUP_EVERY,
     ) -> None:
         if batch_size < 1:
             raise ConfigurationError(f"batch_size must be at least 1, got {batch_size}")
@@ -170,6 +180,8 @@ class Maintenance:
         self._pause = positive_seconds("pause", pause, allow_zero=True)
         self._retry = positive_seconds("retry_leadership_every", retry_leadership_every)
         self._statistics_every = positive_seconds("statistics_every", statistics_every)
+        self._rollup_every = positive_seconds("rollup_every", rollup_every)
+        self._rollup = Rollup(store)
         self._analyzed: list[str] = []
         self._elector = Elector(locker, key, name="maintenance", retry_every=self._retry)
         self._passes = 0
@@ -231,6 +243,7 @@ class Maintenance:
         )
         steps.append(("progress", lambda: self._store.prune_progress_batch(self._batch)))
         steps.append(("workers", lambda: self._store.prune_workers(WORKER_ROWS_KEPT)))
+        steps.append(("stats", lambda: self._store.prune_stats_batch(STATS_KEPT, self._batch)))
         for name, batch in steps:
             done, counts[name] = await self._drain(batch, stop, handle)
             self._deleted += counts[name]
@@ -247,6 +260,7 @@ class Maintenance:
             effects=counts.get("effects", 0),
             progress=counts.get("progress", 0),
             workers=counts.get("workers", 0),
+            stats=counts.get("stats", 0),
             settled=counts.get("settled", 0),
             complete=complete,
         )
@@ -293,15 +307,33 @@ class Maintenance:
             if (stop is not None and stop.is_set()) or (handle is not None and handle.lost):
                 return False, total
 
+    @property
+    def rollup(self) -> Rollup:
+        """The charts' roll-up this service turns while leading."""
+        return self._rollup
+
     async def _lead(self, handle: LockHandle, stop: asyncio.Event) -> None:
-        prune_at = time.monotonic()
+        prune_at = roll_at = time.monotonic()
         while not stop.is_set() and not handle.lost:
+            if time.monotonic() >= roll_at:
+                await self._roll_up(handle, stop)
+                roll_at = time.monotonic() + self._rollup_every
             if time.monotonic() >= prune_at:
                 await self._pass(handle, stop)
                 prune_at = time.monotonic() + self._every
             await self._refresh_statistics()
-            wait = min(self._statistics_every, prune_at - time.monotonic())
+            wait = min(
+                self._statistics_every, prune_at - time.monotonic(), roll_at - time.monotonic()
+            )
             await sleep_unless(stop, max(0.0, wait), handle)
+
+    async def _roll_up(self, handle: LockHandle, stop: asyncio.Event) -> None:
+        try:
+            await self._rollup.tick(stop, handle)
+        except (JobrunError, OSError) as exc:
+            process_outages().log_failure(
+                log, exc, "maintenance: rolling up the charts' statistics failed: %s", exc
+            )
 
     async def _refresh_statistics(self) -> None:
         try:

@@ -12,6 +12,8 @@ depend on the few operations they use, never on PostgreSQL:
   call, and refresh the statistics of tables that outgrew them (the
   maintenance service).
 * :class:`ScheduleStore`: create and fire schedules (the scheduler, operators).
+* :class:`StatsRollup`: fold outcome events into the charts' per-minute rows
+  (the maintenance leader); :class:`StatsReader`: read them (the dashboard).
 * :class:`Dispatcher`: wake idle workers early (LISTEN/NOTIFY; polling is the
   guarantee); a :class:`HandoffReceiver` also delivers jobs an enqueue leased
   straight to an idle worker.
@@ -58,7 +60,9 @@ from jobrun.domain import (
     Schedule,
     SchedulePatch,
     StateCounts,
+    StatsPoint,
     StoredResult,
+    TypeStats,
     WorkerInfo,
     WorkerReport,
     Workflow,
@@ -74,11 +78,14 @@ __all__ = [
     "HandoffReceiver",
     "LockHandle",
     "Locker",
+    "MaintenanceStore",
     "Presence",
     "Producer",
     "Pruning",
     "Reaping",
     "ScheduleStore",
+    "StatsReader",
+    "StatsRollup",
     "Store",
     "WorkerStore",
 ]
@@ -357,6 +364,70 @@ class Pruning(Protocol):
 
 
 @runtime_checkable
+class StatsRollup(Protocol):
+    """What the maintenance leader needs to roll outcome events into the charts' rows.
+
+    The roll-up reads events in id order up to a horizon it knows complete:
+    :meth:`stats_event_horizon`, then :meth:`stats_snapshot`; once
+    :meth:`stats_settled` says that snapshot's transactions have all ended,
+    every event at or below the horizon that will ever be visible is, and
+    :meth:`roll_up_stats` may fold them.
+    """
+
+    async def stats_event_horizon(self) -> int:
+        """The newest event id handed out so far (0 before the first)."""
+        ...
+
+    async def stats_snapshot(self) -> str:
+        """The database's current snapshot, as text, taken after the horizon was read."""
+        ...
+
+    async def stats_settled(self, snapshot: str) -> bool:
+        """Whether every transaction running when ``snapshot`` was taken has ended."""
+        ...
+
+    async def roll_up_stats(self, after: int, upto: int, max_events: int) -> tuple[int, int]:
+        """Fold the events after ``after`` up to ``upto`` (at most ``max_events`` ids on)
+        into the charts' rows; (the cursor after it, outcomes counted).
+
+        Folds nothing when the cursor is not at ``after`` (another leader moved it).
+        """
+        ...
+
+    async def stats_cursor(self) -> int:
+        """The id of the last event the roll-up has folded."""
+        ...
+
+    async def prune_stats_batch(self, older_than: timedelta, limit: int = 5000) -> int:
+        """Delete up to ``limit`` of the charts' rows older than ``older_than``."""
+        ...
+
+
+@runtime_checkable
+class StatsReader(Protocol):
+    """What the charts read: the rolled-up outcomes, waits and run times (migration 00021)."""
+
+    async def stats_series(
+        self, since: datetime, step: timedelta, *, queue: str | None = None, type: str | None = None
+    ) -> list[StatsPoint]:
+        """One point per ``step`` since ``since`` that had any outcome, oldest first."""
+        ...
+
+    async def stats_by_type(self, since: datetime, *, queue: str | None = None) -> list[TypeStats]:
+        """Each queue's and type's outcomes, waits and run times since ``since``."""
+        ...
+
+    async def finished_per_minute(self, since: datetime) -> dict[str, dict[datetime, int]]:
+        """Jobs that ended (succeeded, dead, cancelled), per queue and minute since ``since``."""
+        ...
+
+
+@runtime_checkable
+class MaintenanceStore(Pruning, StatsRollup, Protocol):
+    """What the maintenance leader needs: retention and the charts' roll-up."""
+
+
+@runtime_checkable
 class ScheduleStore(Protocol):
     """What the scheduler and operators do with schedules: the schedules half of the store."""
 
@@ -431,7 +502,18 @@ class WorkerStore(Executor, Reaping, Presence, Protocol):
 
 
 @runtime_checkable
-class Store(Producer, Executor, Reaping, Presence, Admin, Pruning, ScheduleStore, Protocol):
+class Store(
+    Producer,
+    Executor,
+    Reaping,
+    Presence,
+    Admin,
+    Pruning,
+    ScheduleStore,
+    StatsRollup,
+    StatsReader,
+    Protocol,
+):
     """Every storage port together, with the one-outcome conveniences.
 
     Each mutating method is one transaction (see the module docstring for the

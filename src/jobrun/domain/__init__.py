@@ -23,6 +23,8 @@ the contract be tested in one place. One module per concept, lowest first:
   job's handler returned, as a client reads it;
 - :mod:`~jobrun.domain.uniqueness`: uniqueness policies (one job of a kind at a time);
 - :mod:`~jobrun.domain.workers`: the worker processes that are alive;
+- :mod:`~jobrun.domain.stats`: what the charts show, attempts ended per
+  minute and histograms of queue wait and run time;
 - :mod:`~jobrun.domain.workflows`: jobs linked by dependencies (groups with
   a callback, chains) and the graph they form.
 
@@ -107,6 +109,15 @@ from jobrun.domain.schedules import (
     declaration_digest,
     reconcile_declared,
 )
+from jobrun.domain.stats import (
+    HISTOGRAM_BUCKETS,
+    Histogram,
+    OutcomeCounts,
+    StatsPoint,
+    StatsWindow,
+    TypeStats,
+    bucket_upper_ms,
+)
 from jobrun.domain.uniqueness import MAX_UNIQUE_PERIOD, Unique, UniqueUntil
 from jobrun.domain.workers import MAX_REPORTED_RUNNING, RunningJob, WorkerInfo, WorkerReport
 from jobrun.domain.workflows import (
@@ -128,6 +139,7 @@ __all__ = [
     "DEFAULT_QUEUE",
     "FINISHED_CHANNEL",
     "HANDOFF_CONFIRM_WITHIN",
+    "HISTOGRAM_BUCKETS",
     "MAX_ATTEMPTS_LIMIT",
     "MAX_CONCURRENCY_LIMIT",
     "MAX_DELAY",
@@ -155,6 +167,7 @@ __all__ = [
     "Event",
     "EventMode",
     "HandoffOffer",
+    "Histogram",
     "Job",
     "JobFilter",
     "JobOptions",
@@ -164,6 +177,7 @@ __all__ = [
     "NewJob",
     "NewSchedule",
     "Outcome",
+    "OutcomeCounts",
     "OutcomeKind",
     "QueueControls",
     "QueueDepth",
@@ -176,9 +190,12 @@ __all__ = [
     "Schedule",
     "SchedulePatch",
     "StateCounts",
+    "StatsPoint",
+    "StatsWindow",
     "StoredResult",
     "SyncCommitCallback",
     "SyncOutcome",
+    "TypeStats",
     "Unique",
     "UniqueUntil",
     "WorkerInfo",
@@ -187,6 +204,7 @@ __all__ = [
     "Workflow",
     "WorkflowEdge",
     "WorkflowStep",
+    "bucket_upper_ms",
     "chain",
     "declaration_digest",
     "describe_invalid",

@@ -45,6 +45,7 @@ from jobrun.postgres.presence import PresenceMethods
 from jobrun.postgres.pruning import PruningMethods
 from jobrun.postgres.queue_controls import QueueControlMethods
 from jobrun.postgres.schedules import ScheduleMethods
+from jobrun.postgres.stats import StatsMethods
 from jobrun.postgres.store_core import DEFAULT_NOTIFY_CHANNEL
 
 __all__ = ["DEFAULT_NOTIFY_CHANNEL", "Store"]
@@ -59,6 +60,7 @@ class Store(
     PruningMethods,
     ScheduleMethods,
     PresenceMethods,
+    StatsMethods,
 ):
     """jobrun's Store port on a psycopg async pool.
 

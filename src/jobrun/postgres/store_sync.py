@@ -52,6 +52,7 @@ from jobrun.postgres.presence_sync import SyncPresenceMethods
 from jobrun.postgres.pruning_sync import SyncPruningMethods
 from jobrun.postgres.queue_controls_sync import SyncQueueControlMethods
 from jobrun.postgres.schedules_sync import SyncScheduleMethods
+from jobrun.postgres.stats_sync import StatsMethods
 from jobrun.postgres.store_core_sync import DEFAULT_NOTIFY_CHANNEL
 
 __all__ = ["DEFAULT_NOTIFY_CHANNEL", "SyncStore"]
@@ -66,6 +67,7 @@ class SyncStore(
     SyncPruningMethods,
     SyncScheduleMethods,
     SyncPresenceMethods,
+    StatsMethods,
 ):
     """jobrun's Store port on a psycopg sync pool.
 

@@ -1,0 +1,221 @@
+-- The charts' roll-up (migration 00021): the maintenance leader folds outcome
+-- events into per-minute rows of job_stats; the dashboard reads those rows.
+
+-- name: StatsEventHorizon :one
+-- The newest event id handed out so far (0 before the first). Read before
+-- StatsSnapshot, in a statement of its own: every event at or below it was
+-- written by a transaction that has ended or is running when the snapshot
+-- is taken, so once that snapshot's running transactions have all ended
+-- (StatsSettled), every such event that will ever be visible is.
+-- plan: no table
+SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('job_events', 'id')::regclass),
+                0)::bigint AS last_event_id;
+
+-- name: StatsSnapshot :one
+-- plan: no table
+SELECT pg_current_snapshot()::text AS snapshot;
+
+-- name: StatsSettled :one
+-- Whether every transaction running when ``snapshot`` was taken has ended.
+-- plan: no table
+SELECT NOT EXISTS (
+    SELECT 1
+    FROM pg_snapshot_xip(CAST(sqlc.arg('snapshot')::text AS pg_snapshot)) AS running (xid)
+    WHERE pg_xact_status(running.xid) = 'in progress'
+) AS settled;
+
+-- name: StatsRollUp :one
+-- Fold the events after the cursor, up to ``upto`` and at most ``max_events``
+-- ids further, into job_stats, and move the cursor past them, in one
+-- statement: the cursor's row lock and its expected position make a second
+-- leader (during a handover) fold nothing twice; it folds nothing at all and
+-- reads the cursor again.
+--
+-- Counted: each attempt that ended (succeeded, failed and to be retried,
+-- reaped, dead) and each cancellation, by the minute of its event. An
+-- attempt that ended a job also gives its run time (from its claim event to
+-- its outcome event) and queue wait (from when it was due, the job's run_at,
+-- to its claim) when the claim was recorded (event_mode all) and the job is
+-- still kept; events of purged jobs count nothing.
+-- plan: job_events by index job_events_pkey (the id range); jobs by index jobs_pkey
+-- plan: the claim of each ended attempt by index job_events_job_idx
+WITH cursor AS (
+    SELECT job_stats_cursor.last_event_id
+    FROM job_stats_cursor
+    WHERE job_stats_cursor.singleton AND job_stats_cursor.last_event_id = @after::bigint
+    FOR UPDATE
+), bound AS (
+    SELECT cursor.last_event_id AS after,
+           greatest(cursor.last_event_id,
+                    least(@upto::bigint, cursor.last_event_id + @max_events::bigint)) AS upto
+    FROM cursor
+), ended AS (
+    SELECT date_trunc('minute', e.at) AS minute, jobs.queue, jobs.type, e.kind, e.to_state,
+           e.at - claim.at AS run,
+           CASE WHEN e.to_state IN ('succeeded', 'dead') AND jobs.attempts = e.attempt
+                     AND jobs.run_at <= claim.at
+                THEN claim.at - jobs.run_at END AS wait
+    FROM bound
+    JOIN job_events AS e ON e.id > bound.after AND e.id <= bound.upto
+    JOIN jobs ON jobs.id = e.job_id
+    LEFT JOIN LATERAL (
+        SELECT claimed.at
+        FROM job_events AS claimed
+        WHERE claimed.job_id = e.job_id AND claimed.id < e.id
+          AND claimed.kind = 'claimed' AND claimed.attempt = e.attempt
+        ORDER BY claimed.id DESC
+        LIMIT 1
+    ) AS claim ON e.kind IN ('succeeded', 'failed', 'dead') AND e.from_state = 'leased'
+    WHERE e.to_state IN ('succeeded', 'dead', 'cancelled') OR e.kind IN ('failed', 'reaped')
+), bucketed AS (
+    SELECT ended.minute, ended.queue, ended.type, ended.kind, ended.to_state,
+           -- greatest() passes over a null: only a duration that exists gets a bucket.
+           CASE WHEN ended.run IS NOT NULL
+                THEN least(47, floor(2 * ln(greatest(1.0, extract(epoch FROM ended.run) * 1000))
+                                     / ln(2)))::integer END AS run_bucket,
+           CASE WHEN ended.wait IS NOT NULL
+                THEN least(47, floor(2 * ln(greatest(1.0, extract(epoch FROM ended.wait) * 1000))
+                                     / ln(2)))::integer END AS wait_bucket
+    FROM ended
+), grouped AS (
+    SELECT bucketed.minute, bucketed.queue, bucketed.type,
+           count(*) FILTER (WHERE bucketed.to_state = 'succeeded') AS succeeded,
+           count(*) FILTER (WHERE bucketed.to_state NOT IN ('succeeded', 'dead', 'cancelled'))
+               AS failed,
+           count(*) FILTER (WHERE bucketed.to_state = 'dead') AS dead,
+           count(*) FILTER (WHERE bucketed.to_state = 'cancelled') AS cancelled,
+           array_agg(bucketed.wait_bucket) FILTER (WHERE bucketed.wait_bucket IS NOT NULL)
+               AS wait_buckets,
+           array_agg(bucketed.run_bucket) FILTER (WHERE bucketed.run_bucket IS NOT NULL
+                                                  AND bucketed.to_state IN ('succeeded', 'dead'))
+               AS run_buckets
+    FROM bucketed
+    GROUP BY bucketed.minute, bucketed.queue, bucketed.type
+), folded AS (
+    INSERT INTO job_stats (minute, queue, type, succeeded, failed, dead, cancelled, wait_ms, run_ms)
+    SELECT grouped.minute, grouped.queue, grouped.type, grouped.succeeded, grouped.failed,
+           grouped.dead, grouped.cancelled,
+           ARRAY(SELECT count(w.bucket)
+                 FROM generate_series(0, 47) AS slot (i)
+                 LEFT JOIN unnest(grouped.wait_buckets) AS w (bucket) ON w.bucket = slot.i
+                 GROUP BY slot.i ORDER BY slot.i),
+           ARRAY(SELECT count(r.bucket)
+                 FROM generate_series(0, 47) AS slot (i)
+                 LEFT JOIN unnest(grouped.run_buckets) AS r (bucket) ON r.bucket = slot.i
+                 GROUP BY slot.i ORDER BY slot.i)
+    FROM grouped
+    ON CONFLICT (minute, queue, type) DO UPDATE
+    SET succeeded = job_stats.succeeded + excluded.succeeded,
+        failed = job_stats.failed + excluded.failed,
+        dead = job_stats.dead + excluded.dead,
+        cancelled = job_stats.cancelled + excluded.cancelled,
+        wait_ms = ARRAY(SELECT job_stats.wait_ms[slot.i] + excluded.wait_ms[slot.i]
+                        FROM generate_series(1, 48) AS slot (i)
+                        ORDER BY slot.i),
+        run_ms = ARRAY(SELECT job_stats.run_ms[slot.i] + excluded.run_ms[slot.i]
+                       FROM generate_series(1, 48) AS slot (i)
+                       ORDER BY slot.i)
+    RETURNING 1
+), moved AS (
+    UPDATE job_stats_cursor
+    SET last_event_id = bound.upto, rolled_at = now()
+    FROM bound
+    WHERE job_stats_cursor.singleton
+    RETURNING job_stats_cursor.last_event_id
+)
+SELECT coalesce((SELECT moved.last_event_id FROM moved),
+                (SELECT job_stats_cursor.last_event_id FROM job_stats_cursor))::bigint
+           AS last_event_id,
+       (SELECT count(*) FROM ended)::bigint AS counted,
+       (SELECT count(*) FROM moved) > 0 AS moved;
+
+-- name: StatsCursor :one
+-- plan: job_stats_cursor only
+SELECT last_event_id, rolled_at FROM job_stats_cursor WHERE singleton;
+
+-- name: StatsSeries :many
+-- Per step of ``step`` since ``since``: attempts ended by outcome, with the
+-- wait and run histograms summed, for one queue and type or all of them.
+-- plan: job_stats only by index job_stats_pkey (the minutes since ``since``)
+WITH chosen AS (
+    SELECT date_bin(@step::interval, job_stats.minute, timestamptz '2000-01-01') AS at,
+           job_stats.*
+    FROM job_stats
+    WHERE job_stats.minute >= @since::timestamptz
+      AND (sqlc.narg('queue')::text IS NULL OR job_stats.queue = sqlc.narg('queue'))
+      AND (sqlc.narg('type')::text IS NULL OR job_stats.type = sqlc.narg('type'))
+), counts AS (
+    SELECT chosen.at, sum(chosen.succeeded)::bigint AS succeeded,
+           sum(chosen.failed)::bigint AS failed, sum(chosen.dead)::bigint AS dead,
+           sum(chosen.cancelled)::bigint AS cancelled
+    FROM chosen
+    GROUP BY chosen.at
+), histograms AS (
+    SELECT chosen.at, slot.i, sum(chosen.wait_ms[slot.i])::bigint AS wait,
+           sum(chosen.run_ms[slot.i])::bigint AS run
+    FROM chosen, generate_series(1, 48) AS slot (i)
+    GROUP BY chosen.at, slot.i
+)
+SELECT counts.at::timestamptz AS at, counts.succeeded, counts.failed, counts.dead,
+       counts.cancelled,
+       (SELECT array_agg(histograms.wait ORDER BY histograms.i) FROM histograms
+        WHERE histograms.at = counts.at)::bigint[] AS wait_ms,
+       (SELECT array_agg(histograms.run ORDER BY histograms.i) FROM histograms
+        WHERE histograms.at = counts.at)::bigint[] AS run_ms
+FROM counts
+ORDER BY counts.at;
+
+-- name: StatsBreakdown :many
+-- Per queue and type since ``since``: attempts ended by outcome and the wait
+-- and run histograms summed.
+-- plan: job_stats only by index job_stats_pkey (the minutes since ``since``)
+WITH chosen AS (
+    SELECT job_stats.*
+    FROM job_stats
+    WHERE job_stats.minute >= @since::timestamptz
+      AND (sqlc.narg('queue')::text IS NULL OR job_stats.queue = sqlc.narg('queue'))
+), counts AS (
+    SELECT chosen.queue, chosen.type, sum(chosen.succeeded)::bigint AS succeeded,
+           sum(chosen.failed)::bigint AS failed, sum(chosen.dead)::bigint AS dead,
+           sum(chosen.cancelled)::bigint AS cancelled
+    FROM chosen
+    GROUP BY chosen.queue, chosen.type
+), histograms AS (
+    SELECT chosen.queue, chosen.type, slot.i, sum(chosen.wait_ms[slot.i])::bigint AS wait,
+           sum(chosen.run_ms[slot.i])::bigint AS run
+    FROM chosen, generate_series(1, 48) AS slot (i)
+    GROUP BY chosen.queue, chosen.type, slot.i
+)
+SELECT counts.queue, counts.type, counts.succeeded, counts.failed, counts.dead, counts.cancelled,
+       (SELECT array_agg(histograms.wait ORDER BY histograms.i) FROM histograms
+        WHERE histograms.queue = counts.queue AND histograms.type = counts.type)::bigint[]
+           AS wait_ms,
+       (SELECT array_agg(histograms.run ORDER BY histograms.i) FROM histograms
+        WHERE histograms.queue = counts.queue AND histograms.type = counts.type)::bigint[]
+           AS run_ms
+FROM counts
+ORDER BY counts.queue, counts.type;
+
+-- name: StatsFinishedPerQueue :many
+-- Jobs that ended (succeeded, dead or cancelled) per queue and minute since
+-- ``since``: the overview's sparklines.
+-- plan: job_stats only by index job_stats_pkey (the minutes since ``since``)
+SELECT job_stats.queue, job_stats.minute,
+       sum(job_stats.succeeded + job_stats.dead + job_stats.cancelled)::bigint AS finished
+FROM job_stats
+WHERE job_stats.minute >= @since::timestamptz
+GROUP BY job_stats.queue, job_stats.minute
+ORDER BY job_stats.queue, job_stats.minute;
+
+-- name: StatsPrune :execrows
+-- Delete up to ``batch_size`` of the oldest minutes' rows older than ``age``.
+-- plan: job_stats only by index job_stats_pkey
+DELETE FROM job_stats
+WHERE (minute, queue, type) IN (
+    SELECT old.minute, old.queue, old.type
+    FROM job_stats AS old
+    WHERE old.minute < now() - @age::interval
+    ORDER BY old.minute
+    LIMIT @batch_size
+    FOR UPDATE SKIP LOCKED
+);

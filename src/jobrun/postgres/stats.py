@@ -1,0 +1,105 @@
+"""The Store's methods for the charts: the roll-up of outcome events, and its reads."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from jobrun.domain import Histogram, OutcomeCounts, StatsPoint, TypeStats
+from jobrun.postgres.convert import utc
+from jobrun.postgres.store_core import StoreCore
+from jobrun.sqlc import stats as stats_queries
+
+__all__ = ["StatsMethods"]
+
+
+class StatsMethods(StoreCore):
+    """The charts' rows (migration 00021), mixed into the Store.
+
+    See :class:`jobrun.postgres.store.Store`.
+    """
+
+    async def stats_event_horizon(self) -> int:
+        """The newest event id handed out so far (0 before the first)."""
+        async with self._connection() as conn:
+            return await stats_queries.AsyncQuerier(conn).stats_event_horizon() or 0
+
+    async def stats_snapshot(self) -> str:
+        """The database's current snapshot as text (``xmin:xmax:running,…``)."""
+        async with self._connection() as conn:
+            snapshot = await stats_queries.AsyncQuerier(conn).stats_snapshot()
+        assert snapshot is not None, "pg_current_snapshot() is never null"
+        return snapshot
+
+    async def stats_settled(self, snapshot: str) -> bool:
+        """Whether every transaction running when ``snapshot`` was taken has ended."""
+        async with self._connection() as conn:
+            return bool(await stats_queries.AsyncQuerier(conn).stats_settled(snapshot=snapshot))
+
+    async def roll_up_stats(self, after: int, upto: int, max_events: int) -> tuple[int, int]:
+        """Fold the events after ``after`` up to ``upto`` (at most ``max_events`` ids on)
+        into job_stats, in one transaction; (the cursor after it, outcomes counted).
+
+        Folds nothing, and returns the cursor where it is, when it is not at
+        ``after``: another leader moved it.
+        """
+        async with self._connection() as conn:
+            row = await stats_queries.AsyncQuerier(conn).stats_roll_up(
+                after=after, upto=upto, max_events=max_events
+            )
+        assert row is not None, "the roll-up always answers one row"
+        return row.last_event_id, row.counted if row.moved else 0
+
+    async def stats_cursor(self) -> int:
+        """The id of the last event the roll-up has folded."""
+        async with self._connection() as conn:
+            row = await stats_queries.AsyncQuerier(conn).stats_cursor()
+        return row.last_event_id if row is not None else 0
+
+    async def prune_stats_batch(self, older_than: timedelta, limit: int = 5000) -> int:
+        """Delete up to ``limit`` of the charts' rows older than ``older_than``, oldest first."""
+        async with self._connection() as conn:
+            return await stats_queries.AsyncQuerier(conn).stats_prune(
+                age=older_than, batch_size=limit
+            )
+
+    async def stats_series(
+        self, since: datetime, step: timedelta, *, queue: str | None = None, type: str | None = None
+    ) -> list[StatsPoint]:
+        """One point per ``step`` since ``since`` that had any outcome, oldest first."""
+        async with self._connection() as conn:
+            rows = await stats_queries.AsyncQuerier(conn).stats_series(
+                step=step, since=since, queue=queue, type=type
+            )
+        return [
+            StatsPoint(
+                at=utc(row.at),
+                outcomes=OutcomeCounts(row.succeeded, row.failed, row.dead, row.cancelled),
+                wait=Histogram.of(row.wait_ms),
+                run=Histogram.of(row.run_ms),
+            )
+            for row in rows
+        ]
+
+    async def stats_by_type(self, since: datetime, *, queue: str | None = None) -> list[TypeStats]:
+        """Each queue's and type's outcomes, waits and run times since ``since``."""
+        async with self._connection() as conn:
+            rows = await stats_queries.AsyncQuerier(conn).stats_breakdown(since=since, queue=queue)
+        return [
+            TypeStats(
+                queue=row.queue,
+                type=row.type,
+                outcomes=OutcomeCounts(row.succeeded, row.failed, row.dead, row.cancelled),
+                wait=Histogram.of(row.wait_ms),
+                run=Histogram.of(row.run_ms),
+            )
+            for row in rows
+        ]
+
+    async def finished_per_minute(self, since: datetime) -> dict[str, dict[datetime, int]]:
+        """Jobs that ended (succeeded, dead, cancelled), per queue and minute since ``since``."""
+        async with self._connection() as conn:
+            rows = await stats_queries.AsyncQuerier(conn).stats_finished_per_queue(since=since)
+        per_queue: dict[str, dict[datetime, int]] = {}
+        for row in rows:
+            per_queue.setdefault(row.queue, {})[utc(row.minute)] = row.finished
+        return per_queue
