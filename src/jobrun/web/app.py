@@ -24,7 +24,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from jobrun.client import Client
-from jobrun.web import api, live, pages
+from jobrun.web import api, live, pages, stats_page
 from jobrun.web.actions import ACTIONS, Action
 from jobrun.web.dashboard import Dashboard, WebStore
 from jobrun.web.guard import Guard
@@ -50,6 +50,7 @@ ROUTES: tuple[tuple[str, Any], ...] = (
     ("/schedules/{name:path}/resume", ACTIONS["resume_schedule"]),
     ("/queues", pages.queues),
     ("/workers", pages.workers),
+    ("/stats", stats_page.stats_page),
     ("/workflows/{job_id}", pages.workflow),
     ("/queues/{name:path}/pause", ACTIONS["pause_queue"]),
     ("/queues/{name:path}/resume", ACTIONS["resume_queue"]),
@@ -62,6 +63,7 @@ ROUTES: tuple[tuple[str, Any], ...] = (
     ("/api/schedules", api.schedules),
     ("/api/queues", api.queues),
     ("/api/workers", api.workers),
+    ("/api/stats", stats_page.stats_api),
     ("/api/workflows/{job_id}", api.workflow),
 )
 """Every path and what answers it: a view ``f(dashboard, request)``, or an
@@ -101,7 +103,9 @@ def create_app(
     every request. ``read_only=True`` hides every action and refuses it with
     403. Live updates LISTEN on the client's database (or ``database_url`` and
     ``notify_channel`` when given a bare store) and re-read the queues every
-    ``poll`` seconds; the throughput chart samples every ``sample_every``.
+    ``poll`` seconds. ``sample_every`` is accepted and ignored: the
+    throughput lines now come from the database's rolled-up rows (the Charts
+    page's), not from samples taken by each dashboard process.
     """
     if auth is not None and (not auth[0] or not auth[1]):
         raise ValueError("auth needs a non-empty user and password")

@@ -5,57 +5,34 @@ Everything goes through the ports (:class:`WebStore` is ``Admin`` plus
 at the CLI can do, and the store keeps every decision.
 
 Mounted under another app, Starlette runs no sub-app lifespan, so every
-background piece (opening a :class:`~jobrun.Client`, the throughput sampler,
-the LISTEN connection) starts lazily on first use, and :meth:`Dashboard.close`
-stops them all.
+background piece (opening a :class:`~jobrun.Client`, the LISTEN connection)
+starts lazily on first use, and :meth:`Dashboard.close` stops them all.
 
-Throughput has no table of its own: the sampler reads the per-state counts
-every ``sample_every`` seconds and keeps the last minutes of finished-job
-deltas (:class:`Throughput`) for the overview's chart.
+The overview's throughput lines, like the Charts page, read the per-minute
+rows the maintenance leader rolls up (:mod:`jobrun.rollup`): every
+dashboard process shows the same, and a restarted one the past hour.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections import deque
+from datetime import timedelta
 from typing import Any, Protocol, cast
 
 from jobrun.client import Client
-from jobrun.domain import JobState
 from jobrun.errors import JobrunError
-from jobrun.ports import Admin, ScheduleStore
+from jobrun.ports import Admin, ScheduleStore, StatsReader
 from jobrun.postgres import Notifier
+from jobrun.web.stats_view import per_minute_points
 
-__all__ = ["Dashboard", "Throughput", "WebStore"]
+__all__ = ["THROUGHPUT_MINUTES", "Dashboard", "WebStore"]
 
-FINISHED = (JobState.SUCCEEDED, JobState.DEAD)
-
-
-class WebStore(Admin, ScheduleStore, Protocol):
-    """What the dashboard needs from storage: the admin and schedule ports."""
+THROUGHPUT_MINUTES = 60
+"""Minutes of finished jobs the overview's line of each queue shows."""
 
 
-class Throughput:
-    """Finished jobs per sample interval and queue, for the last ``keep`` samples."""
-
-    def __init__(self, keep: int = 60) -> None:
-        self.keep = keep
-        self.totals: dict[str, int] = {}
-        self.series: dict[str, deque[int]] = {}
-
-    def add(self, finished_by_queue: dict[str, int]) -> None:
-        """Record one sample: each queue's total of finished jobs now."""
-        for queue, total in finished_by_queue.items():
-            previous = self.totals.get(queue)
-            series = self.series.setdefault(queue, deque([0] * self.keep, maxlen=self.keep))
-            # A purge makes the total fall: count that sample as zero, not negative.
-            series.append(0 if previous is None else max(0, total - previous))
-            self.totals[queue] = total
-
-    def points(self, queue: str) -> list[int]:
-        """The last ``keep`` deltas of ``queue``, oldest first (zeros before it was seen)."""
-        return list(self.series.get(queue, [0] * self.keep))
+class WebStore(Admin, ScheduleStore, StatsReader, Protocol):
+    """What the dashboard needs from storage: the admin, schedule and charts' ports."""
 
 
 class Dashboard:
@@ -75,11 +52,10 @@ class Dashboard:
         self.read_only = read_only
         # Where live updates LISTEN; a Client falls back on its own URL and channel.
         self.database_url, self.notify_channel = database_url, notify_channel
+        # sample_every is no longer used: throughput comes from the database.
         self.poll, self.sample_every = poll, sample_every
-        self.throughput = Throughput()
         self._opened_client = False
         self._start_lock = asyncio.Lock()
-        self._sampler: asyncio.Task[None] | None = None
         self._notifier: Notifier | None = None
         self._notifier_failed = False
         self.replica_note: str | None = None
@@ -96,8 +72,6 @@ class Dashboard:
             store = cast(WebStore, self.source.store)
         else:
             store = self.source
-        if self._sampler is None:
-            self._sampler = asyncio.create_task(self._sample(), name="jobrun-web-sampler")
         return store
 
     async def reader(self) -> WebStore:
@@ -141,26 +115,8 @@ class Dashboard:
                     self._notifier_failed = True
         return self._notifier
 
-    async def _sample(self) -> None:
-        while True:
-            if isinstance(self.source, Client) and self.source._store is None:
-                return  # the client was closed under us: nothing left to sample
-            with contextlib.suppress(Exception):
-                store = await self.reader()
-                finished: dict[str, int] = {}
-                for row in await store.depth():
-                    finished.setdefault(row.queue, 0)
-                    if row.state in FINISHED:
-                        finished[row.queue] += row.count
-                self.throughput.add(finished)
-            await asyncio.sleep(self.sample_every)
-
     async def close(self) -> None:
-        """Stop the sampler and the notifier; close the client if this app opened it."""
-        sampler, self._sampler = self._sampler, None
-        if sampler is not None:
-            sampler.cancel()
-            await asyncio.wait([sampler])  # it ends cancelled: nothing of its own to raise
+        """Stop the notifier; close the client if this app opened it."""
         notifier, self._notifier = self._notifier, None
         if notifier is not None:
             await notifier.close()
@@ -176,6 +132,8 @@ class Dashboard:
         depth: dict[str, dict[str, int]] = {}
         for row in await store.depth():
             depth.setdefault(row.queue, {})[row.state.value] = row.count
+        now = await store.now()
+        finished = await store.finished_per_minute(now - timedelta(minutes=THROUGHPUT_MINUTES - 1))
         rows = []
         for name in sorted(set(stats) | set(queues) | set(depth)):
             s, q = stats.get(name), queues.get(name)
@@ -191,7 +149,9 @@ class Dashboard:
                     "cancelled": counts.get("cancelled", 0),
                     "lag_seconds": s.lag.total_seconds() if s else 0.0,
                     "paused": q.paused if q else False,
-                    "throughput": self.throughput.points(name),
+                    "throughput": per_minute_points(
+                        finished.get(name, {}), now, THROUGHPUT_MINUTES
+                    ),
                 }
             )
         return rows
