@@ -7,17 +7,14 @@
 -- written by a transaction that has ended or is running when the snapshot
 -- is taken, so once that snapshot's running transactions have all ended
 -- (StatsSettled), every such event that will ever be visible is.
--- plan: no table
 SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('job_events', 'id')::regclass),
                 0)::bigint AS last_event_id;
 
 -- name: StatsSnapshot :one
--- plan: no table
 SELECT pg_current_snapshot()::text AS snapshot;
 
 -- name: StatsSettled :one
 -- Whether every transaction running when ``snapshot`` was taken has ended.
--- plan: no table
 SELECT NOT EXISTS (
     SELECT 1
     FROM pg_snapshot_xip(CAST(sqlc.arg('snapshot')::text AS pg_snapshot)) AS running (xid)
@@ -37,8 +34,9 @@ SELECT NOT EXISTS (
 -- its outcome event) and queue wait (from when it was due, the job's run_at,
 -- to its claim) when the claim was recorded (event_mode all) and the job is
 -- still kept; events of purged jobs count nothing.
--- plan: job_events by index job_events_pkey (the id range); jobs by index jobs_pkey
--- plan: the claim of each ended attempt by index job_events_job_idx
+-- The events are a range of job_events_pkey; each one's job, and the claim of
+-- each ended attempt, are probes of jobs_pkey and job_events_job_idx.
+-- plan: jobs only by index jobs_pkey; job_events only by index job_events_pkey, job_events_job_idx
 WITH cursor AS (
     SELECT job_stats_cursor.last_event_id
     FROM job_stats_cursor
@@ -130,13 +128,15 @@ SELECT coalesce((SELECT moved.last_event_id FROM moved),
        (SELECT count(*) FROM moved) > 0 AS moved;
 
 -- name: StatsCursor :one
--- plan: job_stats_cursor only
 SELECT last_event_id, rolled_at FROM job_stats_cursor WHERE singleton;
 
 -- name: StatsSeries :many
 -- Per step of ``step`` since ``since``: attempts ended by outcome, with the
 -- wait and run histograms summed, for one queue and type or all of them.
--- plan: job_stats only by index job_stats_pkey (the minutes since ``since``)
+-- The rows are kept 8 days (jobrun.rollup.STATS_KEPT): a week's chart reads
+-- most of them, and that is bounded by retention, not by the traffic.
+-- plan(hour): job_stats only by index job_stats_pkey
+-- plan(week-queue): seq scan on job_stats: a week is most of the 8 days of rows kept
 WITH chosen AS (
     SELECT date_bin(@step::interval, job_stats.minute, timestamptz '2000-01-01') AS at,
            job_stats.*
@@ -168,7 +168,7 @@ ORDER BY counts.at;
 -- name: StatsBreakdown :many
 -- Per queue and type since ``since``: attempts ended by outcome and the wait
 -- and run histograms summed.
--- plan: job_stats only by index job_stats_pkey (the minutes since ``since``)
+-- plan: seq scan on job_stats: a day is an eighth of the 8 days of rows kept, bounded by retention
 WITH chosen AS (
     SELECT job_stats.*
     FROM job_stats
@@ -199,7 +199,7 @@ ORDER BY counts.queue, counts.type;
 -- name: StatsFinishedPerQueue :many
 -- Jobs that ended (succeeded, dead or cancelled) per queue and minute since
 -- ``since``: the overview's sparklines.
--- plan: job_stats only by index job_stats_pkey (the minutes since ``since``)
+-- plan: job_stats only by index job_stats_pkey
 SELECT job_stats.queue, job_stats.minute,
        sum(job_stats.succeeded + job_stats.dead + job_stats.cancelled)::bigint AS finished
 FROM job_stats

@@ -162,6 +162,7 @@ def build(url: str, jobs: int, *, say: Any = print) -> Build:
         scale.scale_fill_dependencies(now=now)
         scale.scale_fill_waits()
         scale.scale_fill_concurrency(now=now)
+        scale.scale_fill_stats(now=now)
         for migration in load_migrations(DETECTOR_MIGRATIONS):
             _apply(conn, migration)
         _fill_detector(conn, jobs // 5)

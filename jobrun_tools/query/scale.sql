@@ -299,6 +299,25 @@ SELECT numbered.id, 'customer:' || numbered.n, 2, 'waiting' FROM numbered
 UNION ALL
 SELECT holders.id, 'customer:' || ((holders.n - 1) / 2 + 1), 2, 'admitted' FROM holders;
 
+-- name: ScaleFillStats :execrows
+-- The charts' rows (migration 00021): a week of minutes for each queue and
+-- type the jobs have, as the maintenance leader's roll-up leaves them, and
+-- its cursor 100,000 events short of the newest, so the roll-up's case
+-- folds a batch of real events.
+WITH pairs AS (
+    SELECT DISTINCT jobs.queue, jobs.type FROM jobs
+), moved AS (
+    UPDATE job_stats_cursor
+    SET last_event_id = greatest(0, (SELECT max(job_events.id) FROM job_events) - 100000)
+    WHERE job_stats_cursor.singleton
+)
+INSERT INTO job_stats (minute, queue, type, succeeded, failed, dead, cancelled, wait_ms, run_ms)
+SELECT date_trunc('minute', sqlc.arg('now')::timestamptz) - make_interval(mins => m.g),
+       pairs.queue, pairs.type, 50 + mod(m.g, 17), mod(m.g, 3), mod(m.g, 29) / 28, 0,
+       array_fill(2::bigint, ARRAY[48]), array_fill(1::bigint, ARRAY[48])
+FROM pairs
+CROSS JOIN generate_series(0, 10079) AS m (g);
+
 -- name: ScaleFacts :one
 -- Rows of the scale database the report's cases take their parameters from:
 -- the first job of each kind, in id order, so every build answers alike.
@@ -317,7 +336,8 @@ SELECT (SELECT id FROM jobs WHERE state = 'dead' ORDER BY id LIMIT 1)::uuid AS d
            AS dead_cursor,
        ARRAY(SELECT id FROM jobs WHERE state = 'succeeded' ORDER BY id DESC LIMIT 10)::uuid[]
            AS recent_succeeded,
-       (SELECT count(*) FROM jobs)::bigint AS jobs;
+       (SELECT count(*) FROM jobs)::bigint AS jobs,
+       (SELECT last_event_id FROM job_stats_cursor)::bigint AS stats_cursor;
 
 -- name: ScaleSetting :one
 -- Set a planner setting for this session (set_config, is_local false).

@@ -265,6 +265,22 @@ UNION ALL
 SELECT holders.id, 'customer:' || ((holders.n - 1) / 2 + 1), 2, 'admitted' FROM holders
 """
 
+SCALE_FILL_STATS = """
+WITH pairs AS (
+    SELECT DISTINCT jobs.queue, jobs.type FROM jobs
+), moved AS (
+    UPDATE job_stats_cursor
+    SET last_event_id = greatest(0, (SELECT max(job_events.id) FROM job_events) - 100000)
+    WHERE job_stats_cursor.singleton
+)
+INSERT INTO job_stats (minute, queue, type, succeeded, failed, dead, cancelled, wait_ms, run_ms)
+SELECT date_trunc('minute', %(now)s::timestamptz) - make_interval(mins => m.g),
+       pairs.queue, pairs.type, 50 + mod(m.g, 17), mod(m.g, 3), mod(m.g, 29) / 28, 0,
+       array_fill(2::bigint, ARRAY[48]), array_fill(1::bigint, ARRAY[48])
+FROM pairs
+CROSS JOIN generate_series(0, 10079) AS m (g)
+"""
+
 SCALE_FACTS = """
 SELECT (SELECT id FROM jobs WHERE state = 'dead' ORDER BY id LIMIT 1)::uuid AS dead_id,
        (SELECT id FROM jobs WHERE state = 'cancelled' ORDER BY id LIMIT 1)::uuid AS cancelled_id,
@@ -281,7 +297,8 @@ SELECT (SELECT id FROM jobs WHERE state = 'dead' ORDER BY id LIMIT 1)::uuid AS d
            AS dead_cursor,
        ARRAY(SELECT id FROM jobs WHERE state = 'succeeded' ORDER BY id DESC LIMIT 10)::uuid[]
            AS recent_succeeded,
-       (SELECT count(*) FROM jobs)::bigint AS jobs
+       (SELECT count(*) FROM jobs)::bigint AS jobs,
+       (SELECT last_event_id FROM job_stats_cursor)::bigint AS stats_cursor
 """
 
 SCALE_SETTING = """
@@ -333,9 +350,10 @@ class ScaleFactsRow(pydantic.BaseModel):
     dead_cursor: UUID
     recent_succeeded: list[UUID]
     jobs: int
+    stats_cursor: int
 
 
-_SCALE_FACTS_ROW_FIELDS = frozenset({'dead_id', 'cancelled_id', 'queued_id', 'succeeded_id', 'leased_id', 'page_cursor', 'keyed_id', 'keyed_key', 'dead_cursor', 'recent_succeeded', 'jobs'})
+_SCALE_FACTS_ROW_FIELDS = frozenset({'dead_id', 'cancelled_id', 'queued_id', 'succeeded_id', 'leased_id', 'page_cursor', 'keyed_id', 'keyed_key', 'dead_cursor', 'recent_succeeded', 'jobs', 'stats_cursor'})
 
 
 def _row_to_scale_facts_row(row: Sequence[Any]) -> ScaleFactsRow:
@@ -356,6 +374,7 @@ def _row_to_scale_facts_row(row: Sequence[Any]) -> ScaleFactsRow:
             "dead_cursor": row[8],
             "recent_succeeded": row[9],
             "jobs": row[10],
+            "stats_cursor": row[11],
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_SCALE_FACTS_ROW_FIELDS))
@@ -572,6 +591,23 @@ class AsyncQuerier:
                     await _cur.execute(SCALE_FILL_CONCURRENCY, _args)
             else:
                 await _cur.execute(SCALE_FILL_CONCURRENCY, _args)
+            return _cur.rowcount
+
+    async def scale_fill_stats(self, *, now: datetime) -> int:
+        """The charts' rows (migration 00021): a week of minutes for each queue and
+        type the jobs have, as the maintenance leader's roll-up leaves them, and
+        its cursor 100,000 events short of the newest, so the roll-up's case
+        folds a batch of real events.
+
+        Run ``ScaleFillStats``; return the number of rows it affected.
+        """
+        _args = {"now": now}
+        async with self._conn.cursor() as _cur:
+            if self._conn.pgconn.pipeline_status:
+                async with self._conn.pipeline():
+                    await _cur.execute(SCALE_FILL_STATS, _args)
+            else:
+                await _cur.execute(SCALE_FILL_STATS, _args)
             return _cur.rowcount
 
     async def scale_facts(self, *, now: datetime) -> ScaleFactsRow | None:
@@ -852,6 +888,23 @@ class Querier:
                     _cur.execute(SCALE_FILL_CONCURRENCY, _args)
             else:
                 _cur.execute(SCALE_FILL_CONCURRENCY, _args)
+            return _cur.rowcount
+
+    def scale_fill_stats(self, *, now: datetime) -> int:
+        """The charts' rows (migration 00021): a week of minutes for each queue and
+        type the jobs have, as the maintenance leader's roll-up leaves them, and
+        its cursor 100,000 events short of the newest, so the roll-up's case
+        folds a batch of real events.
+
+        Run ``ScaleFillStats``; return the number of rows it affected.
+        """
+        _args = {"now": now}
+        with self._conn.cursor() as _cur:
+            if self._conn.pgconn.pipeline_status:
+                with self._conn.pipeline():
+                    _cur.execute(SCALE_FILL_STATS, _args)
+            else:
+                _cur.execute(SCALE_FILL_STATS, _args)
             return _cur.rowcount
 
     def scale_facts(self, *, now: datetime) -> ScaleFactsRow | None:

@@ -388,7 +388,6 @@ class AsyncQuerier:
         written by a transaction that has ended or is running when the snapshot
         is taken, so once that snapshot's running transactions have all ended
         (StatsSettled), every such event that will ever be visible is.
-        plan: no table
 
         Run ``StatsEventHorizon``; return its first row, or None.
         """
@@ -401,10 +400,7 @@ class AsyncQuerier:
         return _value
 
     async def stats_snapshot(self) -> str | None:
-        """plan: no table
-
-        Run ``StatsSnapshot``; return its first row, or None.
-        """
+        """Run ``StatsSnapshot``; return its first row, or None."""
         async with self._conn.cursor() as _cur:
             await _cur.execute(STATS_SNAPSHOT)
             _row = await _cur.fetchone()
@@ -415,7 +411,6 @@ class AsyncQuerier:
 
     async def stats_settled(self, *, snapshot: str) -> bool | None:
         """Whether every transaction running when ``snapshot`` was taken has ended.
-        plan: no table
 
         Run ``StatsSettled``; return its first row, or None.
         """
@@ -446,8 +441,9 @@ class AsyncQuerier:
         its outcome event) and queue wait (from when it was due, the job's run_at,
         to its claim) when the claim was recorded (event_mode all) and the job is
         still kept; events of purged jobs count nothing.
-        plan: job_events by index job_events_pkey (the id range); jobs by index jobs_pkey
-        plan: the claim of each ended attempt by index job_events_job_idx
+        The events are a range of job_events_pkey; each one's job, and the claim of
+        each ended attempt, are probes of jobs_pkey and job_events_job_idx.
+        plan: jobs only by index jobs_pkey; job_events only by index job_events_pkey, job_events_job_idx
 
         Run ``StatsRollUp``; return its first row, or None.
         """
@@ -459,10 +455,7 @@ class AsyncQuerier:
         return _row_to_stats_roll_up_row(_row)
 
     async def stats_cursor(self) -> StatsCursorRow | None:
-        """plan: job_stats_cursor only
-
-        Run ``StatsCursor``; return its first row, or None.
-        """
+        """Run ``StatsCursor``; return its first row, or None."""
         async with self._conn.cursor() as _cur:
             await _cur.execute(STATS_CURSOR)
             _row = await _cur.fetchone()
@@ -480,7 +473,10 @@ class AsyncQuerier:
     ) -> list[StatsSeriesRow]:
         """Per step of ``step`` since ``since``: attempts ended by outcome, with the
         wait and run histograms summed, for one queue and type or all of them.
-        plan: job_stats only by index job_stats_pkey (the minutes since ``since``)
+        The rows are kept 8 days (jobrun.rollup.STATS_KEPT): a week's chart reads
+        most of them, and that is bounded by retention, not by the traffic.
+        plan(hour): job_stats only by index job_stats_pkey
+        plan(week-queue): seq scan on job_stats: a week is most of the 8 days of rows kept
 
         Run ``StatsSeries``; return all its rows.
         """
@@ -502,7 +498,7 @@ class AsyncQuerier:
     ) -> list[StatsBreakdownRow]:
         """Per queue and type since ``since``: attempts ended by outcome and the wait
         and run histograms summed.
-        plan: job_stats only by index job_stats_pkey (the minutes since ``since``)
+        plan: seq scan on job_stats: a day is an eighth of the 8 days of rows kept, bounded by retention
 
         Run ``StatsBreakdown``; return all its rows.
         """
@@ -514,7 +510,7 @@ class AsyncQuerier:
     async def stats_finished_per_queue(self, *, since: datetime) -> list[StatsFinishedPerQueueRow]:
         """Jobs that ended (succeeded, dead or cancelled) per queue and minute since
         ``since``: the overview's sparklines.
-        plan: job_stats only by index job_stats_pkey (the minutes since ``since``)
+        plan: job_stats only by index job_stats_pkey
 
         Run ``StatsFinishedPerQueue``; return all its rows.
         """
@@ -559,7 +555,6 @@ class Querier:
         written by a transaction that has ended or is running when the snapshot
         is taken, so once that snapshot's running transactions have all ended
         (StatsSettled), every such event that will ever be visible is.
-        plan: no table
 
         Run ``StatsEventHorizon``; return its first row, or None.
         """
@@ -572,10 +567,7 @@ class Querier:
         return _value
 
     def stats_snapshot(self) -> str | None:
-        """plan: no table
-
-        Run ``StatsSnapshot``; return its first row, or None.
-        """
+        """Run ``StatsSnapshot``; return its first row, or None."""
         with self._conn.cursor() as _cur:
             _cur.execute(STATS_SNAPSHOT)
             _row = _cur.fetchone()
@@ -586,7 +578,6 @@ class Querier:
 
     def stats_settled(self, *, snapshot: str) -> bool | None:
         """Whether every transaction running when ``snapshot`` was taken has ended.
-        plan: no table
 
         Run ``StatsSettled``; return its first row, or None.
         """
@@ -611,8 +602,9 @@ class Querier:
         its outcome event) and queue wait (from when it was due, the job's run_at,
         to its claim) when the claim was recorded (event_mode all) and the job is
         still kept; events of purged jobs count nothing.
-        plan: job_events by index job_events_pkey (the id range); jobs by index jobs_pkey
-        plan: the claim of each ended attempt by index job_events_job_idx
+        The events are a range of job_events_pkey; each one's job, and the claim of
+        each ended attempt, are probes of jobs_pkey and job_events_job_idx.
+        plan: jobs only by index jobs_pkey; job_events only by index job_events_pkey, job_events_job_idx
 
         Run ``StatsRollUp``; return its first row, or None.
         """
@@ -624,10 +616,7 @@ class Querier:
         return _row_to_stats_roll_up_row(_row)
 
     def stats_cursor(self) -> StatsCursorRow | None:
-        """plan: job_stats_cursor only
-
-        Run ``StatsCursor``; return its first row, or None.
-        """
+        """Run ``StatsCursor``; return its first row, or None."""
         with self._conn.cursor() as _cur:
             _cur.execute(STATS_CURSOR)
             _row = _cur.fetchone()
@@ -645,7 +634,10 @@ class Querier:
     ) -> list[StatsSeriesRow]:
         """Per step of ``step`` since ``since``: attempts ended by outcome, with the
         wait and run histograms summed, for one queue and type or all of them.
-        plan: job_stats only by index job_stats_pkey (the minutes since ``since``)
+        The rows are kept 8 days (jobrun.rollup.STATS_KEPT): a week's chart reads
+        most of them, and that is bounded by retention, not by the traffic.
+        plan(hour): job_stats only by index job_stats_pkey
+        plan(week-queue): seq scan on job_stats: a week is most of the 8 days of rows kept
 
         Run ``StatsSeries``; return all its rows.
         """
@@ -662,7 +654,7 @@ class Querier:
     def stats_breakdown(self, *, since: datetime, queue: str | None) -> list[StatsBreakdownRow]:
         """Per queue and type since ``since``: attempts ended by outcome and the wait
         and run histograms summed.
-        plan: job_stats only by index job_stats_pkey (the minutes since ``since``)
+        plan: seq scan on job_stats: a day is an eighth of the 8 days of rows kept, bounded by retention
 
         Run ``StatsBreakdown``; return all its rows.
         """
@@ -674,7 +666,7 @@ class Querier:
     def stats_finished_per_queue(self, *, since: datetime) -> list[StatsFinishedPerQueueRow]:
         """Jobs that ended (succeeded, dead or cancelled) per queue and minute since
         ``since``: the overview's sparklines.
-        plan: job_stats only by index job_stats_pkey (the minutes since ``since``)
+        plan: job_stats only by index job_stats_pkey
 
         Run ``StatsFinishedPerQueue``; return all its rows.
         """

@@ -23,7 +23,8 @@ NO_VALUE = "\u2013"
 """What a chart or table shows where there is no value (an en dash)."""
 
 WIDTH, HEIGHT = 720, 200
-LEFT, RIGHT, TOP, BOTTOM = 64, 12, 12, 28
+LEFT, RIGHT, TOP, BOTTOM = 64, 12, 26, 28
+TICKS = 4
 
 
 @dataclass(frozen=True)
@@ -66,10 +67,13 @@ def line_chart(
 ) -> str:
     """An SVG line chart of ``series`` over ``steps``; ``fmt`` writes a value with its unit.
 
-    The y axis starts at 0 and ends at a round number above the highest
-    value, labelled with ``unit``; the x axis labels five times, in UTC.
+    The y axis starts at 0 and rises in :data:`TICKS` round steps past the
+    highest value, labelled with ``unit`` above it; the x axis labels five
+    times, in UTC.
     """
-    top = nice_ceiling(max((v for s in series for v in s.values if v is not None), default=0))
+    highest = max((v for s in series for v in s.values if v is not None), default=0)
+    # A round step between the ticks, so every tick's label is a round number too.
+    top = nice_ceiling(highest / TICKS) * TICKS
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     count = len(steps)
     step_w = plot_w / max(count - 1, 1)
@@ -85,17 +89,15 @@ def line_chart(
         f'aria-label="{escape(label)}" preserveAspectRatio="xMidYMid meet">',
         f"<title>{escape(label)}</title>",
     ]
-    for tick in range(5):
-        value = top * tick / 4
+    for tick in range(TICKS + 1):
+        value = top * tick / TICKS
         ty = y(value)
         parts.append(
             f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{ty:.1f}" y2="{ty:.1f}"/>'
             f'<text class="axis" x="{LEFT - 6}" y="{ty + 4:.1f}" text-anchor="end">'
             f"{escape(fmt(value))}</text>"
         )
-    parts.append(
-        f'<text class="axis unit" x="4" y="{TOP + 10}" text-anchor="start">{escape(unit)}</text>'
-    )
+    parts.append(f'<text class="axis unit" x="4" y="14" text-anchor="start">{escape(unit)}</text>')
     if count:
         for tick in range(5):
             i = round(tick * (count - 1) / 4)

@@ -1,0 +1,86 @@
+"""The cases of stats.sql, the charts' roll-up and reads (see :mod:`jobrun_tools.plans.cases`)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from jobrun.sqlc import stats
+from jobrun_tools.plans.capture import recording
+from jobrun_tools.plans.cases import Case, Facts
+
+__all__ = ["cases"]
+
+
+def cases(f: Facts) -> dict[str, list[Case]]:
+    """The cases of every query of stats.sql, on a week of per-minute rows."""
+    st = stats.Querier(recording())
+    cursor = f.jobs.stats_cursor
+    return {
+        "StatsEventHorizon": [
+            Case("now", "the newest event id", lambda g: st.stats_event_horizon())
+        ],
+        "StatsSnapshot": [Case("now", "the current snapshot", lambda g: st.stats_snapshot())],
+        "StatsSettled": [
+            Case(
+                "settled",
+                "a snapshot with no transaction running",
+                lambda g: st.stats_settled(snapshot="1000:1000:"),
+            )
+        ],
+        "StatsRollUp": [
+            Case(
+                "batch",
+                "one batch of 10,000 event ids after the cursor",
+                lambda g: st.stats_roll_up(after=cursor, upto=cursor + 100_000, max_events=10_000),
+            ),
+            Case(
+                "moved",
+                "a cursor another leader moved: nothing folded",
+                lambda g: st.stats_roll_up(after=cursor - 1, upto=cursor + 100, max_events=10_000),
+            ),
+        ],
+        "StatsCursor": [Case("one", "the cursor's row", lambda g: st.stats_cursor())],
+        "StatsSeries": [
+            Case(
+                "hour",
+                "the last hour of every queue, a point a minute",
+                lambda g: st.stats_series(
+                    step=timedelta(minutes=1),
+                    since=f.now - timedelta(hours=1),
+                    queue=None,
+                    type=None,
+                ),
+            ),
+            Case(
+                "week-queue",
+                "a week of one queue, a point an hour",
+                lambda g: st.stats_series(
+                    step=timedelta(hours=1),
+                    since=f.now - timedelta(days=7),
+                    queue="emails",
+                    type=None,
+                ),
+            ),
+        ],
+        "StatsBreakdown": [
+            Case(
+                "day",
+                "each queue and type over a day",
+                lambda g: st.stats_breakdown(since=f.now - timedelta(days=1), queue=None),
+            )
+        ],
+        "StatsFinishedPerQueue": [
+            Case(
+                "hour",
+                "the overview's last hour per queue",
+                lambda g: st.stats_finished_per_queue(since=f.now - timedelta(hours=1)),
+            )
+        ],
+        "StatsPrune": [
+            Case(
+                "old",
+                "rows older than 8 days (none: the fill holds a week)",
+                lambda g: st.stats_prune(age=timedelta(days=8), batch_size=5000),
+            )
+        ],
+    }
