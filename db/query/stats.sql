@@ -196,12 +196,13 @@ SELECT counts.queue, counts.type, counts.succeeded, counts.failed, counts.dead, 
 FROM counts
 ORDER BY counts.queue, counts.type;
 
--- name: StatsFinishedPerQueue :many
--- Jobs that ended (succeeded, dead or cancelled) per queue and minute since
--- ``since``: the overview's sparklines.
+-- name: StatsOutcomesPerQueue :many
+-- Attempts ended by outcome per queue and minute since ``since``, every type
+-- together: the overview's lines and last hour's counts.
 -- plan: job_stats only by index job_stats_pkey
 SELECT job_stats.queue, job_stats.minute,
-       sum(job_stats.succeeded + job_stats.dead + job_stats.cancelled)::bigint AS finished
+       sum(job_stats.succeeded)::bigint AS succeeded, sum(job_stats.failed)::bigint AS failed,
+       sum(job_stats.dead)::bigint AS dead, sum(job_stats.cancelled)::bigint AS cancelled
 FROM job_stats
 WHERE job_stats.minute >= @since::timestamptz
 GROUP BY job_stats.queue, job_stats.minute
@@ -219,3 +220,20 @@ WHERE (minute, queue, type) IN (
     LIMIT @batch_size
     FOR UPDATE SKIP LOCKED
 );
+
+-- name: StatsParkedPerQueue :many
+-- Per queue, the jobs that are neither in the backlog, running nor
+-- succeeded: waiting (for dependencies or a key's slot), dead and cancelled,
+-- for the overview. Each arm reads one partial index, so the work follows
+-- those jobs, never the succeeded history that is most of a busy table.
+-- plan: jobs only by index jobs_waiting_idx, jobs_dead_cancelled_idx
+SELECT parked.queue, parked.state, count(*)::bigint AS count
+FROM (
+    SELECT jobs.queue, jobs.state FROM jobs WHERE jobs.state = 'waiting'
+    UNION ALL
+    SELECT jobs.queue, jobs.state FROM jobs WHERE jobs.state = 'dead'
+    UNION ALL
+    SELECT jobs.queue, jobs.state FROM jobs WHERE jobs.state = 'cancelled'
+) AS parked
+GROUP BY parked.queue, parked.state
+ORDER BY parked.queue, parked.state;

@@ -69,11 +69,18 @@ def cases(f: Facts) -> dict[str, list[Case]]:
                 lambda g: st.stats_breakdown(since=f.now - timedelta(days=1), queue=None),
             )
         ],
-        "StatsFinishedPerQueue": [
+        "StatsOutcomesPerQueue": [
             Case(
                 "hour",
                 "the overview's last hour per queue",
-                lambda g: st.stats_finished_per_queue(since=f.now - timedelta(hours=1)),
+                lambda g: st.stats_outcomes_per_queue(since=f.now - timedelta(hours=1)),
+            )
+        ],
+        "StatsParkedPerQueue": [
+            Case(
+                "all",
+                "the waiting, dead and cancelled jobs per queue",
+                lambda g: st.stats_parked_per_queue(),
             )
         ],
         "StatsPrune": [

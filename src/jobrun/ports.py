@@ -52,6 +52,7 @@ from jobrun.domain import (
     NewJob,
     NewSchedule,
     Outcome,
+    OutcomeCounts,
     QueueControls,
     QueueDepth,
     QueueInfo,
@@ -405,7 +406,8 @@ class StatsRollup(Protocol):
 
 @runtime_checkable
 class StatsReader(Protocol):
-    """What the charts read: the rolled-up outcomes, waits and run times (migration 00021)."""
+    """What the charts and the overview read: the rolled-up outcomes, waits and run times
+    (migration 00021), and the per-queue counts of jobs outside the backlog."""
 
     async def stats_series(
         self, since: datetime, step: timedelta, *, queue: str | None = None, type: str | None = None
@@ -417,8 +419,14 @@ class StatsReader(Protocol):
         """Each queue's and type's outcomes, waits and run times since ``since``."""
         ...
 
-    async def finished_per_minute(self, since: datetime) -> dict[str, dict[datetime, int]]:
-        """Jobs that ended (succeeded, dead, cancelled), per queue and minute since ``since``."""
+    async def outcomes_per_minute(
+        self, since: datetime
+    ) -> dict[str, dict[datetime, OutcomeCounts]]:
+        """Attempts ended by outcome, per queue and minute since ``since``."""
+        ...
+
+    async def parked_per_queue(self) -> dict[str, dict[JobState, int]]:
+        """Per queue, its waiting, dead and cancelled jobs, read from their partial indexes."""
         ...
 
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from jobrun.domain import NewJob
+from jobrun.domain import JobState, NewJob
 from jobrun.postgres import Pool
 from jobrun.postgres.store import Store
 from jobrun.rollup import Rollup
@@ -83,9 +83,14 @@ async def test_each_outcome_is_counted_once_by_queue_and_type_with_its_durations
     )
     assert sum(point.outcomes.dead for point in only_mail) == 1
     assert sum(point.outcomes.succeeded for point in only_mail) == 0
-    finished = await store.finished_per_minute(now - timedelta(hours=1))
-    assert sum(finished["billing/eu"].values()) == 3
-    assert sum(finished["mail/../x"].values()) == 2  # the dead job and the cancelled one
+    minutes = await store.outcomes_per_minute(now - timedelta(hours=1))
+    billing = [o for o in minutes["billing/eu"].values()]
+    assert sum(o.succeeded for o in billing) == 3 and sum(o.failed for o in billing) == 1
+    mail = [o for o in minutes["mail/../x"].values()]
+    assert (sum(o.dead for o in mail), sum(o.cancelled for o in mail)) == (1, 1)
+    assert await store.parked_per_queue() == {
+        "mail/../x": {JobState.DEAD: 1, JobState.CANCELLED: 1}
+    }
 
 
 async def test_an_event_committed_after_a_later_one_is_not_passed_over(

@@ -1,10 +1,11 @@
-"""The Store's methods for the charts: the roll-up of outcome events, and its reads."""
+"""The Store's methods for the charts and the overview: the roll-up of outcome events,
+its reads, and the per-queue counts the overview reads from partial indexes."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from jobrun.domain import Histogram, OutcomeCounts, StatsPoint, TypeStats
+from jobrun.domain import Histogram, JobState, OutcomeCounts, StatsPoint, TypeStats
 from jobrun.postgres.convert import utc
 from jobrun.postgres.store_core import StoreCore
 from jobrun.sqlc import stats as stats_queries
@@ -95,11 +96,26 @@ class StatsMethods(StoreCore):
             for row in rows
         ]
 
-    async def finished_per_minute(self, since: datetime) -> dict[str, dict[datetime, int]]:
-        """Jobs that ended (succeeded, dead, cancelled), per queue and minute since ``since``."""
+    async def outcomes_per_minute(
+        self, since: datetime
+    ) -> dict[str, dict[datetime, OutcomeCounts]]:
+        """Attempts ended by outcome, per queue and minute since ``since`` (minutes with none
+        are missing)."""
         async with self._connection() as conn:
-            rows = await stats_queries.AsyncQuerier(conn).stats_finished_per_queue(since=since)
-        per_queue: dict[str, dict[datetime, int]] = {}
+            rows = await stats_queries.AsyncQuerier(conn).stats_outcomes_per_queue(since=since)
+        per_queue: dict[str, dict[datetime, OutcomeCounts]] = {}
         for row in rows:
-            per_queue.setdefault(row.queue, {})[utc(row.minute)] = row.finished
+            per_queue.setdefault(row.queue, {})[utc(row.minute)] = OutcomeCounts(
+                row.succeeded, row.failed, row.dead, row.cancelled
+            )
+        return per_queue
+
+    async def parked_per_queue(self) -> dict[str, dict[JobState, int]]:
+        """Per queue, its waiting, dead and cancelled jobs (the states missing have none),
+        read from their partial indexes."""
+        async with self._connection() as conn:
+            rows = await stats_queries.AsyncQuerier(conn).stats_parked_per_queue()
+        per_queue: dict[str, dict[JobState, int]] = {}
+        for row in rows:
+            per_queue.setdefault(row.queue, {})[JobState(row.state)] = row.count
         return per_queue

@@ -5,13 +5,14 @@
 Generated from :mod:`jobrun.postgres.stats` by scripts/async-to-sync:
 edit the async source and regenerate.
 
-The Store's methods for the charts: the roll-up of outcome events, and its reads."""
+The Store's methods for the charts and the overview: the roll-up of outcome events,
+its reads, and the per-queue counts the overview reads from partial indexes."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from jobrun.domain import Histogram, OutcomeCounts, StatsPoint, TypeStats
+from jobrun.domain import Histogram, JobState, OutcomeCounts, StatsPoint, TypeStats
 from jobrun.postgres.convert import utc
 from jobrun.postgres.store_core_sync import SyncStoreCore
 from jobrun.sqlc import stats as stats_queries
@@ -100,11 +101,24 @@ class StatsMethods(SyncStoreCore):
             for row in rows
         ]
 
-    def finished_per_minute(self, since: datetime) -> dict[str, dict[datetime, int]]:
-        """Jobs that ended (succeeded, dead, cancelled), per queue and minute since ``since``."""
+    def outcomes_per_minute(self, since: datetime) -> dict[str, dict[datetime, OutcomeCounts]]:
+        """Attempts ended by outcome, per queue and minute since ``since`` (minutes with none
+        are missing)."""
         with self._connection() as conn:
-            rows = stats_queries.Querier(conn).stats_finished_per_queue(since=since)
-        per_queue: dict[str, dict[datetime, int]] = {}
+            rows = stats_queries.Querier(conn).stats_outcomes_per_queue(since=since)
+        per_queue: dict[str, dict[datetime, OutcomeCounts]] = {}
         for row in rows:
-            per_queue.setdefault(row.queue, {})[utc(row.minute)] = row.finished
+            per_queue.setdefault(row.queue, {})[utc(row.minute)] = OutcomeCounts(
+                row.succeeded, row.failed, row.dead, row.cancelled
+            )
+        return per_queue
+
+    def parked_per_queue(self) -> dict[str, dict[JobState, int]]:
+        """Per queue, its waiting, dead and cancelled jobs (the states missing have none),
+        read from their partial indexes."""
+        with self._connection() as conn:
+            rows = stats_queries.Querier(conn).stats_parked_per_queue()
+        per_queue: dict[str, dict[JobState, int]] = {}
+        for row in rows:
+            per_queue.setdefault(row.queue, {})[JobState(row.state)] = row.count
         return per_queue

@@ -9,6 +9,8 @@ from typing import Any
 import psycopg
 import pydantic
 
+from .models import JobState
+
 _setattr = object.__setattr__
 
 
@@ -184,9 +186,10 @@ FROM counts
 ORDER BY counts.queue, counts.type
 """
 
-STATS_FINISHED_PER_QUEUE = """
+STATS_OUTCOMES_PER_QUEUE = """
 SELECT job_stats.queue, job_stats.minute,
-       sum(job_stats.succeeded + job_stats.dead + job_stats.cancelled)::bigint AS finished
+       sum(job_stats.succeeded)::bigint AS succeeded, sum(job_stats.failed)::bigint AS failed,
+       sum(job_stats.dead)::bigint AS dead, sum(job_stats.cancelled)::bigint AS cancelled
 FROM job_stats
 WHERE job_stats.minute >= %(since)s::timestamptz
 GROUP BY job_stats.queue, job_stats.minute
@@ -203,6 +206,19 @@ WHERE (minute, queue, type) IN (
     LIMIT %(batch_size)s
     FOR UPDATE SKIP LOCKED
 )
+"""
+
+STATS_PARKED_PER_QUEUE = """
+SELECT parked.queue, parked.state, count(*)::bigint AS count
+FROM (
+    SELECT jobs.queue, jobs.state FROM jobs WHERE jobs.state = 'waiting'
+    UNION ALL
+    SELECT jobs.queue, jobs.state FROM jobs WHERE jobs.state = 'dead'
+    UNION ALL
+    SELECT jobs.queue, jobs.state FROM jobs WHERE jobs.state = 'cancelled'
+) AS parked
+GROUP BY parked.queue, parked.state
+ORDER BY parked.queue, parked.state
 """
 
 
@@ -338,30 +354,65 @@ def _row_to_stats_breakdown_row(row: Sequence[Any]) -> StatsBreakdownRow:
     return obj
 
 
-class StatsFinishedPerQueueRow(pydantic.BaseModel):
-    """A row returned by ``StatsFinishedPerQueue``."""
+class StatsOutcomesPerQueueRow(pydantic.BaseModel):
+    """A row returned by ``StatsOutcomesPerQueue``."""
 
     queue: str
     minute: datetime
-    finished: int
+    succeeded: int
+    failed: int
+    dead: int
+    cancelled: int
 
 
-_STATS_FINISHED_PER_QUEUE_ROW_FIELDS = frozenset({'queue', 'minute', 'finished'})
+_STATS_OUTCOMES_PER_QUEUE_ROW_FIELDS = frozenset({'queue', 'minute', 'succeeded', 'failed', 'dead', 'cancelled'})
 
 
-def _row_to_stats_finished_per_queue_row(row: Sequence[Any]) -> StatsFinishedPerQueueRow:
-    """Build a :class:`StatsFinishedPerQueueRow` from a driver row, without re-validating it."""
-    obj = StatsFinishedPerQueueRow.__new__(StatsFinishedPerQueueRow)
+def _row_to_stats_outcomes_per_queue_row(row: Sequence[Any]) -> StatsOutcomesPerQueueRow:
+    """Build a :class:`StatsOutcomesPerQueueRow` from a driver row, without re-validating it."""
+    obj = StatsOutcomesPerQueueRow.__new__(StatsOutcomesPerQueueRow)
     _setattr(
         obj,
         "__dict__",
         {
             "queue": row[0],
             "minute": row[1],
-            "finished": row[2],
+            "succeeded": row[2],
+            "failed": row[3],
+            "dead": row[4],
+            "cancelled": row[5],
         },
     )
-    _setattr(obj, "__pydantic_fields_set__", set(_STATS_FINISHED_PER_QUEUE_ROW_FIELDS))
+    _setattr(obj, "__pydantic_fields_set__", set(_STATS_OUTCOMES_PER_QUEUE_ROW_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
+class StatsParkedPerQueueRow(pydantic.BaseModel):
+    """A row returned by ``StatsParkedPerQueue``."""
+
+    queue: str
+    state: JobState
+    count: int
+
+
+_STATS_PARKED_PER_QUEUE_ROW_FIELDS = frozenset({'queue', 'state', 'count'})
+
+
+def _row_to_stats_parked_per_queue_row(row: Sequence[Any]) -> StatsParkedPerQueueRow:
+    """Build a :class:`StatsParkedPerQueueRow` from a driver row, without re-validating it."""
+    obj = StatsParkedPerQueueRow.__new__(StatsParkedPerQueueRow)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "queue": row[0],
+            "state": JobState.from_value(row[1]),
+            "count": row[2],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_STATS_PARKED_PER_QUEUE_ROW_FIELDS))
     _setattr(obj, "__pydantic_extra__", None)
     _setattr(obj, "__pydantic_private__", None)
     return obj
@@ -507,17 +558,17 @@ class AsyncQuerier:
             _rows = await _cur.fetchall()
         return [_row_to_stats_breakdown_row(_row) for _row in _rows]
 
-    async def stats_finished_per_queue(self, *, since: datetime) -> list[StatsFinishedPerQueueRow]:
-        """Jobs that ended (succeeded, dead or cancelled) per queue and minute since
-        ``since``: the overview's sparklines.
+    async def stats_outcomes_per_queue(self, *, since: datetime) -> list[StatsOutcomesPerQueueRow]:
+        """Attempts ended by outcome per queue and minute since ``since``, every type
+        together: the overview's lines and last hour's counts.
         plan: job_stats only by index job_stats_pkey
 
-        Run ``StatsFinishedPerQueue``; return all its rows.
+        Run ``StatsOutcomesPerQueue``; return all its rows.
         """
         async with self._conn.cursor() as _cur:
-            await _cur.execute(STATS_FINISHED_PER_QUEUE, {"since": since})
+            await _cur.execute(STATS_OUTCOMES_PER_QUEUE, {"since": since})
             _rows = await _cur.fetchall()
-        return [_row_to_stats_finished_per_queue_row(_row) for _row in _rows]
+        return [_row_to_stats_outcomes_per_queue_row(_row) for _row in _rows]
 
     async def stats_prune(self, *, age: timedelta, batch_size: int) -> int:
         """Delete up to ``batch_size`` of the oldest minutes' rows older than ``age``.
@@ -533,6 +584,20 @@ class AsyncQuerier:
             else:
                 await _cur.execute(STATS_PRUNE, _args)
             return _cur.rowcount
+
+    async def stats_parked_per_queue(self) -> list[StatsParkedPerQueueRow]:
+        """Per queue, the jobs that are neither in the backlog, running nor
+        succeeded: waiting (for dependencies or a key's slot), dead and cancelled,
+        for the overview. Each arm reads one partial index, so the work follows
+        those jobs, never the succeeded history that is most of a busy table.
+        plan: jobs only by index jobs_waiting_idx, jobs_dead_cancelled_idx
+
+        Run ``StatsParkedPerQueue``; return all its rows.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(STATS_PARKED_PER_QUEUE)
+            _rows = await _cur.fetchall()
+        return [_row_to_stats_parked_per_queue_row(_row) for _row in _rows]
 
 class Querier:
     """The queries of ``db/query/stats.sql`` on a connection.
@@ -663,17 +728,17 @@ class Querier:
             _rows = _cur.fetchall()
         return [_row_to_stats_breakdown_row(_row) for _row in _rows]
 
-    def stats_finished_per_queue(self, *, since: datetime) -> list[StatsFinishedPerQueueRow]:
-        """Jobs that ended (succeeded, dead or cancelled) per queue and minute since
-        ``since``: the overview's sparklines.
+    def stats_outcomes_per_queue(self, *, since: datetime) -> list[StatsOutcomesPerQueueRow]:
+        """Attempts ended by outcome per queue and minute since ``since``, every type
+        together: the overview's lines and last hour's counts.
         plan: job_stats only by index job_stats_pkey
 
-        Run ``StatsFinishedPerQueue``; return all its rows.
+        Run ``StatsOutcomesPerQueue``; return all its rows.
         """
         with self._conn.cursor() as _cur:
-            _cur.execute(STATS_FINISHED_PER_QUEUE, {"since": since})
+            _cur.execute(STATS_OUTCOMES_PER_QUEUE, {"since": since})
             _rows = _cur.fetchall()
-        return [_row_to_stats_finished_per_queue_row(_row) for _row in _rows]
+        return [_row_to_stats_outcomes_per_queue_row(_row) for _row in _rows]
 
     def stats_prune(self, *, age: timedelta, batch_size: int) -> int:
         """Delete up to ``batch_size`` of the oldest minutes' rows older than ``age``.
@@ -689,3 +754,17 @@ class Querier:
             else:
                 _cur.execute(STATS_PRUNE, _args)
             return _cur.rowcount
+
+    def stats_parked_per_queue(self) -> list[StatsParkedPerQueueRow]:
+        """Per queue, the jobs that are neither in the backlog, running nor
+        succeeded: waiting (for dependencies or a key's slot), dead and cancelled,
+        for the overview. Each arm reads one partial index, so the work follows
+        those jobs, never the succeeded history that is most of a busy table.
+        plan: jobs only by index jobs_waiting_idx, jobs_dead_cancelled_idx
+
+        Run ``StatsParkedPerQueue``; return all its rows.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(STATS_PARKED_PER_QUEUE)
+            _rows = _cur.fetchall()
+        return [_row_to_stats_parked_per_queue_row(_row) for _row in _rows]

@@ -20,6 +20,7 @@ from datetime import timedelta
 from typing import Any, Protocol, cast
 
 from jobrun.client import Client
+from jobrun.domain import JobState
 from jobrun.errors import JobrunError
 from jobrun.ports import Admin, ScheduleStore, StatsReader
 from jobrun.postgres import Notifier
@@ -125,33 +126,40 @@ class Dashboard:
             self._opened_client = False
 
     async def overview_data(self) -> list[dict[str, Any]]:
-        """One row per queue: its counts by state, lag, pause and throughput series."""
+        """One row per queue: its counts by state, lag, pause and last hour's outcomes.
+
+        Every count is read from a partial index (the backlog, the running,
+        waiting, dead and cancelled jobs) or from the charts' per-minute rows
+        (what succeeded in the last hour, and the line of finished jobs), so
+        the work follows those jobs, never the succeeded history that is most
+        of a busy table. A queue is listed when it has any of those, or a row
+        of controls.
+        """
         store = await self.reader()
         stats = {s.queue: s for s in await store.queue_stats()}
         queues = {q.name: q for q in await store.list_queues()}
-        depth: dict[str, dict[str, int]] = {}
-        for row in await store.depth():
-            depth.setdefault(row.queue, {})[row.state.value] = row.count
+        parked = await store.parked_per_queue()
         now = await store.now()
-        finished = await store.finished_per_minute(now - timedelta(minutes=THROUGHPUT_MINUTES - 1))
+        outcomes = await store.outcomes_per_minute(now - timedelta(minutes=THROUGHPUT_MINUTES - 1))
         rows = []
-        for name in sorted(set(stats) | set(queues) | set(depth)):
+        for name in sorted(set(stats) | set(queues) | set(parked) | set(outcomes)):
             s, q = stats.get(name), queues.get(name)
-            counts = depth.get(name, {})
+            counts = parked.get(name, {})
+            minutes = outcomes.get(name, {})
+            finished = {at: o.succeeded + o.dead + o.cancelled for at, o in minutes.items()}
             rows.append(
                 {
                     "queue": name,
-                    "queued": s.queued if s else counts.get("queued", 0),
+                    "queued": s.queued if s else 0,
                     "due": s.due if s else 0,
-                    "leased": s.leased if s else counts.get("leased", 0),
-                    "succeeded": counts.get("succeeded", 0),
-                    "dead": counts.get("dead", 0),
-                    "cancelled": counts.get("cancelled", 0),
+                    "leased": s.leased if s else 0,
+                    "waiting": counts.get(JobState.WAITING, 0),
+                    "succeeded_last_hour": sum(o.succeeded for o in minutes.values()),
+                    "dead": counts.get(JobState.DEAD, 0),
+                    "cancelled": counts.get(JobState.CANCELLED, 0),
                     "lag_seconds": s.lag.total_seconds() if s else 0.0,
                     "paused": q.paused if q else False,
-                    "throughput": per_minute_points(
-                        finished.get(name, {}), now, THROUGHPUT_MINUTES
-                    ),
+                    "throughput": per_minute_points(finished, now, THROUGHPUT_MINUTES),
                 }
             )
         return rows
