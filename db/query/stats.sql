@@ -1,5 +1,5 @@
 -- The charts' roll-up (migration 00021): the maintenance leader folds outcome
--- events into per-minute rows of job_stats; the dashboard reads those rows.
+-- events into job_stats, in steps of 1, 10 and 60 minutes; the dashboard reads them.
 
 -- name: StatsEventHorizon :one
 -- The newest event id handed out so far (0 before the first). Read before
@@ -29,7 +29,7 @@ SELECT NOT EXISTS (
 -- reads the cursor again.
 --
 -- Counted: each attempt that ended (succeeded, failed and to be retried,
--- reaped, dead) and each cancellation, by the minute of its event. An
+-- reaped, dead) and each cancellation, in the steps its event falls in. An
 -- attempt that ended a job also gives its run time (from its claim event to
 -- its outcome event) and queue wait (from when it was due, the job's run_at,
 -- to its claim) when the claim was recorded (event_mode all) and the job is
@@ -48,7 +48,7 @@ WITH cursor AS (
                     least(@upto::bigint, cursor.last_event_id + @max_events::bigint)) AS upto
     FROM cursor
 ), ended AS (
-    SELECT date_trunc('minute', e.at) AS minute, jobs.queue, jobs.type, e.kind, e.to_state,
+    SELECT e.at, jobs.queue, jobs.type, e.kind, e.to_state,
            e.at - claim.at AS run,
            CASE WHEN e.to_state IN ('succeeded', 'dead') AND jobs.attempts = e.attempt
                      AND jobs.run_at <= claim.at
@@ -66,7 +66,11 @@ WITH cursor AS (
     ) AS claim ON e.kind IN ('succeeded', 'failed', 'dead') AND e.from_state = 'leased'
     WHERE e.to_state IN ('succeeded', 'dead', 'cancelled') OR e.kind IN ('failed', 'reaped')
 ), bucketed AS (
-    SELECT ended.minute, ended.queue, ended.type, ended.kind, ended.to_state,
+    -- Each outcome once per width: in the step of 1, 10 and 60 minutes it falls in.
+    SELECT steps.width,
+           date_bin(make_interval(mins => steps.width), ended.at, timestamptz '2000-01-01')
+               AS at,
+           ended.queue, ended.type, ended.kind, ended.to_state,
            -- greatest() passes over a null: only a duration that exists gets a bucket.
            CASE WHEN ended.run IS NOT NULL
                 THEN least(47, floor(2 * ln(greatest(1.0, extract(epoch FROM ended.run) * 1000))
@@ -75,8 +79,9 @@ WITH cursor AS (
                 THEN least(47, floor(2 * ln(greatest(1.0, extract(epoch FROM ended.wait) * 1000))
                                      / ln(2)))::integer END AS wait_bucket
     FROM ended
+    CROSS JOIN unnest(ARRAY[1, 10, 60]::smallint[]) AS steps (width)
 ), grouped AS (
-    SELECT bucketed.minute, bucketed.queue, bucketed.type,
+    SELECT bucketed.width, bucketed.at, bucketed.queue, bucketed.type,
            count(*) FILTER (WHERE bucketed.to_state = 'succeeded') AS succeeded,
            count(*) FILTER (WHERE bucketed.to_state NOT IN ('succeeded', 'dead', 'cancelled'))
                AS failed,
@@ -88,10 +93,11 @@ WITH cursor AS (
                                                   AND bucketed.to_state IN ('succeeded', 'dead'))
                AS run_buckets
     FROM bucketed
-    GROUP BY bucketed.minute, bucketed.queue, bucketed.type
+    GROUP BY bucketed.width, bucketed.at, bucketed.queue, bucketed.type
 ), folded AS (
-    INSERT INTO job_stats (minute, queue, type, succeeded, failed, dead, cancelled, wait_ms, run_ms)
-    SELECT grouped.minute, grouped.queue, grouped.type, grouped.succeeded, grouped.failed,
+    INSERT INTO job_stats (width, at, queue, type, succeeded, failed, dead, cancelled, wait_ms,
+                           run_ms)
+    SELECT grouped.width, grouped.at, grouped.queue, grouped.type, grouped.succeeded, grouped.failed,
            grouped.dead, grouped.cancelled,
            ARRAY(SELECT count(w.bucket)
                  FROM generate_series(0, 47) AS slot (i)
@@ -102,7 +108,7 @@ WITH cursor AS (
                  LEFT JOIN unnest(grouped.run_buckets) AS r (bucket) ON r.bucket = slot.i
                  GROUP BY slot.i ORDER BY slot.i)
     FROM grouped
-    ON CONFLICT (minute, queue, type) DO UPDATE
+    ON CONFLICT (width, at, queue, type) DO UPDATE
     SET succeeded = job_stats.succeeded + excluded.succeeded,
         failed = job_stats.failed + excluded.failed,
         dead = job_stats.dead + excluded.dead,
@@ -131,17 +137,15 @@ SELECT coalesce((SELECT moved.last_event_id FROM moved),
 SELECT last_event_id, rolled_at FROM job_stats_cursor WHERE singleton;
 
 -- name: StatsSeries :many
--- Per step of ``step`` since ``since``: attempts ended by outcome, with the
--- wait and run histograms summed, for one queue and type or all of them.
--- The rows are kept 8 days (jobrun.rollup.STATS_KEPT): a week's chart reads
--- most of them, and that is bounded by retention, not by the traffic.
--- plan(hour): job_stats only by index job_stats_pkey
--- plan(week-queue): seq scan on job_stats: a week is most of the 8 days of rows kept
+-- Per step of ``width`` minutes since ``since``: attempts ended by outcome,
+-- with the wait and run histograms summed, for one queue and type or all.
+-- The rows of one width are at most 168 per queue and type for every window
+-- the charts show (60 minutes, 144 ten-minute steps, 168 hours).
+-- plan: job_stats only by index job_stats_pkey
 WITH chosen AS (
-    SELECT date_bin(@step::interval, job_stats.minute, timestamptz '2000-01-01') AS at,
-           job_stats.*
+    SELECT job_stats.*
     FROM job_stats
-    WHERE job_stats.minute >= @since::timestamptz
+    WHERE job_stats.width = @width::smallint AND job_stats.at >= @since::timestamptz
       AND (sqlc.narg('queue')::text IS NULL OR job_stats.queue = sqlc.narg('queue'))
       AND (sqlc.narg('type')::text IS NULL OR job_stats.type = sqlc.narg('type'))
 ), counts AS (
@@ -155,24 +159,26 @@ WITH chosen AS (
            sum(chosen.run_ms[slot.i])::bigint AS run
     FROM chosen, generate_series(1, 48) AS slot (i)
     GROUP BY chosen.at, slot.i
+), arrays AS (
+    SELECT histograms.at, array_agg(histograms.wait ORDER BY histograms.i) AS wait_ms,
+           array_agg(histograms.run ORDER BY histograms.i) AS run_ms
+    FROM histograms
+    GROUP BY histograms.at
 )
 SELECT counts.at::timestamptz AS at, counts.succeeded, counts.failed, counts.dead,
-       counts.cancelled,
-       (SELECT array_agg(histograms.wait ORDER BY histograms.i) FROM histograms
-        WHERE histograms.at = counts.at)::bigint[] AS wait_ms,
-       (SELECT array_agg(histograms.run ORDER BY histograms.i) FROM histograms
-        WHERE histograms.at = counts.at)::bigint[] AS run_ms
+       counts.cancelled, arrays.wait_ms::bigint[] AS wait_ms, arrays.run_ms::bigint[] AS run_ms
 FROM counts
+JOIN arrays ON arrays.at = counts.at
 ORDER BY counts.at;
 
 -- name: StatsBreakdown :many
--- Per queue and type since ``since``: attempts ended by outcome and the wait
--- and run histograms summed.
--- plan: seq scan on job_stats: a day is an eighth of the 8 days of rows kept, bounded by retention
+-- Per queue and type, over the steps of ``width`` minutes since ``since``:
+-- attempts ended by outcome and the wait and run histograms summed.
+-- plan: job_stats only by index job_stats_pkey
 WITH chosen AS (
     SELECT job_stats.*
     FROM job_stats
-    WHERE job_stats.minute >= @since::timestamptz
+    WHERE job_stats.width = @width::smallint AND job_stats.at >= @since::timestamptz
       AND (sqlc.narg('queue')::text IS NULL OR job_stats.queue = sqlc.narg('queue'))
 ), counts AS (
     SELECT chosen.queue, chosen.type, sum(chosen.succeeded)::bigint AS succeeded,
@@ -185,38 +191,40 @@ WITH chosen AS (
            sum(chosen.run_ms[slot.i])::bigint AS run
     FROM chosen, generate_series(1, 48) AS slot (i)
     GROUP BY chosen.queue, chosen.type, slot.i
+), arrays AS (
+    SELECT histograms.queue, histograms.type,
+           array_agg(histograms.wait ORDER BY histograms.i) AS wait_ms,
+           array_agg(histograms.run ORDER BY histograms.i) AS run_ms
+    FROM histograms
+    GROUP BY histograms.queue, histograms.type
 )
 SELECT counts.queue, counts.type, counts.succeeded, counts.failed, counts.dead, counts.cancelled,
-       (SELECT array_agg(histograms.wait ORDER BY histograms.i) FROM histograms
-        WHERE histograms.queue = counts.queue AND histograms.type = counts.type)::bigint[]
-           AS wait_ms,
-       (SELECT array_agg(histograms.run ORDER BY histograms.i) FROM histograms
-        WHERE histograms.queue = counts.queue AND histograms.type = counts.type)::bigint[]
-           AS run_ms
+       arrays.wait_ms::bigint[] AS wait_ms, arrays.run_ms::bigint[] AS run_ms
 FROM counts
+JOIN arrays ON arrays.queue = counts.queue AND arrays.type = counts.type
 ORDER BY counts.queue, counts.type;
 
 -- name: StatsOutcomesPerQueue :many
 -- Attempts ended by outcome per queue and minute since ``since``, every type
 -- together: the overview's lines and last hour's counts.
 -- plan: job_stats only by index job_stats_pkey
-SELECT job_stats.queue, job_stats.minute,
+SELECT job_stats.queue, job_stats.at AS minute,
        sum(job_stats.succeeded)::bigint AS succeeded, sum(job_stats.failed)::bigint AS failed,
        sum(job_stats.dead)::bigint AS dead, sum(job_stats.cancelled)::bigint AS cancelled
 FROM job_stats
-WHERE job_stats.minute >= @since::timestamptz
-GROUP BY job_stats.queue, job_stats.minute
-ORDER BY job_stats.queue, job_stats.minute;
+WHERE job_stats.width = 1 AND job_stats.at >= @since::timestamptz
+GROUP BY job_stats.queue, job_stats.at
+ORDER BY job_stats.queue, job_stats.at;
 
 -- name: StatsPrune :execrows
--- Delete up to ``batch_size`` of the oldest minutes' rows older than ``age``.
+-- Delete up to ``batch_size`` rows of one width older than ``age``, oldest first.
 -- plan: job_stats only by index job_stats_pkey
 DELETE FROM job_stats
-WHERE (minute, queue, type) IN (
-    SELECT old.minute, old.queue, old.type
+WHERE (width, at, queue, type) IN (
+    SELECT old.width, old.at, old.queue, old.type
     FROM job_stats AS old
-    WHERE old.minute < now() - @age::interval
-    ORDER BY old.minute
+    WHERE old.width = @width::smallint AND old.at < now() - @age::interval
+    ORDER BY old.at
     LIMIT @batch_size
     FOR UPDATE SKIP LOCKED
 );

@@ -45,7 +45,7 @@ def cases(f: Facts) -> dict[str, list[Case]]:
                 "hour",
                 "the last hour of every queue, a point a minute",
                 lambda g: st.stats_series(
-                    step=timedelta(minutes=1),
+                    width=1,
                     since=f.now - timedelta(hours=1),
                     queue=None,
                     type=None,
@@ -55,7 +55,7 @@ def cases(f: Facts) -> dict[str, list[Case]]:
                 "week-queue",
                 "a week of one queue, a point an hour",
                 lambda g: st.stats_series(
-                    step=timedelta(hours=1),
+                    width=60,
                     since=f.now - timedelta(days=7),
                     queue="emails",
                     type=None,
@@ -65,8 +65,8 @@ def cases(f: Facts) -> dict[str, list[Case]]:
         "StatsBreakdown": [
             Case(
                 "day",
-                "each queue and type over a day",
-                lambda g: st.stats_breakdown(since=f.now - timedelta(days=1), queue=None),
+                "each queue and type over a day of ten-minute steps",
+                lambda g: st.stats_breakdown(width=10, since=f.now - timedelta(days=1), queue=None),
             )
         ],
         "StatsOutcomesPerQueue": [
@@ -86,8 +86,8 @@ def cases(f: Facts) -> dict[str, list[Case]]:
         "StatsPrune": [
             Case(
                 "old",
-                "rows older than 8 days (none: the fill holds a week)",
-                lambda g: st.stats_prune(age=timedelta(days=8), batch_size=5000),
+                "hours older than 8 days (none: the fill holds what retention keeps)",
+                lambda g: st.stats_prune(width=60, age=timedelta(days=8), batch_size=5000),
             )
         ],
     }

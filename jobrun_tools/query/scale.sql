@@ -300,9 +300,10 @@ UNION ALL
 SELECT holders.id, 'customer:' || ((holders.n - 1) / 2 + 1), 2, 'admitted' FROM holders;
 
 -- name: ScaleFillStats :execrows
--- The charts' rows (migration 00021): a week of minutes for each queue and
--- type the jobs have, as the maintenance leader's roll-up leaves them, and
--- its cursor 100,000 events short of the newest, so the roll-up's case
+-- The charts' rows (migration 00021) as the maintenance leader's roll-up
+-- leaves them, for each queue and type the jobs have: a day of minutes, two
+-- days of ten-minute steps and eight days of hours (what retention keeps);
+-- and its cursor 100,000 events short of the newest, so the roll-up's case
 -- folds a batch of real events.
 WITH pairs AS (
     SELECT DISTINCT jobs.queue, jobs.type FROM jobs
@@ -311,12 +312,18 @@ WITH pairs AS (
     SET last_event_id = greatest(0, (SELECT max(job_events.id) FROM job_events) - 100000)
     WHERE job_stats_cursor.singleton
 )
-INSERT INTO job_stats (minute, queue, type, succeeded, failed, dead, cancelled, wait_ms, run_ms)
-SELECT date_trunc('minute', sqlc.arg('now')::timestamptz) - make_interval(mins => m.g),
-       pairs.queue, pairs.type, 50 + mod(m.g, 17), mod(m.g, 3), mod(m.g, 29) / 28, 0,
+INSERT INTO job_stats (width, at, queue, type, succeeded, failed, dead, cancelled, wait_ms,
+                       run_ms)
+SELECT widths.width,
+       date_bin(make_interval(mins => widths.width), sqlc.arg('now')::timestamptz,
+                timestamptz '2000-01-01') - make_interval(mins => widths.width * steps.g),
+       pairs.queue, pairs.type, (50 + mod(steps.g, 17)) * widths.width,
+       mod(steps.g, 3) * widths.width, mod(steps.g, 29) / 28, 0,
        array_fill(2::bigint, ARRAY[48]), array_fill(1::bigint, ARRAY[48])
 FROM pairs
-CROSS JOIN generate_series(0, 10079) AS m (g);
+CROSS JOIN (VALUES (1::smallint, 1440), (10::smallint, 288), (60::smallint, 192))
+    AS widths (width, steps)
+CROSS JOIN LATERAL generate_series(0, widths.steps - 1) AS steps (g);
 
 -- name: ScaleFacts :one
 -- Rows of the scale database the report's cases take their parameters from:

@@ -25,9 +25,9 @@ brackets):
   or any job of its effect key (a replay queued after a purge) exists.
 
 Every ``rollup_every`` (10 seconds), the leader also folds the outcome
-events written since into the dashboard charts' per-minute rows
-(:class:`jobrun.rollup.Rollup`); each pass deletes those rows after
-:data:`jobrun.rollup.STATS_KEPT` (8 days).
+events written since into the dashboard charts' rows
+(:class:`jobrun.rollup.Rollup`); each pass deletes those rows by the ages
+of :data:`jobrun.rollup.STATS_KEPT` (a day to 8 days, by their width).
 
 Between passes, every ``statistics_every`` (2 seconds), the leader also
 analyzes any of jobrun's growing tables that holds more than twice the rows
@@ -122,7 +122,7 @@ class Pruned:
     workers: int = 0
     """Rows of workers not heard from for :data:`WORKER_ROWS_KEPT`."""
     stats: int = 0
-    """The charts' per-minute rows older than :data:`jobrun.rollup.STATS_KEPT`."""
+    """The charts' rows older than :data:`jobrun.rollup.STATS_KEPT` says for their width."""
     settled: int = 0
     """Waiting jobs queued or cancelled because their dependencies had ended (not
     a deletion: the dependents the completions could not release themselves)."""
@@ -243,10 +243,13 @@ class Maintenance:
         )
         steps.append(("progress", lambda: self._store.prune_progress_batch(self._batch)))
         steps.append(("workers", lambda: self._store.prune_workers(WORKER_ROWS_KEPT)))
-        steps.append(("stats", lambda: self._store.prune_stats_batch(STATS_KEPT, self._batch)))
+        steps += [
+            ("stats", self._stats_batch(width, age)) for width, age in sorted(STATS_KEPT.items())
+        ]
         for name, batch in steps:
-            done, counts[name] = await self._drain(batch, stop, handle)
-            self._deleted += counts[name]
+            done, deleted = await self._drain(batch, stop, handle)
+            counts[name] = counts.get(name, 0) + deleted  # "stats" is one step per width
+            self._deleted += deleted
             if not done:
                 complete = False
                 break
@@ -264,6 +267,9 @@ class Maintenance:
             settled=counts.get("settled", 0),
             complete=complete,
         )
+
+    def _stats_batch(self, width: int, age: timedelta) -> Callable[[], Awaitable[int]]:
+        return lambda: self._store.prune_stats_batch(width, age, self._batch)
 
     def _job_batch(
         self, state: JobState, age: timedelta, now: datetime | None

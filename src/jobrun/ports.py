@@ -12,7 +12,7 @@ depend on the few operations they use, never on PostgreSQL:
   call, and refresh the statistics of tables that outgrew them (the
   maintenance service).
 * :class:`ScheduleStore`: create and fire schedules (the scheduler, operators).
-* :class:`StatsRollup`: fold outcome events into the charts' per-minute rows
+* :class:`StatsRollup`: fold outcome events into the charts' rows
   (the maintenance leader); :class:`StatsReader`: read them (the dashboard).
 * :class:`Dispatcher`: wake idle workers early (LISTEN/NOTIFY; polling is the
   guarantee); a :class:`HandoffReceiver` also delivers jobs an enqueue leased
@@ -399,8 +399,9 @@ class StatsRollup(Protocol):
         """The id of the last event the roll-up has folded."""
         ...
 
-    async def prune_stats_batch(self, older_than: timedelta, limit: int = 5000) -> int:
-        """Delete up to ``limit`` of the charts' rows older than ``older_than``."""
+    async def prune_stats_batch(self, width: int, older_than: timedelta, limit: int = 5000) -> int:
+        """Delete up to ``limit`` of the charts' rows ``width`` minutes wide older than
+        ``older_than``."""
         ...
 
 
@@ -412,11 +413,15 @@ class StatsReader(Protocol):
     async def stats_series(
         self, since: datetime, step: timedelta, *, queue: str | None = None, type: str | None = None
     ) -> list[StatsPoint]:
-        """One point per ``step`` since ``since`` that had any outcome, oldest first."""
+        """One point per ``step`` (1, 10 or 60 minutes) since ``since`` that had any outcome,
+        oldest first."""
         ...
 
-    async def stats_by_type(self, since: datetime, *, queue: str | None = None) -> list[TypeStats]:
-        """Each queue's and type's outcomes, waits and run times since ``since``."""
+    async def stats_by_type(
+        self, since: datetime, step: timedelta, *, queue: str | None = None
+    ) -> list[TypeStats]:
+        """Each queue's and type's outcomes, waits and run times in the steps of ``step``
+        since ``since``."""
         ...
 
     async def outcomes_per_minute(

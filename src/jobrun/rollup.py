@@ -1,7 +1,8 @@
-"""The charts' roll-up: outcome events folded into per-minute rows by the maintenance leader.
+"""The charts' roll-up: outcome events folded into rows of 1, 10 and 60 minute steps.
 
 The dashboard's charts (throughput, failure rate, queue wait and run time)
-read ``job_stats`` (migration 00021), never the jobs or their events, so
+read ``job_stats`` (migration 00021), never the jobs or their events: each
+outcome is counted in a row of a 1, 10 and 60 minute step, so
 every dashboard process draws the same picture and a restarted one has the
 past as it was. :class:`Rollup` keeps those rows up to date: on each turn
 (:meth:`Rollup.tick`, every :data:`DEFAULT_ROLLUP_EVERY` while the
@@ -51,8 +52,10 @@ DEFAULT_ROLLUP_BUDGET = timedelta(seconds=5)
 """How long one turn folds before it leaves the rest to the next (a backlog after an
 upgrade, which counts the events already kept, takes several turns)."""
 
-STATS_KEPT = timedelta(days=8)
-"""How long the charts' rows are kept: the longest chart (a week), and a day more."""
+STATS_KEPT = {1: timedelta(days=1), 10: timedelta(days=2), 60: timedelta(days=8)}
+"""How long the charts' rows of each width (minutes) are kept: a day of minutes (the
+hour's chart and the overview), two days of ten-minute steps (the day's chart), and
+eight days of hours (the week's chart, and a day more)."""
 
 _SETTLE_CHECKS = 5
 _SETTLE_PAUSE = 0.05

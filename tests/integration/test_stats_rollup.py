@@ -7,8 +7,11 @@ from datetime import timedelta
 
 import psycopg
 import pytest
+from tests.integration.test_maintenance import NoLocker
 
+from jobrun.config import Config
 from jobrun.domain import JobState, NewJob
+from jobrun.maintenance import Maintenance
 from jobrun.postgres import Pool
 from jobrun.postgres.store import Store
 from jobrun.rollup import Rollup
@@ -40,7 +43,7 @@ async def totals(store: Store) -> dict[tuple[str, str], tuple[int, int, int, int
             row.outcomes.dead,
             row.outcomes.cancelled,
         )
-        for row in await store.stats_by_type(since)
+        for row in await store.stats_by_type(since, timedelta(minutes=1))
     }
 
 
@@ -66,7 +69,8 @@ async def test_each_outcome_is_counted_once_by_queue_and_type_with_its_durations
     assert (await totals(store))[("billing/eu", "invoice")] == (3, 1, 0, 0)
 
     since = await store.now() - timedelta(hours=1)
-    (invoices,) = [r for r in await store.stats_by_type(since) if r.type == "invoice"]
+    by_type = await store.stats_by_type(since, timedelta(minutes=10))
+    (invoices,) = [r for r in by_type if r.type == "invoice"]
     # The three successes have a run time and a queue wait; the failed attempt,
     # which did not end its job, has neither.
     assert invoices.run.count == 3
@@ -139,20 +143,33 @@ async def test_events_of_purged_jobs_and_claims_count_nothing(store: Store, db_u
     assert await totals(store) == {}
 
 
-async def test_old_rows_are_pruned_and_recent_ones_kept(store: Store, db_url: str) -> None:
+async def test_old_rows_are_pruned_by_their_widths_age_and_recent_ones_kept(
+    store: Store, db_url: str
+) -> None:
     await run(store, "q", "t", outcome="succeeded")
     await Rollup(store).catch_up()
     async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as conn:
+        # Three old rows of each width, 9 to 11 days old.
         await conn.execute(
-            "INSERT INTO job_stats (minute, queue, type, succeeded, wait_ms, run_ms) "
-            "SELECT date_trunc('minute', now()) - make_interval(days => d), 'q', 't', 1, "
+            "INSERT INTO job_stats (width, at, queue, type, succeeded, wait_ms, run_ms) "
+            "SELECT w, date_trunc('hour', now()) - make_interval(days => d), 'q', 't', 1, "
             "array_fill(0::bigint, ARRAY[48]), array_fill(0::bigint, ARRAY[48]) "
-            "FROM generate_series(9, 11) AS d"
+            "FROM generate_series(9, 11) AS d, unnest(ARRAY[1, 10, 60]) AS w"
         )
-    assert await store.prune_stats_batch(timedelta(days=8), 2) == 2
-    assert await store.prune_stats_batch(timedelta(days=8), 2) == 1
-    assert await store.prune_stats_batch(timedelta(days=8), 2) == 0
-    assert (await totals(store))[("q", "t")] == (1, 0, 0, 0)
+    assert await store.prune_stats_batch(60, timedelta(days=8), 2) == 2
+    assert await store.prune_stats_batch(60, timedelta(days=8), 2) == 1
+    assert await store.prune_stats_batch(60, timedelta(days=8), 2) == 0
+    assert await store.prune_stats_batch(1, timedelta(days=10), 5) == 2  # 10 and 11 days
+    pruned = await Maintenance(store, NoLocker(), Config(), pause=timedelta(0)).prune_once()
+    assert pruned.stats == 4  # what was left of widths 1 and 10
+    for step in (1, 10, 60):
+        totals_now = {
+            (r.queue, r.type): r.outcomes.succeeded
+            for r in await store.stats_by_type(
+                await store.now() - timedelta(hours=2), timedelta(minutes=step)
+            )
+        }
+        assert totals_now == {("q", "t"): 1}, step
 
 
 async def test_the_outcomes_counted_agree_with_the_jobs_states(store: Store, db_url: str) -> None:
@@ -187,7 +204,9 @@ async def test_a_run_time_and_a_wait_land_in_the_buckets_that_hold_them(
         )
     await store.complete(claimed, "w1")
     await Rollup(store).catch_up()
-    (timed,) = await store.stats_by_type(await store.now() - timedelta(hours=1))
+    (timed,) = await store.stats_by_type(
+        await store.now() - timedelta(hours=1), timedelta(minutes=60)
+    )
     run_p50, wait_p50 = timed.run.percentile(50), timed.wait.percentile(50)
     assert run_p50 is not None and timedelta(seconds=2) <= run_p50 < timedelta(seconds=2.83)
     assert wait_p50 is not None and timedelta(seconds=90) <= wait_p50 < timedelta(seconds=127.3)

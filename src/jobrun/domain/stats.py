@@ -1,6 +1,6 @@
 """What the charts show: attempts ended per minute, and how long jobs waited and ran.
 
-The maintenance leader rolls the outcome events into per-minute rows
+The maintenance leader rolls the outcome events into rows of 1, 10 and 60 minute steps
 (migration 00021); the store reads them back as :class:`StatsPoint` (one
 step of a time series) and :class:`TypeStats` (one queue and job type over
 a window). Durations are kept as histograms of :data:`HISTOGRAM_BUCKETS`

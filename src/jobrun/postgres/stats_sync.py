@@ -17,7 +17,17 @@ from jobrun.postgres.convert import utc
 from jobrun.postgres.store_core_sync import SyncStoreCore
 from jobrun.sqlc import stats as stats_queries
 
-__all__ = ["StatsMethods"]
+__all__ = ["STATS_WIDTHS", "StatsMethods"]
+
+STATS_WIDTHS = (1, 10, 60)
+"""The widths, in minutes, of the steps the roll-up counts every outcome in."""
+
+
+def _width(step: timedelta) -> int:
+    minutes = step / timedelta(minutes=1)
+    if minutes not in STATS_WIDTHS:
+        raise ValueError(f"a step of the charts is 1, 10 or 60 minutes, got {step}")
+    return int(minutes)
 
 
 class StatsMethods(SyncStoreCore):
@@ -63,18 +73,22 @@ class StatsMethods(SyncStoreCore):
             row = stats_queries.Querier(conn).stats_cursor()
         return row.last_event_id if row is not None else 0
 
-    def prune_stats_batch(self, older_than: timedelta, limit: int = 5000) -> int:
-        """Delete up to ``limit`` of the charts' rows older than ``older_than``, oldest first."""
+    def prune_stats_batch(self, width: int, older_than: timedelta, limit: int = 5000) -> int:
+        """Delete up to ``limit`` of the charts' rows ``width`` minutes wide older than
+        ``older_than``, oldest first."""
         with self._connection() as conn:
-            return stats_queries.Querier(conn).stats_prune(age=older_than, batch_size=limit)
+            return stats_queries.Querier(conn).stats_prune(
+                width=width, age=older_than, batch_size=limit
+            )
 
     def stats_series(
         self, since: datetime, step: timedelta, *, queue: str | None = None, type: str | None = None
     ) -> list[StatsPoint]:
-        """One point per ``step`` since ``since`` that had any outcome, oldest first."""
+        """One point per ``step`` (1, 10 or 60 minutes) since ``since`` that had any outcome,
+        oldest first."""
         with self._connection() as conn:
             rows = stats_queries.Querier(conn).stats_series(
-                step=step, since=since, queue=queue, type=type
+                width=_width(step), since=since, queue=queue, type=type
             )
         return [
             StatsPoint(
@@ -86,10 +100,15 @@ class StatsMethods(SyncStoreCore):
             for row in rows
         ]
 
-    def stats_by_type(self, since: datetime, *, queue: str | None = None) -> list[TypeStats]:
-        """Each queue's and type's outcomes, waits and run times since ``since``."""
+    def stats_by_type(
+        self, since: datetime, step: timedelta, *, queue: str | None = None
+    ) -> list[TypeStats]:
+        """Each queue's and type's outcomes, waits and run times in the steps of ``step``
+        (1, 10 or 60 minutes) since ``since``."""
         with self._connection() as conn:
-            rows = stats_queries.Querier(conn).stats_breakdown(since=since, queue=queue)
+            rows = stats_queries.Querier(conn).stats_breakdown(
+                width=_width(step), since=since, queue=queue
+            )
         return [
             TypeStats(
                 queue=row.queue,

@@ -272,7 +272,8 @@ def row_to_job_result(row: Sequence[Any]) -> JobResult:
 class JobStat(pydantic.BaseModel):
     """A row of the ``job_stats`` table."""
 
-    minute: datetime
+    width: int
+    at: datetime
     queue: str
     type: str
     succeeded: int
@@ -283,7 +284,7 @@ class JobStat(pydantic.BaseModel):
     run_ms: list[int]
 
 
-_JOB_STAT_FIELDS = frozenset({'minute', 'queue', 'type', 'succeeded', 'failed', 'dead', 'cancelled', 'wait_ms', 'run_ms'})
+_JOB_STAT_FIELDS = frozenset({'width', 'at', 'queue', 'type', 'succeeded', 'failed', 'dead', 'cancelled', 'wait_ms', 'run_ms'})
 
 
 def row_to_job_stat(row: Sequence[Any]) -> JobStat:
@@ -293,15 +294,16 @@ def row_to_job_stat(row: Sequence[Any]) -> JobStat:
         obj,
         "__dict__",
         {
-            "minute": row[0],
-            "queue": row[1],
-            "type": row[2],
-            "succeeded": row[3],
-            "failed": row[4],
-            "dead": row[5],
-            "cancelled": row[6],
-            "wait_ms": row[7],
-            "run_ms": row[8],
+            "width": row[0],
+            "at": row[1],
+            "queue": row[2],
+            "type": row[3],
+            "succeeded": row[4],
+            "failed": row[5],
+            "dead": row[6],
+            "cancelled": row[7],
+            "wait_ms": row[8],
+            "run_ms": row[9],
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_JOB_STAT_FIELDS))

@@ -8,7 +8,7 @@ Mounted under another app, Starlette runs no sub-app lifespan, so every
 background piece (opening a :class:`~jobrun.Client`, the LISTEN connection)
 starts lazily on first use, and :meth:`Dashboard.close` stops them all.
 
-The overview's throughput lines, like the Charts page, read the per-minute
+The overview's throughput lines, like the Charts page, read the 1-minute
 rows the maintenance leader rolls up (:mod:`jobrun.rollup`): every
 dashboard process shows the same, and a restarted one the past hour.
 """
@@ -129,7 +129,7 @@ class Dashboard:
         """One row per queue: its counts by state, lag, pause and last hour's outcomes.
 
         Every count is read from a partial index (the backlog, the running,
-        waiting, dead and cancelled jobs) or from the charts' per-minute rows
+        waiting, dead and cancelled jobs) or from the charts' 1-minute rows
         (what succeeded in the last hour, and the line of finished jobs), so
         the work follows those jobs, never the succeeded history that is most
         of a busy table. A queue is listed when it has any of those, or a row

@@ -129,7 +129,7 @@ async def stats_view(
         found.get(at) or StatsPoint(at=at, outcomes=OutcomeCounts(), wait=empty, run=empty)
         for at in steps
     ]
-    by_type = await store.stats_by_type(start, queue=queue)
+    by_type = await store.stats_by_type(start, window.step, queue=queue)
     return StatsView(window=window, queue=queue, steps=steps, points=points, by_type=by_type)
 
 
