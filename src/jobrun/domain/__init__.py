@@ -105,6 +105,7 @@ from jobrun.domain.schedules import (
     Schedule,
     SchedulePatch,
     declaration_digest,
+    declared_edit_problem,
     reconcile_declared,
 )
 from jobrun.domain.uniqueness import MAX_UNIQUE_PERIOD, Unique, UniqueUntil
@@ -189,6 +190,7 @@ __all__ = [
     "WorkflowStep",
     "chain",
     "declaration_digest",
+    "declared_edit_problem",
     "describe_invalid",
     "duration_problem",
     "encode_payload",
