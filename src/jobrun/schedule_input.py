@@ -134,7 +134,11 @@ def schedule_patch(values: Mapping[str, Any], *, spell: Spell = str) -> Schedule
     against the schedule as it is then.
     """
     fields = _read(values, spell)
-    fields.pop("name", None)
+    if "name" in fields:
+        raise InvalidSchedule("a schedule cannot be renamed: create one under the new name")
+    if "payload" in fields and fields["payload"] is None:
+        # SchedulePatch reads None as "not given": say so rather than change nothing.
+        raise InvalidSchedule(f"{spell('payload')} cannot be changed to null")
     if not fields:
         raise InvalidSchedule(f"give a field to change: {', '.join(map(spell, SCHEDULE_FIELDS))}")
     if "cron" in fields and "every" in fields:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from datetime import timedelta
 from typing import Any
 
-from tests.acceptance.test_cli import jobrun, ok, one_line_error
+from tests.acceptance.test_cli import ROOT, jobrun, ok, one_line_error
 
 from jobrun import Client
 from jobrun.domain import DeclaredSet, NewJob, NewSchedule
+from jobrun.testing import eventually_sync
 
 
 def with_client(db_url: str, body: Any) -> Any:
@@ -79,3 +82,30 @@ def test_queues_drain_and_clear_touch_only_the_named_queue(db_url: str) -> None:
     assert (listed["billing/eu"].queued, listed["billing/eu"].leased) == (0, 1)
     assert listed["../x"].queued == 1 and listed["billing"].queued == 1
     assert listed["../x"].paused and not listed["billing"].paused
+
+
+def test_queues_drain_wait_returns_once_the_last_running_job_finished(db_url: str) -> None:
+    async def setup(client: Client) -> Any:
+        await client.store.enqueue(NewJob(type="t", queue="mail"))
+        [job] = await client.store.claim(["mail"], "w", 1, timedelta(minutes=5))
+        return job
+
+    job = with_client(db_url, setup)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobrun", "queues", "drain", "mail", "--wait",
+         "--database-url", db_url],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "queue 'mail' draining: 1 running"
+        assert proc.poll() is None  # still waiting on the running job
+        with_client(db_url, lambda c: c.store.complete(job, "w"))
+        eventually_sync(lambda: proc.poll() is not None, what="drain --wait returned")
+        rest = proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+    assert proc.returncode == 0
+    assert rest.strip().splitlines()[-1] == "queue 'mail' paused; drained"

@@ -179,3 +179,7 @@ def test_the_cli_and_the_dashboard_read_a_schedule_alike() -> None:
     with pytest.raises(InvalidSchedule, match="give a field to change"):
         schedule_patch({"type": " ", "payload": ""})
     assert schedule_patch({"every": "2h"}).every == timedelta(hours=2)
+    with pytest.raises(InvalidSchedule, match="cannot be renamed"):
+        schedule_patch({"name": "other", "priority": "1"})
+    with pytest.raises(InvalidSchedule, match="--payload cannot be changed to null"):
+        schedule_patch({"payload": "null"}, spell=lambda f: "--" + f)
