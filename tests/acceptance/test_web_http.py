@@ -620,10 +620,24 @@ def test_read_only_hides_and_refuses_the_schedule_and_queue_actions(db_url: str)
 def test_the_new_actions_need_the_csrf_token_and_without_auth_name_anonymous(
     db_url: str, web: httpx.Client
 ) -> None:
-    with_client(db_url, lambda c: c.store.enqueue(NewJob(type="t", queue="mail")))
-    for path in ("/api/schedules/new", "/queues/mail/drain", "/api/queues/mail/clear"):
-        assert web.post(path, json={}).status_code == 403
-    assert not queues(db_url)["mail"].paused
+    async def setup(client: Client) -> None:
+        await client.store.enqueue(NewJob(type="t", queue="mail"))
+        await client.store.create_schedule(
+            NewSchedule(name="n", type="t", every=timedelta(hours=1))
+        )
+
+    with_client(db_url, setup)
+    before = snapshot(db_url)
+    actions = ["/schedules/new", "/schedules/n/edit", "/schedules/n/run-now",
+               "/schedules/n/delete", "/queues/mail/drain", "/queues/mail/clear"]  # fmt: skip
+    for path in actions:
+        # No token, from a page and from the API; then a wrong one.
+        assert web.post(path, data={"confirm": "n"}).status_code == 403, path
+        assert web.post("/api" + path, json={}).status_code == 403, path
+        wrong = web.post("/api" + path, json={}, headers={"X-CSRF-Token": "x" * 43})
+        assert wrong.status_code == 403, path
+    assert snapshot(db_url) == before
+    assert len(with_client(db_url, lambda c: c.store.list_jobs(limit=5)).jobs) == 1
     proc, url = serve(db_url, auth=False)
     try:
         with httpx.Client(base_url=url, timeout=10) as anonymous:
@@ -631,10 +645,10 @@ def test_the_new_actions_need_the_csrf_token_and_without_auth_name_anonymous(
             drained = anonymous.post("/api/queues/mail/drain", headers=h)
             assert drained.status_code == 200, drained.text
             made = anonymous.post(
-                "/api/schedules/new", json={"name": "n", "type": "t", "every": "1m"}, headers=h
+                "/api/schedules/new", json={"name": "m", "type": "t", "every": "1m"}, headers=h
             )
             assert made.status_code == 200, made.text
-            edited = anonymous.post("/api/schedules/n/edit", json={"priority": 1}, headers=h)
+            edited = anonymous.post("/api/schedules/m/edit", json={"priority": 1}, headers=h)
             assert edited.json()["changed_by"] == "anonymous via web"
     finally:
         stop(proc)

@@ -183,3 +183,28 @@ def test_the_cli_and_the_dashboard_read_a_schedule_alike() -> None:
         schedule_patch({"name": "other", "priority": "1"})
     with pytest.raises(InvalidSchedule, match="--payload cannot be changed to null"):
         schedule_patch({"payload": "null"}, spell=lambda f: "--" + f)
+
+
+async def test_schedule_actions_log_their_actor_once_done(
+    client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = client.store
+    with caplog.at_level(logging.INFO, logger="jobrun.web"):
+        await schedule_actions.create_schedule(
+            store, schedule=new_schedule({"name": "a&b", "type": "t", "every": "1h"}), actor=ACTOR
+        )
+        await schedule_actions.edit_schedule(
+            store, name="a&b", patch=schedule_patch({"priority": "2", "every": "5m"}), actor=ACTOR
+        )
+        job = await schedule_actions.run_schedule_now(store, name="a&b", actor=ACTOR)
+        with pytest.raises(Unconfirmed):
+            await schedule_actions.delete_schedule(store, name="a&b", confirm="a", actor=ACTOR)
+        await schedule_actions.delete_schedule(store, name="a&b", confirm="a&b", actor=ACTOR)
+    assert caplog.messages == [
+        f"schedule 'a&b' created by {ACTOR}",
+        f"schedule 'a&b' edit of every, priority by {ACTOR}",
+        f"schedule 'a&b' run now by {ACTOR}: job {job.id}",
+        f"schedule 'a&b' deleted by {ACTOR}",
+    ]
+    with pytest.raises(ScheduleNotFound):
+        await schedule_actions.delete_schedule(store, name="a&b", confirm=None, actor=ACTOR)
