@@ -112,7 +112,7 @@ class SchedulePatch(InputModel):
 
 
 class Schedule(BaseModel):
-    """A stored schedule; ``changed_by`` names who last paused or resumed it, if anyone said.
+    """A stored schedule; ``changed_by`` names who last paused, resumed or edited it, if said.
 
     ``origin`` says where it comes from: ``"manual"`` (the CLI, the dashboard,
     :meth:`~jobrun.ports.ScheduleStore.create_schedule`) or ``"code"`` (a

@@ -6,6 +6,10 @@ refused for the same reasons with the same status (:func:`refusal_status`):
 the action decides, and the page (a redirect or an error page) and the API
 (a JSON body) only shape the answer.
 
+The actions of the Schedules page that take a schedule's fields, and the
+Queues page's drain and clear, live in :mod:`jobrun.web.schedule_actions` and
+:mod:`jobrun.web.queue_actions`; :data:`ACTIONS` lists them all.
+
 Every action names its actor (``<user> via web``): a job action in the job's
 events; a queue or schedule action, which has no job to attach an event to,
 in the changed row's ``changed_by`` (its last change only) and in an INFO

@@ -2,7 +2,8 @@
 
 The app is put together from rooms, each with its own reason to exist:
 :mod:`jobrun.web.guard` (auth, CSRF, read-only, the actor),
-:mod:`jobrun.web.actions` (what a POST does to the store),
+:mod:`jobrun.web.actions` (what a POST does to the store, with
+:mod:`jobrun.web.schedule_actions` and :mod:`jobrun.web.queue_actions`),
 :mod:`jobrun.web.pages` (HTML), :mod:`jobrun.web.api` (JSON),
 :mod:`jobrun.web.live` (server-sent events) and
 :mod:`jobrun.web.dashboard` (the store, options and background pieces one
