@@ -82,3 +82,28 @@ LEFT JOIN queues ON queues.name = names.name
 LEFT JOIN queued ON queued.queue = names.name
 LEFT JOIN leased ON leased.queue = names.name
 ORDER BY names.name;
+
+-- name: QueueClearableCount :one
+-- How many of the queue's jobs a clear deletes: those neither running nor
+-- finished (queued, due or not, and waiting on dependencies or a key), and the
+-- database time they were counted at (the clear takes no job created after it).
+-- plan: jobs only by index jobs_claim_idx, jobs_waiting_idx
+SELECT (SELECT count(*) FROM jobs
+        WHERE jobs.state = 'queued' AND jobs.queue = @queue)::bigint AS queued,
+       (SELECT count(*) FROM jobs
+        WHERE jobs.state = 'waiting' AND jobs.queue = @queue)::bigint AS waiting,
+       now()::timestamptz AS counted_at;
+
+-- name: QueueClearableIds :many
+-- A batch of the jobs a clear deletes (see QueueClearableCount), created by
+-- counted_at; JobDeleteMany then deletes those still not running. The waiting
+-- half walks jobs_waiting_idx in its order, oldest first.
+-- plan: jobs only by index jobs_claim_idx, jobs_waiting_idx
+(SELECT jobs.id FROM jobs
+ WHERE jobs.state = 'queued' AND jobs.queue = @queue AND jobs.created_at <= @counted_at
+ LIMIT @batch_size)
+UNION ALL
+(SELECT jobs.id FROM jobs
+ WHERE jobs.state = 'waiting' AND jobs.queue = @queue AND jobs.created_at <= @counted_at
+ ORDER BY jobs.created_at, jobs.id
+ LIMIT @batch_size);

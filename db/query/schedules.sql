@@ -19,12 +19,41 @@ SELECT * FROM schedules WHERE name = @name;
 SELECT * FROM schedules WHERE name = @name FOR UPDATE;
 
 -- name: ScheduleUpdate :one
+-- actor: who changed it, recorded as changed_by (NULL: not recorded), as a
+-- pause or resume records it.
 UPDATE schedules
 SET type = @type, queue = @queue, payload = @payload, priority = @priority,
     max_attempts = @max_attempts, cron = sqlc.narg('cron'), every = sqlc.narg('every'),
-    timezone = @timezone, next_run_at = @next_run_at, updated_at = now()
+    timezone = @timezone, next_run_at = @next_run_at, changed_by = sqlc.narg('actor'),
+    updated_at = now()
 WHERE name = @name
 RETURNING *;
+
+-- name: ScheduleRunNow :one
+-- One job of the schedule, due now, outside its regular runs: next_run_at and
+-- last_run_at stay as they are, and the job has no idempotency key (each ask
+-- is one more job). Its enqueued event says it was asked for, and by whom
+-- (actor; NULL names nobody). No row: no schedule has this name.
+WITH schedule AS (
+    SELECT * FROM schedules WHERE name = @name
+), inserted AS (
+    INSERT INTO jobs (
+        id, queue, type, payload, priority, max_attempts,
+        backoff_kind, backoff_base, backoff_max, run_at
+    )
+    SELECT @id::uuid, schedule.queue, schedule.type, schedule.payload, schedule.priority,
+           schedule.max_attempts, @backoff_kind::backoff_kind, @backoff_base::interval,
+           @backoff_max::interval, now()
+    FROM schedule
+    RETURNING *
+), recorded AS (
+    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, detail)
+    SELECT inserted.id, inserted.created_at, 'enqueued', NULL, inserted.state, 0,
+           'run now of schedule ' || @name::text
+           || coalesce(' by ' || sqlc.narg('actor')::text, '')
+    FROM inserted
+)
+SELECT * FROM inserted;
 
 -- name: ScheduleSetPaused :one
 -- actor: who paused or resumed it, recorded as changed_by (NULL: not recorded).

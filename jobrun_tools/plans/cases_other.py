@@ -11,6 +11,7 @@ from jobrun.sqlc import (
     events,
     goose,
     locks,
+    models,
     offers,
     queues,
     schedule_declarations,
@@ -229,6 +230,20 @@ def cases(f: Facts) -> dict[str, list[Case]]:
             )
         ],
         "QueueList": [Case("all", "every queue with its counts", lambda g: qu.queue_list())],
+        "QueueClearableCount": [
+            Case(
+                "count",
+                "the jobs a clear of emails would delete",
+                lambda g: qu.queue_clearable_count(queue="emails"),
+            )
+        ],
+        "QueueClearableIds": [
+            Case(
+                "batch",
+                "a batch of the delayed digests a clear deletes",
+                lambda g: qu.queue_clearable_ids(queue="digests", counted_at=f.now, batch_size=500),
+            )
+        ],
         "ScheduleInsert": [
             Case("new", "a new cron schedule", lambda g: sc.schedule_insert(params=schedule))
         ],
@@ -254,6 +269,23 @@ def cases(f: Facts) -> dict[str, list[Case]]:
                         timezone="UTC",
                         next_run_at=schedule.next_run_at,
                         name="schedule-00007",
+                        actor="ops",
+                    )
+                ),
+            )
+        ],
+        "ScheduleRunNow": [
+            Case(
+                "name",
+                "one job of a schedule, now",
+                lambda g: sc.schedule_run_now(
+                    params=schedules.ScheduleRunNowParams(
+                        name="schedule-00007",
+                        id=new_ids[0],
+                        backoff_kind=models.BackoffKind.EXPONENTIAL,
+                        backoff_base=timedelta(seconds=1),
+                        backoff_max=timedelta(hours=1),
+                        actor="ops",
                     )
                 ),
             )

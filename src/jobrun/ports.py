@@ -294,6 +294,11 @@ class Admin(Protocol):
         """Remove the queue's limits."""
         ...
 
+    async def clear_queue(self, name: str, *, confirm: int | None, actor: str | None = None) -> int:
+        """Delete the queue's queued and waiting jobs; how many. ``confirm`` must be their
+        number (ConfirmationNeeded, carrying it, otherwise); running jobs are kept."""
+        ...
+
     async def prune_events(self, older_than: timedelta) -> int:
         """Delete events older than ``older_than``; return how many."""
         ...
@@ -452,8 +457,18 @@ class ScheduleStore(Protocol):
         """Store a new schedule; its first run is computed from database now."""
         ...
 
-    async def update_schedule(self, name: str, patch: SchedulePatch) -> Schedule:
-        """Change a schedule; a new trigger recomputes the next run."""
+    async def update_schedule(
+        self, name: str, patch: SchedulePatch, *, actor: str | None = None
+    ) -> Schedule:
+        """Change a schedule; a new trigger recomputes the next run; records ``actor``.
+
+        A schedule declared in code is refused (InvalidSchedule): its
+        declaration is where it changes.
+        """
+        ...
+
+    async def run_schedule_now(self, name: str, *, actor: str | None = None) -> Job:
+        """Enqueue one job of the schedule, due now; its next and last runs stay as they were."""
         ...
 
     async def pause_schedule(self, name: str, *, actor: str | None = None) -> Schedule:

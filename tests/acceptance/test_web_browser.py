@@ -437,3 +437,64 @@ def test_a_request_without_auth_gets_401(site: str) -> None:
     response = httpx.get(site + "/")
     assert response.status_code == 401
     assert response.headers["www-authenticate"].startswith("Basic")
+
+
+def test_a_schedule_is_created_edited_run_now_and_deleted_by_clicking(
+    db_url: str, site: str, chrome: webdriver.Chrome
+) -> None:
+    chrome.get(site + "/schedules")
+    click(chrome, "#new-schedule summary")
+    form = chrome.find_element(By.ID, "create-schedule")
+    for name, value in [("name", "reports/eu"), ("type", "web.nap"), ("every", "1h"),
+                        ("payload", '{"to": "a&b"}'), ("queue", "mail")]:  # fmt: skip
+        form.find_element(By.NAME, name).send_keys(value)
+    click(chrome, "#create")
+    row = 'tr[data-name="reports/eu"]'
+    WebDriverWait(chrome, 10).until(lambda d: d.find_elements(By.CSS_SELECTOR, row))
+    click(chrome, f"{row} details.edit summary")
+    every = chrome.find_element(By.CSS_SELECTOR, f'{row} details.edit input[name="every"]')
+    every.clear()
+    every.send_keys("5m")
+    click(chrome, f"{row} button.save")
+    WebDriverWait(chrome, 10, ignored_exceptions=SWAPPED).until(
+        lambda d: "every 5.0m" in d.find_element(By.CSS_SELECTOR, row).text
+    )
+    click(chrome, f"{row} button.run-now")
+    eventually_sync(
+        lambda: len(with_client(db_url, lambda c: c.store.list_jobs(limit=5)).jobs) == 1,
+        what="the job the schedule ran now",
+    )
+    jobs = with_client(db_url, lambda c: c.store.list_jobs(limit=5)).jobs
+    assert [(j.queue, j.payload) for j in jobs] == [("mail", {"to": "a&b"})]
+    shot(chrome, "schedules-edit")
+    click(chrome, f"{row} button.delete")
+    assert "Delete schedule reports/eu?" in text_of(chrome, "h1")
+    click(chrome, "#confirm-delete")
+    WebDriverWait(chrome, 10).until(lambda d: d.current_url.endswith("/schedules"))
+    assert not chrome.find_elements(By.CSS_SELECTOR, row)
+    assert with_client(db_url, lambda c: c.store.list_schedules()) == []
+
+
+def test_a_queue_is_drained_and_cleared_by_clicking(
+    db_url: str, site: str, chrome: webdriver.Chrome
+) -> None:
+    async def setup(client: Client) -> None:
+        for queue in ("billing/eu", "billing/eu", "billing/eu", "billing"):
+            await client.store.enqueue(NewJob(type="web.nap", queue=queue))
+        await client.store.claim(["billing/eu"], "w", 1, timedelta(minutes=1))
+
+    with_client(db_url, setup)
+    chrome.get(site + "/queues")
+    row = 'tr[data-queue="billing/eu"]'
+    click(chrome, f"{row} button.drain")
+    WebDriverWait(chrome, 10, ignored_exceptions=SWAPPED).until(
+        lambda d: "draining: 1 running" in d.find_element(By.CSS_SELECTOR, row).text
+    )
+    click(chrome, f"{row} button.clear")
+    assert "Clear queue billing/eu: delete 2 jobs?" in text_of(chrome, "h1")
+    click(chrome, "#confirm-delete")
+    WebDriverWait(chrome, 10).until(lambda d: d.current_url.endswith("/queues"))
+    listed = {q.name: q for q in with_client(db_url, lambda c: c.store.list_queues())}
+    assert (listed["billing/eu"].queued, listed["billing/eu"].leased) == (0, 1)
+    assert listed["billing"].queued == 1 and not listed["billing"].paused
+    shot(chrome, "queues-drain")

@@ -85,7 +85,7 @@ def test_a_queue_named_like_a_path_is_the_only_one_its_buttons_change(
     with_client(db_url, setup)
     page = web.get("/queues")
     assert page.status_code == 200
-    pause, limits, clear_queued = forms(page, "data-queue", EVIL)
+    pause, limits, clear_queued, drain, clear_jobs = forms(page, "data-queue", EVIL)
     # Every character of the name that is not unreserved is encoded: "/" too.
     assert pause == "/queues/..%2Fqueues%2Fvictim/pause"
     assert limits == "/queues/..%2Fqueues%2Fvictim/limits"
@@ -100,8 +100,11 @@ def test_a_queue_named_like_a_path_is_the_only_one_its_buttons_change(
     assert after[EVIL].paused and after[EVIL].concurrency_limit == 3
     assert not after["victim"].paused and after["victim"].concurrency_limit is None
 
+    assert drain == "/queues/..%2Fqueues%2Fvictim/drain"
+    assert clear_jobs == "/queues/..%2Fqueues%2Fvictim/clear"
+
     page = web.get("/queues")
-    resume, _, _, clear = forms(page, "data-queue", EVIL)
+    resume, _, _, clear, _ = forms(page, "data-queue", EVIL)
     assert clear == "/queues/..%2Fqueues%2Fvictim/clear-limits"
     with_client(db_url, lambda c: c.store.set_queue_limits("victim", concurrency=7))
     assert submit(web, page, clear).status_code == 303
@@ -111,7 +114,7 @@ def test_a_queue_named_like_a_path_is_the_only_one_its_buttons_change(
     assert after["victim"].concurrency_limit == 7
 
     page = web.get("/queues")
-    pause, limits, _ = forms(page, "data-queue", "billing/eu")
+    pause, limits, _, _, _ = forms(page, "data-queue", "billing/eu")
     assert submit(web, page, pause).status_code == 303
     assert submit(web, page, limits, rate="5", rate_seconds="60").status_code == 303
     after = queues(db_url)
@@ -153,10 +156,10 @@ def test_a_schedule_named_like_a_path_is_the_only_one_its_button_changes(
 
     with_client(db_url, setup)
     page = web.get("/schedules")
-    [pause] = forms(page, "data-name", EVIL_SCHEDULE)
+    pause, _, _, _ = forms(page, "data-name", EVIL_SCHEDULE)
     assert pause == "/schedules/..%2Fschedules%2Fvictim/pause"
     assert submit(web, page, pause).status_code == 303
-    [pause] = forms(page, "data-name", "reports/eu")
+    pause, _, _, _ = forms(page, "data-name", "reports/eu")
     assert submit(web, page, pause).status_code == 303
     after = schedules(db_url)
     assert after[EVIL_SCHEDULE].paused and after["reports/eu"].paused
@@ -234,6 +237,12 @@ def api_actions(targets: dict[str, str]) -> list[str]:
         "/api/queues/mail/resume",
         "/api/queues/mail/limits",
         "/api/queues/mail/clear-limits",
+        "/api/queues/mail/drain",
+        "/api/queues/mail/clear",
+        "/api/schedules/new",
+        "/api/schedules/nightly/edit",
+        "/api/schedules/nightly/run-now",
+        "/api/schedules/nightly/delete",
     ]
 
 
@@ -439,3 +448,208 @@ def test_the_dead_list_overview_and_schedules_show_errors_cancels_and_utc(
 
     schedules = web.get("/schedules").text
     assert "<th>Next run (UTC)</th>" in schedules and "<th>Last run (UTC)</th>" in schedules
+
+
+# -- schedules made, edited, run now and deleted; queues drained and cleared ---------------
+
+
+def test_a_schedule_is_created_edited_run_now_and_deleted_through_its_forms(
+    db_url: str, web: httpx.Client
+) -> None:
+    page = web.get("/schedules")
+    made = submit(
+        web,
+        page,
+        "/schedules/new",
+        name=EVIL_SCHEDULE,
+        type="<b>t</b>",
+        every="1h",
+        payload='{"to": "a&b"}',
+        queue="billing/eu",
+        priority="2",
+    )
+    assert made.status_code == 303, made.text
+    with_client(db_url, lambda c: c.store.create_schedule(
+        NewSchedule(name="victim", type="t", every=timedelta(hours=1))))  # fmt: skip
+    page = web.get("/schedules")
+    assert "<b>t</b>" not in page.text and "&lt;b&gt;t&lt;/b&gt;" in page.text
+    before = schedules(db_url)
+    _, run_now, delete, edit = forms(page, "data-name", EVIL_SCHEDULE)
+    assert edit == "/schedules/..%2Fschedules%2Fvictim/edit"
+    # The edit form comes filled in: sent back with a new interval, only that changes.
+    assert 'value="{&#34;to&#34;: &#34;a&amp;b&#34;}"' in page.text
+    edited = submit(
+        web,
+        page,
+        edit,
+        type="<b>t</b>",
+        every="5m",
+        payload='{"to": "a&b"}',
+        queue="billing/eu",
+        timezone="UTC",
+        priority="2",
+        max_attempts="25",
+    )
+    assert edited.status_code == 303, edited.text
+    after = schedules(db_url)
+    assert after[EVIL_SCHEDULE].every == timedelta(minutes=5)
+    assert after[EVIL_SCHEDULE].next_run_at < before[EVIL_SCHEDULE].next_run_at
+    assert after[EVIL_SCHEDULE].changed_by == f"{USER} via web"
+    assert after[EVIL_SCHEDULE].payload == {"to": "a&b"} and after["victim"] == before["victim"]
+    refused = submit(web, page, edit, cron="* * * * *", every="5m")
+    assert refused.status_code == 400 and "give cron or every, not both" in refused.text
+    refused = submit(web, page, edit, priority="1.5")
+    assert refused.status_code == 400 and "priority must be a whole number" in refused.text
+
+    assert submit(web, page, run_now).status_code == 303
+    jobs = with_client(db_url, lambda c: c.store.list_jobs(limit=10)).jobs
+    assert [(j.queue, j.type) for j in jobs] == [("billing/eu", "<b>t</b>")]
+    assert schedules(db_url)[EVIL_SCHEDULE].next_run_at == after[EVIL_SCHEDULE].next_run_at
+
+    asked = submit(web, page, delete)
+    assert asked.status_code == 200 and "Delete schedule ../schedules/victim?" in asked.text
+    assert set(schedules(db_url)) == {EVIL_SCHEDULE, "victim"}  # asking deleted nothing
+    confirm = re.search(r'<form method="post" action="([^"]+)" id="confirm">', asked.text)
+    assert confirm is not None and confirm[1] == "/schedules/..%2Fschedules%2Fvictim/delete"
+    assert submit(web, asked, confirm[1], confirm=EVIL_SCHEDULE).status_code == 303
+    assert set(schedules(db_url)) == {"victim"}
+
+
+def test_a_queue_is_drained_then_cleared_and_no_other_queue_is_touched(
+    db_url: str, web: httpx.Client
+) -> None:
+    async def setup(client: Client) -> None:
+        for queue in ("victim", EVIL, "billing/eu", "billing", "eu", "../x"):
+            await client.store.enqueue(NewJob(type="t", queue=queue))
+        await client.store.enqueue(NewJob(type="t", queue="billing/eu"))
+        await client.store.claim(["billing/eu"], "w", 1, timedelta(minutes=1))
+
+    with_client(db_url, setup)
+    page = web.get("/queues")
+    *_, drain, clear = forms(page, "data-queue", "billing/eu")
+    assert (drain, clear) == ("/queues/billing%2Feu/drain", "/queues/billing%2Feu/clear")
+    assert submit(web, page, drain).status_code == 303
+    page = web.get("/queues")
+    row = re.search(r'<tr data-queue="billing/eu">(.*?)</tr>', page.text, re.S)
+    assert row is not None and "draining: 1 running" in row[1]
+    asked = submit(web, page, clear)
+    assert asked.status_code == 200 and "Clear queue billing/eu: delete 1 job?" in asked.text
+    assert "/queues/billing%2Feu/clear" in asked.text
+    wrong = submit(web, page, clear, confirm="5")
+    assert wrong.status_code == 200 and "delete 1 job?" in wrong.text  # asked again
+    assert submit(web, page, clear, confirm="1").status_code == 303
+    *_, clear_x = forms(page, "data-queue", "../x")
+    assert clear_x == "/queues/..%2Fx/clear"
+    assert submit(web, page, clear_x, confirm="1").status_code == 303
+    after = queues(db_url)
+    assert after["billing/eu"].paused and (
+        after["billing/eu"].queued,
+        after["billing/eu"].leased,
+    ) == (0, 1)
+    assert "../x" not in after
+    for other in ("victim", EVIL, "billing", "eu"):
+        assert after[other].queued == 1 and not after[other].paused, other
+    h = {"X-CSRF-Token": web.get("/api/csrf").json()["token"]}
+    answer = web.post("/api/queues/eu/clear", headers=h)
+    assert answer.status_code == 409 and answer.json()["confirm"] == 1
+    assert web.post("/api/queues/eu/clear", json={"confirm": 1}, headers=h).json()["deleted"] == 1
+    drained = web.post("/api/queues/billing/drain", headers=h).json()
+    assert drained["paused"] is True and drained["drain"] == "drained"
+
+
+def test_the_schedule_api_reads_fields_as_the_forms_do(db_url: str, web: httpx.Client) -> None:
+    h = {"X-CSRF-Token": web.get("/api/csrf").json()["token"]}
+    body = {"name": "n", "type": "t", "cron": "0 3 * * *", "payload": {"a": [1]}, "priority": 3}
+    made = web.post("/api/schedules/new", json=body, headers=h)
+    assert made.status_code == 200 and made.json()["payload"] == {"a": [1]}
+    assert web.post("/api/schedules/new", json=body, headers=h).status_code == 400  # taken
+    for bad, needle in [
+        ({"cron": "* * * * *", "every": "1m"}, "give cron or every, not both"),
+        ({"priority": True}, "priority must be a whole number"),
+        ({"timezone": "Mars/Base"}, "unknown time zone"),
+        ({"queue": "a,b"}, "','"),
+        ({"color": "red"}, "unexpected field color"),
+        ({}, "give a field to change"),
+    ]:
+        refused = web.post("/api/schedules/n/edit", json=bad, headers=h)
+        assert refused.status_code == 400 and needle in refused.json()["error"], (bad, refused.text)
+    edited = web.post("/api/schedules/n/edit", json={"cron": None, "every": "2h"}, headers=h)
+    assert edited.status_code == 200 and edited.json()["every"] == "PT2H"
+    ran = web.post("/api/schedules/n/run-now", headers=h)
+    assert ran.status_code == 200 and ran.json()["payload"] == {"a": [1]}
+    assert web.post("/api/schedules/gone/run-now", headers=h).status_code == 404
+    asked = web.post("/api/schedules/n/delete", headers=h)
+    assert asked.status_code == 409 and asked.json()["confirm"] == "n"
+    assert web.post("/api/schedules/n/delete", json={"confirm": "x"}, headers=h).status_code == 409
+    assert web.post("/api/schedules/n/delete", json={"confirm": "n"}, headers=h).status_code == 200
+    assert schedules(db_url) == {}
+
+
+def test_read_only_hides_and_refuses_the_schedule_and_queue_actions(db_url: str) -> None:
+    async def setup(client: Client) -> None:
+        await client.store.create_schedule(
+            NewSchedule(name="n", type="t", every=timedelta(hours=1))
+        )
+        await client.store.enqueue(NewJob(type="t", queue="mail"))
+
+    with_client(db_url, setup)
+    before = snapshot(db_url)
+    proc, url = serve(db_url, "--read-only")
+    try:
+        with httpx.Client(base_url=url, auth=(USER, PASSWORD), timeout=10) as web:
+            for page in ("/schedules", "/queues"):
+                text = web.get(page).text
+                for hidden in ("Run now", "Delete…", "New schedule", "Drain", "Clear…", "Edit"):
+                    assert hidden not in text, (page, hidden)
+            h = {"X-CSRF-Token": web.get("/api/csrf").json()["token"]}
+            for path, body in [
+                ("/api/schedules/new", {"name": "m", "type": "t", "every": "1m"}),
+                ("/api/schedules/n/edit", {"priority": 1}),
+                ("/api/schedules/n/run-now", None),
+                ("/api/schedules/n/delete", {"confirm": "n"}),
+                ("/api/queues/mail/drain", None),
+                ("/api/queues/mail/clear", {"confirm": 1}),
+            ]:
+                answer = web.post(path, json=body, headers=h)
+                assert answer.status_code == 403, (path, answer.text)
+    finally:
+        stop(proc)
+    assert snapshot(db_url) == before
+
+
+def test_the_new_actions_need_the_csrf_token_and_without_auth_name_anonymous(
+    db_url: str, web: httpx.Client
+) -> None:
+    async def setup(client: Client) -> None:
+        await client.store.enqueue(NewJob(type="t", queue="mail"))
+        await client.store.create_schedule(
+            NewSchedule(name="n", type="t", every=timedelta(hours=1))
+        )
+
+    with_client(db_url, setup)
+    before = snapshot(db_url)
+    actions = ["/schedules/new", "/schedules/n/edit", "/schedules/n/run-now",
+               "/schedules/n/delete", "/queues/mail/drain", "/queues/mail/clear"]  # fmt: skip
+    for path in actions:
+        # No token, from a page and from the API; then a wrong one.
+        assert web.post(path, data={"confirm": "n"}).status_code == 403, path
+        assert web.post("/api" + path, json={}).status_code == 403, path
+        wrong = web.post("/api" + path, json={}, headers={"X-CSRF-Token": "x" * 43})
+        assert wrong.status_code == 403, path
+    assert snapshot(db_url) == before
+    assert len(with_client(db_url, lambda c: c.store.list_jobs(limit=5)).jobs) == 1
+    proc, url = serve(db_url, auth=False)
+    try:
+        with httpx.Client(base_url=url, timeout=10) as anonymous:
+            h = {"X-CSRF-Token": anonymous.get("/api/csrf").json()["token"]}
+            drained = anonymous.post("/api/queues/mail/drain", headers=h)
+            assert drained.status_code == 200, drained.text
+            made = anonymous.post(
+                "/api/schedules/new", json={"name": "m", "type": "t", "every": "1m"}, headers=h
+            )
+            assert made.status_code == 200, made.text
+            edited = anonymous.post("/api/schedules/m/edit", json={"priority": 1}, headers=h)
+            assert edited.json()["changed_by"] == "anonymous via web"
+    finally:
+        stop(proc)
+    assert queues(db_url)["mail"].changed_by == "anonymous via web"

@@ -22,12 +22,13 @@ def free_port() -> int:
         return port
 
 
-def serve(db_url: str, *extra: str) -> tuple[subprocess.Popen[str], str]:
-    """Start ``jobrun web`` (Basic auth USER/PASSWORD) and return it with its base URL."""
+def serve(db_url: str, *extra: str, auth: bool = True) -> tuple[subprocess.Popen[str], str]:
+    """Start ``jobrun web`` (Basic auth USER/PASSWORD unless not ``auth``); return it, its URL."""
     port = free_port()
+    credentials = ["--user", USER, "--password", PASSWORD] if auth else []
     proc = subprocess.Popen(
         [sys.executable, "-m", "jobrun", "web", "--database-url", db_url,
-         "--port", str(port), "--user", USER, "--password", PASSWORD, *extra],
+         "--port", str(port), *credentials, *extra],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"

@@ -44,6 +44,7 @@ from jobrun.domain import (
 from jobrun.errors import (
     CommitTimeout,
     ConfigurationError,
+    ConfirmationNeeded,
     IdempotencyConflict,
     InvalidJob,
     InvalidSchedule,
@@ -51,6 +52,7 @@ from jobrun.errors import (
     JobNotFound,
     LeaseLost,
     PayloadTooLarge,
+    ScheduleNotFound,
 )
 from jobrun.postgres import Pool, open_pool
 from jobrun.postgres.pool import open_sync_pool  # sync: skip
@@ -1646,6 +1648,23 @@ async def test_schedule_lifecycle(store: Store) -> None:
     assert [s.name for s in await store.list_schedules()] == ["nightly"]
     await store.delete_schedule("nightly")
     assert await store.list_schedules() == []
+
+
+async def test_run_schedule_now_and_clear_queue(store: Store) -> None:
+    made = await store.create_schedule(
+        NewSchedule(name="a/b", type="t", every=timedelta(hours=1), queue="q/1")
+    )
+    job = await store.run_schedule_now("a/b", actor="ops")
+    assert (job.queue, job.type, job.state) == ("q/1", "t", JobState.QUEUED)
+    assert (await store.get_schedule("a/b")).next_run_at == made.next_run_at
+    with pytest.raises(ScheduleNotFound):
+        await store.run_schedule_now("a")
+    await store.enqueue(NewJob(type="t", queue="q"))
+    with pytest.raises(ConfirmationNeeded) as asked:
+        await store.clear_queue("q/1", confirm=None)
+    assert asked.value.count == 1
+    assert await store.clear_queue("q/1", confirm=1) == 1
+    assert [j.queue for j in (await store.list_jobs(limit=5)).jobs] == ["q"]
 
 
 async def test_due_schedules_materialise_once_and_advance(store: Store, db_url: str) -> None:

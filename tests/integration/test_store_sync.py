@@ -50,6 +50,7 @@ from jobrun.domain import (
 from jobrun.errors import (
     CommitTimeout,
     ConfigurationError,
+    ConfirmationNeeded,
     IdempotencyConflict,
     InvalidJob,
     InvalidSchedule,
@@ -57,6 +58,7 @@ from jobrun.errors import (
     JobNotFound,
     LeaseLost,
     PayloadTooLarge,
+    ScheduleNotFound,
 )
 from jobrun.postgres import SyncPool, open_sync_pool
 from jobrun.postgres.store_sync import SyncStore
@@ -1430,6 +1432,23 @@ def test_schedule_lifecycle(store: SyncStore) -> None:
     assert [s.name for s in store.list_schedules()] == ["nightly"]
     store.delete_schedule("nightly")
     assert store.list_schedules() == []
+
+
+def test_run_schedule_now_and_clear_queue(store: SyncStore) -> None:
+    made = store.create_schedule(
+        NewSchedule(name="a/b", type="t", every=timedelta(hours=1), queue="q/1")
+    )
+    job = store.run_schedule_now("a/b", actor="ops")
+    assert (job.queue, job.type, job.state) == ("q/1", "t", JobState.QUEUED)
+    assert store.get_schedule("a/b").next_run_at == made.next_run_at
+    with pytest.raises(ScheduleNotFound):
+        store.run_schedule_now("a")
+    store.enqueue(NewJob(type="t", queue="q"))
+    with pytest.raises(ConfirmationNeeded) as asked:
+        store.clear_queue("q/1", confirm=None)
+    assert asked.value.count == 1
+    assert store.clear_queue("q/1", confirm=1) == 1
+    assert [j.queue for j in store.list_jobs(limit=5).jobs] == ["q"]
 
 
 def test_due_schedules_materialise_once_and_advance(store: SyncStore, db_url: str) -> None:

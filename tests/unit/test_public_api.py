@@ -88,6 +88,7 @@ CONTROL_FLOW = {
     "jobrun.handler_context.Cancel",
     "jobrun.handler_context.Snooze",
     "jobrun.web.bodies.BadRequest",
+    "jobrun.web.bodies.Unconfirmed",  # a BadRequest (409) carrying what to confirm
 }
 
 

@@ -1,13 +1,17 @@
-"""``jobrun queues list|pause|resume|limit|unlimit``: the controls every worker's claim obeys.
+"""``jobrun queues list|pause|resume|drain|clear|limit|unlimit``: queue controls for operators.
 
 A queue needs no setup to be used; these commands store a pause or limits for
 it, and the claim statement enforces them across every worker at once: a
 paused queue is not claimed from (its running jobs finish), a concurrency
 limit caps its leased jobs fleet-wide, a rate caps its claims per interval.
+``drain`` is a pause that reports (and with ``--wait`` waits for) the jobs
+still running; ``clear`` deletes the queue's jobs that are not running, once
+told how many.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from datetime import timedelta
 from typing import Annotated
@@ -18,7 +22,9 @@ from rich.table import Table
 from jobrun.cli.app import DatabaseUrlOption, app, fail, run_with_store
 from jobrun.cli.durations import DurationError, format_duration, parse_duration
 from jobrun.cli.rendering import stdout
-from jobrun.domain import QueueControls, queue_limits_problem, queue_name_problem
+from jobrun.domain import QueueControls, QueueInfo, queue_limits_problem, queue_name_problem
+from jobrun.errors import ConfirmationNeeded
+from jobrun.ports import Store
 
 __all__ = ["parse_rate", "queues_app"]
 
@@ -168,3 +174,71 @@ def queues_unlimit_command(queue: QueueArgument, database_url: DatabaseUrlOption
     name = _checked_name(queue)
     run_with_store(database_url, lambda store: store.clear_queue_limits(name))
     typer.echo(f"queue {name!r} has no limits")
+
+
+def drain_state(queue: QueueInfo | None) -> str:
+    """What a paused queue's drain has come to: ``draining: N running`` or ``drained``."""
+    running = queue.leased if queue is not None else 0
+    return f"draining: {running} running" if running else "drained"
+
+
+async def _running(store: Store, name: str) -> QueueInfo | None:
+    return next((q for q in await store.list_queues() if q.name == name), None)
+
+
+@queues_app.command("drain")
+def queues_drain_command(
+    queue: QueueArgument,
+    database_url: DatabaseUrlOption = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Wait until none of its jobs runs any more.")
+    ] = False,
+) -> None:
+    """Pause the queue and let its running jobs finish; say how many still run."""
+    name = _checked_name(queue)
+
+    async def drain(store: Store) -> str:
+        await store.pause_queue(name)
+        info = await _running(store, name)
+        while wait and info is not None and info.leased:
+            typer.echo(f"queue {name!r} {drain_state(info)}")
+            await asyncio.sleep(1.0)  # an operator's wait, polled
+            info = await _running(store, name)
+        return drain_state(info)
+
+    typer.echo(f"queue {name!r} paused; {run_with_store(database_url, drain)}")
+
+
+@queues_app.command("clear")
+def queues_clear_command(
+    queue: QueueArgument,
+    database_url: DatabaseUrlOption = None,
+    confirm: Annotated[
+        int | None,
+        typer.Option(
+            "--confirm",
+            help="How many jobs the clear deletes, as a run without it said (a check "
+            "that they are the ones you meant).",
+        ),
+    ] = None,
+) -> None:
+    """Delete the queue's jobs that are not running (queued, scheduled, waiting).
+
+    Run it first without --confirm: it deletes nothing and says how many jobs
+    it would delete; run it again with --confirm and that number.
+    """
+    name = _checked_name(queue)
+
+    async def clear(store: Store) -> int | ConfirmationNeeded:
+        try:
+            return await store.clear_queue(name, confirm=confirm)
+        except ConfirmationNeeded as exc:
+            return exc
+
+    done = run_with_store(database_url, clear)
+    if isinstance(done, ConfirmationNeeded):
+        raise fail(
+            f"queue {name!r} has {done.count} job{'s' if done.count != 1 else ''} not running: "
+            f"nothing was deleted; to delete them, run again with --confirm {done.count}"
+        )
+    typer.echo(f"queue {name!r} cleared: {done} job{'s' if done != 1 else ''} deleted")

@@ -1,24 +1,26 @@
-"""``jobrun schedules add|list|pause|resume|remove``: manage cron and interval schedules.
+"""``jobrun schedules add|list|edit|run-now|pause|resume|remove``: manage schedules.
 
 A schedule enqueues a job on a cron expression (in an IANA time zone) or at a
 fixed interval; the leader-elected scheduler (``jobrun worker --scheduler``)
 fires them. These commands only change the stored schedules; ``list`` shows
 where each comes from (``manual``, or ``code`` for periodic jobs declared with
-their handlers, which the leader writes: see :mod:`jobrun.periodic`).
+their handlers, which the leader writes: see :mod:`jobrun.periodic`; those are
+edited in code, not here). ``add`` and ``edit`` read their options with
+:mod:`jobrun.schedule_input`, as the dashboard reads its forms.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from jobrun.cli.app import DatabaseUrlOption, app, fail, run_with_store
-from jobrun.cli.inputs import read_duration, read_json
 from jobrun.cli.rendering import stdout, trigger, when
-from jobrun.domain import NewSchedule, Schedule
+from jobrun.domain import Schedule
 from jobrun.errors import JobrunError
+from jobrun.schedule_input import new_schedule, schedule_patch
 
 __all__ = ["schedules_app"]
 
@@ -77,22 +79,19 @@ def schedules_add_command(
     ] = None,
 ) -> None:
     """Create a schedule that enqueues a job on a cron expression or a fixed interval."""
-    if (cron is None) == (every is None):
-        raise fail("give exactly one of --cron and --every")
-    options: dict[str, Any] = {
+    options = {
         "name": name,
         "type": job_type,
-        "payload": read_json("--payload", payload),
+        "payload": payload,
         "queue": queue,
         "timezone": timezone,
         "priority": priority,
+        "max_attempts": max_attempts,
         "cron": cron,
-        "every": read_duration("--every", every) if every is not None else None,
+        "every": every,
     }
-    if max_attempts is not None:
-        options["max_attempts"] = max_attempts
     try:
-        new = NewSchedule(**options)
+        new = new_schedule(options, spell=_option)
     except JobrunError as exc:
         raise fail(str(exc)) from None
     created = run_with_store(database_url, lambda store: store.create_schedule(new))
@@ -100,6 +99,11 @@ def schedules_add_command(
         f"schedule {created.name!r} created ({trigger(created)}); "
         f"next run {when(created.next_run_at)} UTC"
     )
+
+
+def _option(field: str) -> str:
+    """How the command line spells a schedule field: its option."""
+    return "--" + field.replace("_", "-")
 
 
 @schedules_app.command("list")
@@ -165,3 +169,60 @@ def schedules_remove_command(
     """Delete a schedule; jobs it already enqueued are kept."""
     run_with_store(database_url, lambda store: store.delete_schedule(name))
     typer.echo(f"schedule {name!r} removed")
+
+
+@schedules_app.command("edit")
+def schedules_edit_command(
+    name: Annotated[str, typer.Argument(help="The schedule name.")],
+    database_url: DatabaseUrlOption = None,
+    job_type: Annotated[str | None, typer.Option("--type", help="New job type.")] = None,
+    cron: Annotated[
+        str | None, typer.Option(help="New cron expression (replaces an interval).")
+    ] = None,
+    every: Annotated[
+        str | None, typer.Option(help="New fixed interval, e.g. 5m (replaces a cron).")
+    ] = None,
+    payload: Annotated[str | None, typer.Option(help="New payload, as JSON.")] = None,
+    queue: Annotated[
+        str | None, typer.Option("--queue", "-q", help="New queue for its jobs.")
+    ] = None,
+    timezone: Annotated[str | None, typer.Option(help="New IANA zone for cron.")] = None,
+    priority: Annotated[int | None, typer.Option(help="New priority of its jobs.")] = None,
+    max_attempts: Annotated[
+        int | None, typer.Option(help="New attempts of its jobs before they end dead.")
+    ] = None,
+) -> None:
+    """Change a schedule; a new cron, interval or zone recomputes its next run.
+
+    Options not given stay as they are. A schedule declared in code is
+    refused: change its declaration, which the next deploy writes anyway.
+    """
+    options = {
+        "type": job_type,
+        "cron": cron,
+        "every": every,
+        "payload": payload,
+        "queue": queue,
+        "timezone": timezone,
+        "priority": priority,
+        "max_attempts": max_attempts,
+    }
+    try:
+        patch = schedule_patch(options, spell=_option)
+    except JobrunError as exc:
+        raise fail(str(exc)) from None
+    changed = run_with_store(database_url, lambda store: store.update_schedule(name, patch))
+    typer.echo(
+        f"schedule {changed.name!r} changed ({trigger(changed)}); "
+        f"next run {when(changed.next_run_at)} UTC"
+    )
+
+
+@schedules_app.command("run-now")
+def schedules_run_now_command(
+    name: Annotated[str, typer.Argument(help="The schedule name.")],
+    database_url: DatabaseUrlOption = None,
+) -> None:
+    """Enqueue one job of a schedule now; its regular next run stays as it was."""
+    job = run_with_store(database_url, lambda store: store.run_schedule_now(name))
+    typer.echo(f"schedule {name!r} ran now: job {job.id} queued in {job.queue!r}")

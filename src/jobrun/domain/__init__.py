@@ -107,6 +107,7 @@ from jobrun.domain.schedules import (
     Schedule,
     SchedulePatch,
     declaration_digest,
+    declared_edit_problem,
     reconcile_declared,
 )
 from jobrun.domain.stats import (
@@ -207,6 +208,7 @@ __all__ = [
     "bucket_upper_ms",
     "chain",
     "declaration_digest",
+    "declared_edit_problem",
     "describe_invalid",
     "duration_problem",
     "encode_payload",

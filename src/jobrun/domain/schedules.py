@@ -43,6 +43,7 @@ __all__ = [
     "Schedule",
     "SchedulePatch",
     "declaration_digest",
+    "declared_edit_problem",
     "reconcile_declared",
 ]
 
@@ -104,12 +105,14 @@ class SchedulePatch(InputModel):
 
     @model_validator(mode="after")
     def _check(self) -> SchedulePatch:
+        if self.cron is not None and self.every is not None:
+            raise ValueError("give cron or every, not both")
         check_every(self.every)
         return self
 
 
 class Schedule(BaseModel):
-    """A stored schedule; ``changed_by`` names who last paused or resumed it, if anyone said.
+    """A stored schedule; ``changed_by`` names who last paused, resumed or edited it, if said.
 
     ``origin`` says where it comes from: ``"manual"`` (the CLI, the dashboard,
     :meth:`~jobrun.ports.ScheduleStore.create_schedule`) or ``"code"`` (a
@@ -139,6 +142,24 @@ class Schedule(BaseModel):
     declared_group: str | None = None
     declared_digest: str | None = None
     removed_from_code_at: datetime | None = None
+
+
+def declared_edit_problem(schedule: Schedule) -> str | None:
+    """Why ``schedule`` cannot be edited by an operator, or None when it can.
+
+    A schedule declared in code is written from its declaration whenever a
+    new version of its group's code runs, so an edit would last only until
+    then, and while the code is unchanged it would silently differ from it:
+    its declaration is the place to change it. Pausing, resuming, running
+    it now and deleting it stay open (a deploy keeps an operator's pause).
+    """
+    if schedule.origin != "code":
+        return None
+    return (
+        f"schedule {schedule.name!r} is declared in code (group "
+        f"{schedule.declared_group!r}): change its declaration there, since the next deploy "
+        "would write the declaration over an edit made here"
+    )
 
 
 DEFAULT_DECLARED_GROUP = "default"

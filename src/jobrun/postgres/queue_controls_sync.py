@@ -5,19 +5,24 @@
 Generated from :mod:`jobrun.postgres.queue_controls` by scripts/async-to-sync:
 edit the async source and regenerate.
 
-The Store's queue controls: pause, resume and fleet-wide limits, and listing them."""
+The Store's queue controls: pause, resume, fleet-wide limits, listing, and clearing a queue."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 from jobrun.domain import QueueControls, QueueInfo
+from jobrun.errors import ConfirmationNeeded
 from jobrun.postgres import _base
 from jobrun.postgres.convert import queue_from_row, queue_info_from_row
 from jobrun.postgres.store_core_sync import SyncStoreCore
+from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import queues as queue_queries
 
-__all__ = ["SyncQueueControlMethods"]
+__all__ = ["CLEAR_BATCH", "SyncQueueControlMethods"]
+
+CLEAR_BATCH = 500
+"""How many jobs one statement of a queue's clear deletes (each batch its own transaction)."""
 
 
 class SyncQueueControlMethods(SyncStoreCore):
@@ -93,3 +98,32 @@ class SyncQueueControlMethods(SyncStoreCore):
                 name=name, actor=_base.bounded_actor(actor)
             )
         return queue_from_row(row) if row is not None else QueueControls(name=name)
+
+    def clear_queue(self, name: str, *, confirm: int | None, actor: str | None = None) -> int:
+        """Delete queue ``name``'s jobs that are neither running nor finished; how many went.
+
+        Those are its queued jobs (due or not) and its waiting ones, with
+        their events; running jobs are left to finish, finished ones to
+        retention. ``confirm`` must be the number of such jobs now, else
+        :class:`~jobrun.errors.ConfirmationNeeded` carries that number and
+        nothing is deleted. The jobs counted are deleted in batches of
+        :data:`CLEAR_BATCH`: one claimed meanwhile is skipped, and jobs
+        enqueued after the count are kept. ``actor`` is who asked; jobs keep
+        no trace once deleted, so the caller logs it.
+        """
+        _base.check_queue_name(name)
+        with self._connection() as conn:
+            counted = queue_queries.Querier(conn).queue_clearable_count(queue=name)
+        assert counted is not None
+        total = counted.queued + counted.waiting
+        if confirm != total:
+            raise ConfirmationNeeded(total)
+        deleted = 0
+        while True:
+            with self._connection() as conn:
+                ids = queue_queries.Querier(conn).queue_clearable_ids(
+                    queue=name, counted_at=counted.counted_at, batch_size=CLEAR_BATCH
+                )
+                if not ids:
+                    return deleted
+                deleted += len(job_queries.Querier(conn).job_delete_many(ids=ids))

@@ -45,6 +45,7 @@ from jobrun.domain import (
     Reconciliation,
     Schedule,
     SchedulePatch,
+    declared_edit_problem,
     new_job_id,
     reconcile_declared,
 )
@@ -122,13 +123,24 @@ class SyncScheduleMethods(SyncStoreCore):
             raise ScheduleNotFound(name)
         return schedule_from_row(row)
 
-    def update_schedule(self, name: str, patch: SchedulePatch) -> Schedule:
-        """Change a schedule's template or trigger; a changed trigger recomputes the next run."""
+    def update_schedule(
+        self, name: str, patch: SchedulePatch, *, actor: str | None = None
+    ) -> Schedule:
+        """Change a schedule's template or trigger; a changed trigger recomputes the next run.
+
+        The next run becomes the new trigger's first after database now; with
+        the trigger unchanged it stays. A schedule declared in code is refused
+        (InvalidSchedule, see :func:`~jobrun.domain.declared_edit_problem`).
+        ``actor`` is recorded as for :meth:`pause_schedule`.
+        """
         with self._with_tx() as tx:
             queries = schedule_queries.Querier(tx)
             current = queries.schedule_lock_by_name(name=name)
             if current is None:
                 raise ScheduleNotFound(name)
+            problem = declared_edit_problem(schedule_from_row(current))
+            if problem is not None:
+                raise InvalidSchedule(problem)
             new = _patched(current, patch)
             _check_trigger(new.cron, new.timezone)
             payload = normal_json(encode_payload(new.type, new.payload, self.max_payload_bytes))
@@ -152,10 +164,37 @@ class SyncScheduleMethods(SyncStoreCore):
                     every=new.every,
                     timezone=new.timezone,
                     next_run_at=next_run_at,
+                    actor=bounded_actor(actor),
                 )
             )
         assert row is not None
         return schedule_from_row(row)
+
+    def run_schedule_now(self, name: str, *, actor: str | None = None) -> Job:
+        """Enqueue one job of schedule ``name``, due now, besides its regular runs.
+
+        The schedule's next run and last run stay as they were, paused or not:
+        this is an extra run, not the next one brought forward. The job has no
+        idempotency key, so each call makes one more job; its enqueued event
+        says which schedule it ran now for, and ``actor`` (who asked).
+        ScheduleNotFound when no schedule has this name.
+        """
+        backoff = DEFAULT_BACKOFF
+        with self._with_tx() as tx:
+            row = schedule_queries.Querier(tx).schedule_run_now(
+                params=schedule_queries.ScheduleRunNowParams(
+                    name=name,
+                    id=new_job_id(),
+                    backoff_kind=models.BackoffKind(backoff.kind.value),
+                    backoff_base=backoff.base,
+                    backoff_max=backoff.max,
+                    actor=bounded_actor(actor),
+                )
+            )
+            if row is None:
+                raise ScheduleNotFound(name)
+            job_queries.Querier(tx).job_notify(channel=self.notify_channel, queue=row.queue)
+        return job_from_row(row)
 
     def pause_schedule(self, name: str, *, actor: str | None = None) -> Schedule:
         """Stop a schedule from firing until it is resumed.

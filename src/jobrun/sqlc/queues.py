@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 import psycopg
 import pydantic
@@ -85,6 +86,25 @@ LEFT JOIN leased ON leased.queue = names.name
 ORDER BY names.name
 """
 
+QUEUE_CLEARABLE_COUNT = """
+SELECT (SELECT count(*) FROM jobs
+        WHERE jobs.state = 'queued' AND jobs.queue = %(queue)s)::bigint AS queued,
+       (SELECT count(*) FROM jobs
+        WHERE jobs.state = 'waiting' AND jobs.queue = %(queue)s)::bigint AS waiting,
+       now()::timestamptz AS counted_at
+"""
+
+QUEUE_CLEARABLE_IDS = """
+(SELECT jobs.id FROM jobs
+ WHERE jobs.state = 'queued' AND jobs.queue = %(queue)s AND jobs.created_at <= %(counted_at)s
+ LIMIT %(batch_size)s)
+UNION ALL
+(SELECT jobs.id FROM jobs
+ WHERE jobs.state = 'waiting' AND jobs.queue = %(queue)s AND jobs.created_at <= %(counted_at)s
+ ORDER BY jobs.created_at, jobs.id
+ LIMIT %(batch_size)s)
+"""
+
 
 @dataclass(slots=True, kw_only=True)
 class QueueSetLimitsParams:
@@ -137,6 +157,35 @@ def _row_to_queue_list_row(row: Sequence[Any]) -> QueueListRow:
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_QUEUE_LIST_ROW_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
+class QueueClearableCountRow(pydantic.BaseModel):
+    """A row returned by ``QueueClearableCount``."""
+
+    queued: int
+    waiting: int
+    counted_at: datetime
+
+
+_QUEUE_CLEARABLE_COUNT_ROW_FIELDS = frozenset({'queued', 'waiting', 'counted_at'})
+
+
+def _row_to_queue_clearable_count_row(row: Sequence[Any]) -> QueueClearableCountRow:
+    """Build a :class:`QueueClearableCountRow` from a driver row, without re-validating it."""
+    obj = QueueClearableCountRow.__new__(QueueClearableCountRow)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "queued": row[0],
+            "waiting": row[1],
+            "counted_at": row[2],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_QUEUE_CLEARABLE_COUNT_ROW_FIELDS))
     _setattr(obj, "__pydantic_extra__", None)
     _setattr(obj, "__pydantic_private__", None)
     return obj
@@ -224,6 +273,44 @@ class AsyncQuerier:
             _rows = await _cur.fetchall()
         return [_row_to_queue_list_row(_row) for _row in _rows]
 
+    async def queue_clearable_count(self, *, queue: str) -> QueueClearableCountRow | None:
+        """How many of the queue's jobs a clear deletes: those neither running nor
+        finished (queued, due or not, and waiting on dependencies or a key), and the
+        database time they were counted at (the clear takes no job created after it).
+        plan: jobs only by index jobs_claim_idx, jobs_waiting_idx
+
+        Run ``QueueClearableCount``; return its first row, or None.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(QUEUE_CLEARABLE_COUNT, {"queue": queue})
+            _row = await _cur.fetchone()
+        if _row is None:
+            return None
+        return _row_to_queue_clearable_count_row(_row)
+
+    async def queue_clearable_ids(
+        self,
+        *,
+        queue: str,
+        counted_at: datetime,
+        batch_size: int,
+    ) -> list[UUID]:
+        """A batch of the jobs a clear deletes (see QueueClearableCount), created by
+        counted_at; JobDeleteMany then deletes those still not running. The waiting
+        half walks jobs_waiting_idx in its order, oldest first.
+        plan: jobs only by index jobs_claim_idx, jobs_waiting_idx
+
+        Run ``QueueClearableIds``; return all its rows.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(QUEUE_CLEARABLE_IDS, {
+                "queue": queue,
+                "counted_at": counted_at,
+                "batch_size": batch_size,
+            })
+            _rows = await _cur.fetchall()
+        return [_row[0] for _row in _rows]
+
 class Querier:
     """The queries of ``db/query/queues.sql`` on a connection.
 
@@ -305,3 +392,41 @@ class Querier:
             _cur.execute(QUEUE_LIST)
             _rows = _cur.fetchall()
         return [_row_to_queue_list_row(_row) for _row in _rows]
+
+    def queue_clearable_count(self, *, queue: str) -> QueueClearableCountRow | None:
+        """How many of the queue's jobs a clear deletes: those neither running nor
+        finished (queued, due or not, and waiting on dependencies or a key), and the
+        database time they were counted at (the clear takes no job created after it).
+        plan: jobs only by index jobs_claim_idx, jobs_waiting_idx
+
+        Run ``QueueClearableCount``; return its first row, or None.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(QUEUE_CLEARABLE_COUNT, {"queue": queue})
+            _row = _cur.fetchone()
+        if _row is None:
+            return None
+        return _row_to_queue_clearable_count_row(_row)
+
+    def queue_clearable_ids(
+        self,
+        *,
+        queue: str,
+        counted_at: datetime,
+        batch_size: int,
+    ) -> list[UUID]:
+        """A batch of the jobs a clear deletes (see QueueClearableCount), created by
+        counted_at; JobDeleteMany then deletes those still not running. The waiting
+        half walks jobs_waiting_idx in its order, oldest first.
+        plan: jobs only by index jobs_claim_idx, jobs_waiting_idx
+
+        Run ``QueueClearableIds``; return all its rows.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(QUEUE_CLEARABLE_IDS, {
+                "queue": queue,
+                "counted_at": counted_at,
+                "batch_size": batch_size,
+            })
+            _rows = _cur.fetchall()
+        return [_row[0] for _row in _rows]

@@ -5,11 +5,12 @@
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 import psycopg
 from psycopg.types.json import Jsonb
 
-from .models import JsonValue, Schedule, row_to_schedule
+from .models import BackoffKind, Job, JobState, JsonValue, Schedule, row_to_job, row_to_schedule
 
 
 SCHEDULE_INSERT = """
@@ -35,9 +36,33 @@ SCHEDULE_UPDATE = """
 UPDATE schedules
 SET type = %(type)s, queue = %(queue)s, payload = %(payload)s, priority = %(priority)s,
     max_attempts = %(max_attempts)s, cron = %(cron)s, every = %(every)s,
-    timezone = %(timezone)s, next_run_at = %(next_run_at)s, updated_at = now()
+    timezone = %(timezone)s, next_run_at = %(next_run_at)s, changed_by = %(actor)s,
+    updated_at = now()
 WHERE name = %(name)s
 RETURNING id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by, origin, declared_group, declared_digest, removed_from_code_at
+"""
+
+SCHEDULE_RUN_NOW = """
+WITH schedule AS (
+    SELECT id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by, origin, declared_group, declared_digest, removed_from_code_at FROM schedules WHERE name = %(name)s
+), inserted AS (
+    INSERT INTO jobs (
+        id, queue, type, payload, priority, max_attempts,
+        backoff_kind, backoff_base, backoff_max, run_at
+    )
+    SELECT %(id)s::uuid, schedule.queue, schedule.type, schedule.payload, schedule.priority,
+           schedule.max_attempts, %(backoff_kind)s::backoff_kind, %(backoff_base)s::interval,
+           %(backoff_max)s::interval, now()
+    FROM schedule
+    RETURNING id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed, unique_key, unique_states
+), recorded AS (
+    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, detail)
+    SELECT inserted.id, inserted.created_at, 'enqueued', NULL, inserted.state, 0,
+           'run now of schedule ' || %(name)s::text
+           || coalesce(' by ' || %(actor)s::text, '')
+    FROM inserted
+)
+SELECT id, queue, type, payload, priority, state, attempts, max_attempts, backoff_kind, backoff_base, backoff_max, run_at, lease_owner, lease_expires_at, cancel_requested, idempotency_key, last_error, created_at, updated_at, finished_at, meta, handed, unique_key, unique_states FROM inserted
 """
 
 SCHEDULE_SET_PAUSED = """
@@ -145,7 +170,20 @@ class ScheduleUpdateParams:
     every: timedelta | None
     timezone: str
     next_run_at: datetime
+    actor: str | None
     name: str
+
+
+@dataclass(slots=True, kw_only=True)
+class ScheduleRunNowParams:
+    """The parameters of ``ScheduleRunNow``."""
+
+    name: str
+    id: UUID
+    backoff_kind: BackoffKind
+    backoff_base: timedelta
+    backoff_max: timedelta
+    actor: str | None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -243,7 +281,11 @@ class AsyncQuerier:
         return row_to_schedule(_row)
 
     async def schedule_update(self, *, params: ScheduleUpdateParams) -> Schedule | None:
-        """Run ``ScheduleUpdate``; return its first row, or None."""
+        """actor: who changed it, recorded as changed_by (NULL: not recorded), as a
+        pause or resume records it.
+
+        Run ``ScheduleUpdate``; return its first row, or None.
+        """
         async with self._conn.cursor() as _cur:
             await _cur.execute(SCHEDULE_UPDATE, {
                 "type": params.type,
@@ -255,12 +297,35 @@ class AsyncQuerier:
                 "every": params.every,
                 "timezone": params.timezone,
                 "next_run_at": params.next_run_at,
+                "actor": params.actor,
                 "name": params.name,
             })
             _row = await _cur.fetchone()
         if _row is None:
             return None
         return row_to_schedule(_row)
+
+    async def schedule_run_now(self, *, params: ScheduleRunNowParams) -> Job | None:
+        """One job of the schedule, due now, outside its regular runs: next_run_at and
+        last_run_at stay as they are, and the job has no idempotency key (each ask
+        is one more job). Its enqueued event says it was asked for, and by whom
+        (actor; NULL names nobody). No row: no schedule has this name.
+
+        Run ``ScheduleRunNow``; return its first row, or None.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(SCHEDULE_RUN_NOW, {
+                "name": params.name,
+                "id": params.id,
+                "backoff_kind": params.backoff_kind,
+                "backoff_base": params.backoff_base,
+                "backoff_max": params.backoff_max,
+                "actor": params.actor,
+            })
+            _row = await _cur.fetchone()
+        if _row is None:
+            return None
+        return row_to_job(_row)
 
     async def schedule_set_paused(
         self,
@@ -492,7 +557,11 @@ class Querier:
         return row_to_schedule(_row)
 
     def schedule_update(self, *, params: ScheduleUpdateParams) -> Schedule | None:
-        """Run ``ScheduleUpdate``; return its first row, or None."""
+        """actor: who changed it, recorded as changed_by (NULL: not recorded), as a
+        pause or resume records it.
+
+        Run ``ScheduleUpdate``; return its first row, or None.
+        """
         with self._conn.cursor() as _cur:
             _cur.execute(SCHEDULE_UPDATE, {
                 "type": params.type,
@@ -504,12 +573,35 @@ class Querier:
                 "every": params.every,
                 "timezone": params.timezone,
                 "next_run_at": params.next_run_at,
+                "actor": params.actor,
                 "name": params.name,
             })
             _row = _cur.fetchone()
         if _row is None:
             return None
         return row_to_schedule(_row)
+
+    def schedule_run_now(self, *, params: ScheduleRunNowParams) -> Job | None:
+        """One job of the schedule, due now, outside its regular runs: next_run_at and
+        last_run_at stay as they are, and the job has no idempotency key (each ask
+        is one more job). Its enqueued event says it was asked for, and by whom
+        (actor; NULL names nobody). No row: no schedule has this name.
+
+        Run ``ScheduleRunNow``; return its first row, or None.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(SCHEDULE_RUN_NOW, {
+                "name": params.name,
+                "id": params.id,
+                "backoff_kind": params.backoff_kind,
+                "backoff_base": params.backoff_base,
+                "backoff_max": params.backoff_max,
+                "actor": params.actor,
+            })
+            _row = _cur.fetchone()
+        if _row is None:
+            return None
+        return row_to_job(_row)
 
     def schedule_set_paused(
         self,

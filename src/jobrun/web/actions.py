@@ -6,6 +6,10 @@ refused for the same reasons with the same status (:func:`refusal_status`):
 the action decides, and the page (a redirect or an error page) and the API
 (a JSON body) only shape the answer.
 
+The actions of the Schedules page that take a schedule's fields, and the
+Queues page's drain and clear, live in :mod:`jobrun.web.schedule_actions` and
+:mod:`jobrun.web.queue_actions`; :data:`ACTIONS` lists them all.
+
 Every action names its actor (``<user> via web``): a job action in the job's
 events; a queue or schedule action, which has no job to attach an event to,
 in the changed row's ``changed_by`` (its last change only) and in an INFO
@@ -21,7 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 from uuid import UUID
 
 from jobrun.domain import Job, JobFilter, QueueControls
@@ -33,6 +37,7 @@ from jobrun.errors import (
     ScheduleNotFound,
 )
 from jobrun.ports import Admin
+from jobrun.web import queue_actions, schedule_actions
 from jobrun.web.bodies import (
     FILTER_FIELDS,
     BadRequest,
@@ -272,6 +277,15 @@ def _page(path: str) -> Callable[[Any, Mapping[str, Any]], str]:
     return lambda done, form: path
 
 
+def _bulk_again(params: Mapping[str, Any]) -> str:
+    return "/jobs/bulk"
+
+
+def _at(kind: str, verb: str) -> Callable[[Mapping[str, Any]], str]:
+    """The path of action ``verb`` on the queue or schedule its path parameters name."""
+    return lambda params: f"/{kind}/{quote(str(params['name']), safe='')}/{verb}"
+
+
 @dataclass(frozen=True)
 class Action:
     """One action as both of its routes ask for it: a page form POST and the API's JSON POST.
@@ -279,13 +293,15 @@ class Action:
     ``run`` is called with the store, the route's path parameters, what the
     reader found, and ``actor`` as keywords. ``form`` reads the page's form
     (the CSRF field removed) and ``body`` the API's JSON object; ``back``
-    is where the page returns once the action is done.
+    is where the page returns once the action is done, and ``again`` (from
+    the path parameters) where a page asking for a confirmation posts it.
     """
 
     run: Callable[..., Awaitable[Any]]
     back: Callable[[Any, Mapping[str, Any]], str]
     form: Reader = _takes_nothing
     body: Reader = _refuses_fields
+    again: Callable[[Mapping[str, Any]], str] = _bulk_again
 
 
 ACTIONS = {
@@ -299,5 +315,33 @@ ACTIONS = {
     "resume_queue": Action(resume_queue, _page("/queues")),
     "set_queue_limits": Action(set_queue_limits, _page("/queues"), form=_limits, body=_limits),
     "clear_queue_limits": Action(clear_queue_limits, _page("/queues")),
+    "create_schedule": Action(
+        schedule_actions.create_schedule,
+        _page("/schedules"),
+        form=schedule_actions.new_schedule_fields,
+        body=schedule_actions.new_schedule_body,
+    ),
+    "edit_schedule": Action(
+        schedule_actions.edit_schedule,
+        _page("/schedules"),
+        form=schedule_actions.patch_fields,
+        body=schedule_actions.patch_body,
+    ),
+    "run_schedule_now": Action(schedule_actions.run_schedule_now, _page("/schedules")),
+    "delete_schedule": Action(
+        schedule_actions.delete_schedule,
+        _page("/schedules"),
+        form=schedule_actions.delete_body,
+        body=schedule_actions.delete_body,
+        again=_at("schedules", "delete"),
+    ),
+    "drain_queue": Action(queue_actions.drain_queue, _page("/queues")),
+    "clear_queue": Action(
+        queue_actions.clear_queue,
+        _page("/queues"),
+        form=queue_actions.clear_body,
+        body=queue_actions.clear_body,
+        again=_at("queues", "clear"),
+    ),
 }
 """Every action the dashboard offers, by name."""

@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from jobrun.domain import WorkerInfo
 from jobrun.errors import ConfirmationNeeded, JobNotFound
 from jobrun.web.actions import REFUSALS, Action, refusal_status
-from jobrun.web.bodies import job_result, json_body, listing
+from jobrun.web.bodies import Unconfirmed, job_result, json_body, listing
 from jobrun.web.dashboard import Dashboard
 from jobrun.web.guard import actor, check_action
 
@@ -120,6 +120,8 @@ async def act(dash: Dashboard, action: Action, request: Request) -> Response:
         answer: dict[str, Any] = {"error": str(exc)}
         if isinstance(exc, ConfirmationNeeded):
             answer["confirm"] = exc.count
+        elif isinstance(exc, Unconfirmed):
+            answer["confirm"] = exc.confirm
         return JSONResponse(answer, status_code=refusal_status(exc))
     return JSONResponse(_jsonable(done))
 

@@ -2,7 +2,8 @@
 
 The app is put together from rooms, each with its own reason to exist:
 :mod:`jobrun.web.guard` (auth, CSRF, read-only, the actor),
-:mod:`jobrun.web.actions` (what a POST does to the store),
+:mod:`jobrun.web.actions` (what a POST does to the store, with
+:mod:`jobrun.web.schedule_actions` and :mod:`jobrun.web.queue_actions`),
 :mod:`jobrun.web.pages` (HTML), :mod:`jobrun.web.api` (JSON),
 :mod:`jobrun.web.live` (server-sent events) and
 :mod:`jobrun.web.dashboard` (the store, options and background pieces one
@@ -48,6 +49,10 @@ ROUTES: tuple[tuple[str, Any], ...] = (
     ("/schedules", pages.schedules),
     ("/schedules/{name:path}/pause", ACTIONS["pause_schedule"]),
     ("/schedules/{name:path}/resume", ACTIONS["resume_schedule"]),
+    ("/schedules/new", ACTIONS["create_schedule"]),
+    ("/schedules/{name:path}/edit", ACTIONS["edit_schedule"]),
+    ("/schedules/{name:path}/run-now", ACTIONS["run_schedule_now"]),
+    ("/schedules/{name:path}/delete", ACTIONS["delete_schedule"]),
     ("/queues", pages.queues),
     ("/workers", pages.workers),
     ("/stats", stats_page.stats_page),
@@ -56,6 +61,8 @@ ROUTES: tuple[tuple[str, Any], ...] = (
     ("/queues/{name:path}/resume", ACTIONS["resume_queue"]),
     ("/queues/{name:path}/limits", ACTIONS["set_queue_limits"]),
     ("/queues/{name:path}/clear-limits", ACTIONS["clear_queue_limits"]),
+    ("/queues/{name:path}/drain", ACTIONS["drain_queue"]),
+    ("/queues/{name:path}/clear", ACTIONS["clear_queue"]),
     ("/api/csrf", api.csrf),
     ("/api/overview", api.overview),
     ("/api/jobs", api.jobs),

@@ -38,6 +38,7 @@ __all__ = [
     "MAX_BODY_BYTES",
     "MAX_BULK_IDS",
     "BadRequest",
+    "Unconfirmed",
     "bulk_from_body",
     "bulk_from_form",
     "confirmed_count",
@@ -69,6 +70,21 @@ class BadRequest(ValueError):
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.status = status
+
+
+class Unconfirmed(BadRequest):
+    """A delete sent without the confirmation it asks for: nothing was done (409).
+
+    ``confirm`` is what to send back in the ``confirm`` field to go ahead (a
+    schedule's name, or how many jobs a queue's clear deletes); ``title`` and
+    ``detail`` are what the page asking for it says.
+    """
+
+    def __init__(self, message: str, *, confirm: str | int, title: str, detail: str) -> None:
+        super().__init__(message, 409)
+        self.confirm = confirm
+        self.title = title
+        self.detail = detail
 
 
 def _kind(value: Any) -> str:

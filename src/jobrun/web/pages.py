@@ -26,12 +26,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from jobrun.domain import JobState, queue_name_problem
+from jobrun.durations import format_duration
 from jobrun.errors import ConfirmationNeeded, JobNotFound
 from jobrun.web import workflow_graph
 from jobrun.web.actions import REFUSALS, Action, refusal_status
-from jobrun.web.bodies import job_result, listing
+from jobrun.web.bodies import Unconfirmed, job_result, listing
 from jobrun.web.dashboard import Dashboard
 from jobrun.web.guard import CSRF_FIELD, actor, check_action
+from jobrun.web.queue_actions import drain_state
 
 __all__ = [
     "LIST_PAYLOAD_CHARS",
@@ -126,9 +128,12 @@ _env.filters["short_payload"] = _short_payload
 _env.filters["pretty"] = _pretty
 _env.filters["duration"] = _fmt_duration
 _env.filters["error_line"] = _error_line
+_env.filters["duration_text"] = format_duration  # as the every field reads it back
+_env.filters["json_text"] = lambda value: json.dumps(value, ensure_ascii=False)  # escaped after
 # Not Jinja's urlencode, which leaves "/" as it is: see _segment.
 _env.filters["segment"] = _segment
 _env.globals["queue_name_problem"] = queue_name_problem
+_env.globals["drain_state"] = drain_state
 
 
 def render(
@@ -259,6 +264,35 @@ async def workers(dash: Dashboard, request: Request) -> Response:
     return render(dash, request, "workers.html", workers=await store.workers())
 
 
+def _asking(
+    exc: ConfirmationNeeded | Unconfirmed, action: Action, request: Request
+) -> dict[str, Any]:
+    """What the confirmation page says and where it posts: a bulk delete's, or the action's."""
+    if isinstance(exc, Unconfirmed):
+        return {
+            "title": exc.title,
+            "detail": exc.detail,
+            "confirm": exc.confirm,
+            "target": action.again(request.path_params),
+            "back": action.back(None, {}),
+            "button": exc.title.removesuffix("?"),
+            "keep": "Keep it" if isinstance(exc.confirm, str) else "Keep them",
+        }
+    jobs = f"{exc.count} job{'s' if exc.count != 1 else ''}"
+    return {
+        "title": f"Delete {jobs}?",
+        "detail": (
+            f"This deletes {jobs} with {'their' if exc.count != 1 else 'its'} events and"
+            " results. It cannot be undone. Running jobs are skipped: cancel them first."
+        ),
+        "confirm": exc.count,
+        "target": action.again(request.path_params),
+        "back": "/jobs",
+        "button": f"Delete {jobs}",
+        "keep": "Keep them",
+    }
+
+
 async def act(dash: Dashboard, action: Action, request: Request) -> Response:
     """A page form's POST: run ``action`` and redirect back (303), or show the refusal."""
     try:
@@ -267,10 +301,10 @@ async def act(dash: Dashboard, action: Action, request: Request) -> Response:
         store = await dash.store()
         given = action.form(FormData([(k, v) for k, v in form.multi_items() if k != CSRF_FIELD]))
         done = await action.run(store, **request.path_params, **given, actor=actor(request))
-    except ConfirmationNeeded as exc:
-        # Ask, with the same form again and the count to confirm (nothing was deleted).
+    except (ConfirmationNeeded, Unconfirmed) as exc:
+        # Ask, with the same form again and what to confirm (nothing was deleted).
         fields = [(k, v) for k, v in form.multi_items() if k not in (CSRF_FIELD, "confirm")]
-        return render(dash, request, "confirm.html", count=exc.count, fields=fields)
+        return render(dash, request, "confirm.html", fields=fields, **_asking(exc, action, request))
     except REFUSALS as exc:
         return render(dash, request, "error.html", refusal_status(exc), message=str(exc))
     return RedirectResponse(base(request) + action.back(done, form), status_code=303)

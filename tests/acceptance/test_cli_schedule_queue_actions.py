@@ -1,0 +1,111 @@
+"""``jobrun schedules edit|run-now`` and ``jobrun queues drain|clear`` as a subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from datetime import timedelta
+from typing import Any
+
+from tests.acceptance.test_cli import ROOT, jobrun, ok, one_line_error
+
+from jobrun import Client
+from jobrun.domain import DeclaredSet, NewJob, NewSchedule
+from jobrun.testing import eventually_sync
+
+
+def with_client(db_url: str, body: Any) -> Any:
+    async def run() -> Any:
+        async with Client(database_url=db_url) as client:
+            return await body(client)
+
+    return asyncio.run(run())
+
+
+def test_schedules_edit_and_run_now(db_url: str) -> None:
+    url = ("--database-url", db_url)
+    ok("schedules", "add", "reports/eu", "--type", "t", "--cron", "0 3 * * *", *url)
+    before = with_client(db_url, lambda c: c.store.get_schedule("reports/eu"))
+    out = ok("schedules", "edit", "reports/eu", "--priority", "4", "--payload", '{"a": 1}', *url)
+    assert "schedule 'reports/eu' changed (cron 0 3 * * *)" in out
+    kept = with_client(db_url, lambda c: c.store.get_schedule("reports/eu"))
+    assert (kept.priority, kept.payload, kept.next_run_at) == (4, {"a": 1}, before.next_run_at)
+    assert "every 5m" in ok("schedules", "edit", "reports/eu", "--every", "5m", *url)
+    for args, needle in [
+        (["--cron", "* * * * *", "--every", "1m"], "give --cron or --every, not both"),
+        (["--every", "5"], "--every: invalid duration '5'"),
+        (["--payload", "["], "--payload is not valid JSON"),
+        (["--timezone", "Mars/Base"], "unknown time zone 'Mars/Base'"),
+        ([], "give a field to change"),
+    ]:
+        assert needle in one_line_error(jobrun("schedules", "edit", "reports/eu", *args, *url))
+    missing = jobrun("schedules", "edit", "x", "--priority", "1", *url)
+    assert "does not exist" in one_line_error(missing)
+    out = ok("schedules", "run-now", "reports/eu", *url)
+    assert "schedule 'reports/eu' ran now: job" in out
+    jobs = with_client(db_url, lambda c: c.store.list_jobs(limit=5)).jobs
+    assert [(j.type, j.payload) for j in jobs] == [("t", {"a": 1})]
+    assert "does not exist" in one_line_error(jobrun("schedules", "run-now", "gone", *url))
+
+
+def test_schedules_edit_refuses_a_schedule_declared_in_code(db_url: str) -> None:
+    async def declare(client: Client) -> None:
+        tick = NewSchedule(name="tick", type="t", every=timedelta(hours=1))
+        declared = DeclaredSet("app", (tick,))
+        await client.store.renew_declarations(declared, timedelta(minutes=5))
+        await client.store.apply_declarations("app", declared.digest)
+
+    with_client(db_url, declare)
+    edit = jobrun("schedules", "edit", "tick", "--priority", "1", "--database-url", db_url)
+    assert "declared in code (group 'app')" in one_line_error(edit)
+
+
+def test_queues_drain_and_clear_touch_only_the_named_queue(db_url: str) -> None:
+    async def setup(client: Client) -> None:
+        for queue in ("billing/eu", "billing/eu", "../x", "billing"):
+            await client.store.enqueue(NewJob(type="t", queue=queue))
+        await client.store.claim(["billing/eu"], "w", 1, timedelta(minutes=1))
+
+    with_client(db_url, setup)
+    url = ("--database-url", db_url)
+    drained = ok("queues", "drain", "billing/eu", *url)
+    assert "queue 'billing/eu' paused; draining: 1 running" in drained
+    assert "queue '../x' paused; drained" in ok("queues", "drain", "../x", *url)
+    asked = one_line_error(jobrun("queues", "clear", "billing/eu", *url))
+    assert "has 1 job not running: nothing was deleted" in asked and "--confirm 1" in asked
+    wrong = jobrun("queues", "clear", "billing/eu", "--confirm", "2", *url)
+    assert "nothing was deleted" in one_line_error(wrong)
+    assert "cleared: 1 job deleted" in ok("queues", "clear", "billing/eu", "--confirm", "1", *url)
+    assert "','" in one_line_error(jobrun("queues", "clear", "a,b", "--confirm", "0", *url))
+    listed = {q.name: q for q in with_client(db_url, lambda c: c.store.list_queues())}
+    assert (listed["billing/eu"].queued, listed["billing/eu"].leased) == (0, 1)
+    assert listed["../x"].queued == 1 and listed["billing"].queued == 1
+    assert listed["../x"].paused and not listed["billing"].paused
+
+
+def test_queues_drain_wait_returns_once_the_last_running_job_finished(db_url: str) -> None:
+    async def setup(client: Client) -> Any:
+        await client.store.enqueue(NewJob(type="t", queue="mail"))
+        [job] = await client.store.claim(["mail"], "w", 1, timedelta(minutes=5))
+        return job
+
+    job = with_client(db_url, setup)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobrun", "queues", "drain", "mail", "--wait",
+         "--database-url", db_url],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "queue 'mail' draining: 1 running"
+        assert proc.poll() is None  # still waiting on the running job
+        with_client(db_url, lambda c: c.store.complete(job, "w"))
+        eventually_sync(lambda: proc.poll() is not None, what="drain --wait returned")
+        rest = proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+    assert proc.returncode == 0
+    assert rest.strip().splitlines()[-1] == "queue 'mail' paused; drained"
