@@ -16,6 +16,8 @@ the contract be tested in one place. One module per concept, lowest first:
 - :mod:`~jobrun.domain.queues`, :mod:`~jobrun.domain.schedules` (with the
   periodic jobs declared in code and how they are written),
   :mod:`~jobrun.domain.outcomes`, :mod:`~jobrun.domain.handoff`;
+- :mod:`~jobrun.domain.search`: searching the jobs listing (id prefix or
+  suffix, error text, payload containment), bounded per call;
 - :mod:`~jobrun.domain.replicas`: a read replica's lag;
 - :mod:`~jobrun.domain.progress`: a running job's progress;
 - :mod:`~jobrun.domain.json_text`: the JSON text jsonb stores, checked the
@@ -107,6 +109,15 @@ from jobrun.domain.schedules import (
     declaration_digest,
     reconcile_declared,
 )
+from jobrun.domain.search import (
+    MAX_SEARCH_TEXT,
+    SEARCH_ROWS,
+    error_search,
+    id_digits,
+    id_range,
+    payload_search,
+    split_id_search,
+)
 from jobrun.domain.uniqueness import MAX_UNIQUE_PERIOD, Unique, UniqueUntil
 from jobrun.domain.workers import MAX_REPORTED_RUNNING, RunningJob, WorkerInfo, WorkerReport
 from jobrun.domain.workflows import (
@@ -138,6 +149,7 @@ __all__ = [
     "MAX_QUEUE_LIMIT",
     "MAX_QUEUE_NAME",
     "MAX_REPORTED_RUNNING",
+    "MAX_SEARCH_TEXT",
     "MAX_UNIQUE_PERIOD",
     "MAX_WORKFLOW_STEPS",
     "MIN_PRIORITY",
@@ -145,6 +157,7 @@ __all__ = [
     "REMOVED_FROM_CODE",
     "RUN_AT_FLOOR",
     "RUN_AT_LIMIT",
+    "SEARCH_ROWS",
     "Backoff",
     "BackoffKind",
     "CommitCallback",
@@ -192,7 +205,10 @@ __all__ = [
     "describe_invalid",
     "duration_problem",
     "encode_payload",
+    "error_search",
     "group",
+    "id_digits",
+    "id_range",
     "jobs_alike",
     "key_lock_id",
     "new_job_id",
@@ -201,9 +217,11 @@ __all__ = [
     "notify_channel_problem",
     "parse_job_id",
     "payload_problem",
+    "payload_search",
     "progress_report",
     "queue_limits_problem",
     "queue_name_problem",
     "reconcile_declared",
+    "split_id_search",
     "text_problem",
 ]
