@@ -110,6 +110,7 @@ from jobrun.domain.schedules import (
     reconcile_declared,
 )
 from jobrun.domain.search import (
+    INDEXED_STATES,
     MAX_SEARCH_TEXT,
     SEARCH_ROWS,
     error_search,
@@ -139,6 +140,7 @@ __all__ = [
     "DEFAULT_QUEUE",
     "FINISHED_CHANNEL",
     "HANDOFF_CONFIRM_WITHIN",
+    "INDEXED_STATES",
     "MAX_ATTEMPTS_LIMIT",
     "MAX_CONCURRENCY_LIMIT",
     "MAX_DELAY",

@@ -19,6 +19,7 @@ from uuid import UUID
 from jobrun.domain.rules import MAX_PAYLOAD_DEPTH, payload_problem, text_problem
 
 __all__ = [
+    "INDEXED_STATES",
     "MAX_SEARCH_TEXT",
     "SEARCH_ROWS",
     "error_search",
@@ -30,6 +31,9 @@ __all__ = [
 
 SEARCH_ROWS = 50_000
 """The most jobs one search call examines by default before it stops and says so."""
+INDEXED_STATES = frozenset({"dead", "cancelled"})
+"""The states whose searches examine only jobs of that state (an index holds them in id
+order); a search within any other state examines jobs of every state and keeps its own."""
 MAX_SEARCH_TEXT = 10_000
 """The longest error text or payload JSON a search takes, in characters."""
 

@@ -18,6 +18,7 @@ from psycopg import BaseConnection
 from psycopg.pq import TransactionStatus
 
 from jobrun.domain import (
+    INDEXED_STATES,
     JobFilter,
     JobPage,
     JobState,
@@ -133,10 +134,6 @@ def list_args(
 SearchRow = search_queries.JobSearchRow | search_queries.JobSearchInStateRow
 """A row of a search: a whole job, how far into the walk it lay, and whether it matched."""
 
-# Only these states have an index in id order (jobs_dead_cancelled_idx): a
-# search within one of them walks that index and counts only its jobs.
-_INDEXED_STATES = frozenset({JobState.DEAD, JobState.CANCELLED})
-
 
 def search_args(
     f: JobFilter, limit: int, cursor: UUID | None, search_rows: int
@@ -163,7 +160,8 @@ def search_args(
     if f.state is None:
         return search_queries.JobSearchParams(state=None, **common)
     state = models.JobState(f.state.value)
-    if f.state in _INDEXED_STATES:
+    # jobs_dead_cancelled_idx holds these states in id order: walk only their jobs.
+    if f.state.value in INDEXED_STATES:
         return search_queries.JobSearchInStateParams(state=state, **common)
     return search_queries.JobSearchParams(state=state, **common)
 

@@ -24,6 +24,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from jobrun.client import Client
+from jobrun.domain import SEARCH_ROWS
 from jobrun.web import api, live, pages
 from jobrun.web.actions import ACTIONS, Action
 from jobrun.web.dashboard import Dashboard, WebStore
@@ -92,6 +93,7 @@ def create_app(
     notify_channel: str | None = None,
     poll: float = 2.0,
     sample_every: float = 10.0,
+    search_rows: int = SEARCH_ROWS,
 ) -> Starlette:
     """The dashboard as an ASGI app, to serve (``jobrun web``) or mount in your own app.
 
@@ -102,9 +104,13 @@ def create_app(
     403. Live updates LISTEN on the client's database (or ``database_url`` and
     ``notify_channel`` when given a bare store) and re-read the queues every
     ``poll`` seconds; the throughput chart samples every ``sample_every``.
+    A search of the jobs listing examines at most ``search_rows`` jobs a page
+    and offers to search further.
     """
     if auth is not None and (not auth[0] or not auth[1]):
         raise ValueError("auth needs a non-empty user and password")
+    if search_rows < 1:
+        raise ValueError("search_rows must be at least 1")
     dash = Dashboard(
         source,
         read_only=read_only,
@@ -112,6 +118,7 @@ def create_app(
         notify_channel=notify_channel,
         poll=poll,
         sample_every=sample_every,
+        search_rows=search_rows,
     )
 
     @contextlib.asynccontextmanager
