@@ -104,7 +104,11 @@ def jobs_list_command(
     ] = None,
     payload: Annotated[
         str | None,
-        typer.Option(help="Search for payloads containing this JSON, e.g. '{\"customer\": 42}'."),
+        typer.Option(
+            envvar="JOBRUN_LIST_PAYLOAD",
+            show_envvar=True,
+            help="Search for payloads containing this JSON, e.g. '{\"customer\": 42}'.",
+        ),
     ] = None,
     search_rows: Annotated[
         int,
