@@ -185,6 +185,15 @@ def test_bulk_actions_by_filter_refuse_a_search_and_change_nothing(
         assert answer.json()["error"].startswith("a bulk action on a whole filter takes no search")
     assert web.get(f"/api/jobs/{dead.id}").json()["job"]["state"] == "dead"
     # The selection still works on what the search showed.
-    selected = {"csrf": token[1], "action": "retry", "scope": "selected", "ids": str(dead.id)}
-    assert web.post("/jobs/bulk", data=selected, follow_redirects=False).status_code == 303
+    selected = {
+        **{"csrf": token[1], "action": "retry", "scope": "selected", "ids": str(dead.id)},
+        **{"error": "boom & <more>", "payload": "{}"},  # the page's search, sent along
+    }
+    done = web.post("/jobs/bulk", data=selected, follow_redirects=False)
+    # Back to the listing of the same search.
+    assert done.status_code == 303
+    assert parse_qs(urlsplit(done.headers["location"]).query) == {
+        "error": ["boom & <more>"],
+        "payload": ["{}"],
+    }
     assert web.get(f"/api/jobs/{dead.id}").json()["job"]["state"] == "queued"
