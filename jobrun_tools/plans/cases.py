@@ -65,7 +65,18 @@ class Case:
 
 def all_cases(facts: Facts) -> dict[str, dict[str, list[Case]]]:
     """Every case, by query set name (``jobrun``, ``detector``), then by query name."""
-    from jobrun_tools.plans import cases_detector, cases_jobs, cases_other, cases_stats
+    from jobrun_tools.plans import (
+        cases_detector,
+        cases_jobs,
+        cases_other,
+        cases_search,
+        cases_stats,
+    )
 
-    jobrun = {**cases_jobs.cases(facts), **cases_other.cases(facts), **cases_stats.cases(facts)}
+    jobrun = {
+        **cases_jobs.cases(facts),
+        **cases_other.cases(facts),
+        **cases_search.cases(facts),
+        **cases_stats.cases(facts),
+    }
     return {"jobrun": jobrun, "detector": cases_detector.cases(facts)}

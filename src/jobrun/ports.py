@@ -38,6 +38,7 @@ from typing import Any, Protocol, Unpack, runtime_checkable
 from uuid import UUID
 
 from jobrun.domain import (
+    SEARCH_ROWS,
     CommitCallback,
     DeclaredSet,
     Dependency,
@@ -201,9 +202,14 @@ class Admin(Protocol):
         ...
 
     async def list_jobs(
-        self, filter: JobFilter | None = None, *, limit: int = 50, cursor: UUID | None = None
+        self,
+        filter: JobFilter | None = None,
+        *,
+        limit: int = 50,
+        cursor: UUID | None = None,
+        search_rows: int = SEARCH_ROWS,
     ) -> JobPage:
-        """A page of jobs, newest first."""
+        """A page of jobs, newest first; a search examines at most ``search_rows`` jobs."""
         ...
 
     async def progress_of(self, job_ids: Sequence[UUID]) -> dict[UUID, JobProgress]:

@@ -254,6 +254,37 @@ def test_a_listed_job_id_is_whole_and_its_button_copies_it(
     assert copied == str(dead[1].id)
 
 
+def test_a_search_typed_on_the_jobs_page_finds_jobs_and_an_id_opens_its_job(
+    db_url: str, site: str, chrome: webdriver.Chrome
+) -> None:
+    async def setup(client: Client) -> list[Any]:
+        dead = await dead_jobs(client, 2)
+        await client.store.enqueue(NewJob(type="web.nap", queue="mail", payload={"vip": True}))
+        return dead
+
+    dead = with_client(db_url, setup)
+    chrome.get(site + "/jobs")
+    assert len(chrome.find_elements(By.CSS_SELECTOR, "#jobs-table tr[data-id]")) == 3
+    chrome.find_element(By.NAME, "error").send_keys("mailbox UNAVAILABLE")
+    chrome.find_element(By.NAME, "payload").send_keys('{"to": "user1@example.com"}')
+    click(chrome, "#search-submit")
+    WebDriverWait(chrome, 10).until(lambda d: "payload=" in d.current_url)
+    found = chrome.find_elements(By.CSS_SELECTOR, "#jobs-table tr[data-id]")
+    assert [row.get_attribute("data-id") for row in found] == [str(dead[1].id)]
+    # The search stays in its boxes and in the state tabs.
+    assert chrome.find_element(By.NAME, "error").get_attribute("value") == "mailbox UNAVAILABLE"
+    click(chrome, '#state-tabs a[data-state="dead"]')
+    WebDriverWait(chrome, 10).until(lambda d: "state=dead" in d.current_url)
+    found = chrome.find_elements(By.CSS_SELECTOR, "#jobs-table tr[data-id]")
+    assert [row.get_attribute("data-id") for row in found] == [str(dead[1].id)]
+    # The end of one job's id, typed after an ellipsis, goes straight to that job.
+    chrome.get(site + "/jobs")
+    chrome.find_element(By.NAME, "id").send_keys("..." + str(dead[0].id)[-8:].upper())
+    click(chrome, "#search-submit")
+    WebDriverWait(chrome, 10).until(lambda d: d.current_url.endswith(f"/jobs/{dead[0].id}"))
+    shot(chrome, "job-search")
+
+
 def test_cancel_from_the_job_page_reaches_the_running_job(
     db_url: str, site: str, worker: Callable[[], None], chrome: webdriver.Chrome
 ) -> None:

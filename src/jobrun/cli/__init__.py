@@ -17,7 +17,7 @@ cancel|retry|purge``, ``events``, ``schedules add|list|pause|resume|remove``,
 The package: :mod:`~jobrun.cli.app` (the typer app, shared options, error
 mapping, :func:`main`), :mod:`~jobrun.cli.durations`, :mod:`~jobrun.cli.inputs`,
 :mod:`~jobrun.cli.rendering` and :mod:`~jobrun.cli.log_setup` (helpers), and
-one module per command group, each registering its commands on the app when
+one module per command or command group, each registering its commands on the app when
 imported here.
 
 The CLI talks to the database only through :mod:`jobrun.postgres`; it never
@@ -33,6 +33,7 @@ from __future__ import annotations
 # isort: off
 from jobrun.cli import migrate  # noqa: F401
 from jobrun.cli import worker  # noqa: F401
+from jobrun.cli import enqueue  # noqa: F401
 from jobrun.cli import jobs  # noqa: F401
 from jobrun.cli import schedules  # noqa: F401
 from jobrun.cli import queues  # noqa: F401

@@ -1,4 +1,4 @@
-"""Commands on jobs: ``enqueue``, ``jobs list|show|cancel|retry|purge``, ``events``, ``stats``.
+"""Commands on jobs: ``jobs list|result|show|cancel|retry|run-now|purge``, ``events``, ``stats``.
 
 Each command checks its input first (:mod:`jobrun.cli.inputs`), then makes one
 or two :class:`~jobrun.postgres.store.Store` calls through
@@ -26,190 +26,26 @@ from jobrun.cli.app import (
     run_with_store,
 )
 from jobrun.cli.durations import format_duration, human_duration
-from jobrun.cli.inputs import read_duration, read_job_id, read_json, read_state, validation_exit
+from jobrun.cli.inputs import read_duration, read_job_id, read_state, validation_exit
 from jobrun.cli.rendering import events_table, stdout, when
-from jobrun.cli.worker import load_registry
 from jobrun.domain import (
+    SEARCH_ROWS,
     JobFilter,
     JobProgress,
     JobState,
-    NewJob,
     QueueDepth,
     QueueStats,
-    Unique,
+    error_search,
+    payload_search,
+    split_id_search,
 )
-from jobrun.errors import JobNotSucceeded, JobrunError, ResultNotReady
+from jobrun.errors import JobNotSucceeded, ResultNotReady
 from jobrun.postgres.store import Store
 
 __all__ = ["jobs_app"]
 
 jobs_app = typer.Typer(help="List, inspect, cancel, retry and purge jobs.", no_args_is_help=True)
 app.add_typer(jobs_app, name="jobs")
-
-
-# -- demo -----------------------------------------------------------------------------------
-
-
-PayloadOption = Annotated[
-    str, typer.Option(envvar="JOBRUN_PAYLOAD", show_envvar=True, help="The payload, as JSON.")
-]
-# Not JOBRUN_QUEUE: that is the worker's list of queues (mail,default), not one to write to.
-EnqueueQueueOption = Annotated[
-    str | None,
-    typer.Option(
-        "--queue",
-        "-q",
-        envvar="JOBRUN_ENQUEUE_QUEUE",
-        show_envvar=True,
-        help="The queue to put the job in (default: the one declared with the --app "
-        "handler, else default).",
-    ),
-]
-PriorityOption = Annotated[
-    int | None,
-    typer.Option(
-        envvar="JOBRUN_PRIORITY",
-        show_envvar=True,
-        help="Lower runs first (default: declared with the --app handler, else 0).",
-    ),
-]
-DelayOption = Annotated[
-    str | None,
-    typer.Option(envvar="JOBRUN_DELAY", show_envvar=True, help="Run no sooner than, e.g. 5m."),
-]
-IdempotencyKeyOption = Annotated[
-    str | None,
-    typer.Option(
-        envvar="JOBRUN_IDEMPOTENCY_KEY",
-        show_envvar=True,
-        help="Replaying the same key and body returns the stored job.",
-    ),
-]
-UniqueByOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--unique-by",
-        help="Make the job unique by this payload field (repeat for more): "
-        "while a job of the same type and fields holds the key, it is returned instead.",
-    ),
-]
-UniqueUntilOption = Annotated[
-    str | None,
-    typer.Option(
-        "--unique-until",
-        help="How long a unique job holds its key: started, finished (default) or purged.",
-    ),
-]
-UniquePeriodOption = Annotated[
-    str | None,
-    typer.Option("--unique-period", help="One unique job per period of this length, e.g. 1h."),
-]
-ConcurrencyKeyOption = Annotated[
-    str | None,
-    typer.Option(
-        "--concurrency-key",
-        help="Run at most --concurrency-limit jobs of this key at a time, fleet-wide "
-        "(e.g. customer:7); the rest wait their turn.",
-    ),
-]
-ConcurrencyLimitOption = Annotated[
-    int | None,
-    typer.Option(
-        "--concurrency-limit",
-        help="How many jobs of --concurrency-key may run at once "
-        "(default: declared with the --app handler).",
-    ),
-]
-MaxAttemptsOption = Annotated[
-    int | None,
-    typer.Option(
-        envvar="JOBRUN_MAX_ATTEMPTS",
-        show_envvar=True,
-        help="Attempts before the job ends dead (default: declared with the --app handler, "
-        "else 25).",
-    ),
-]
-EnqueueAppOption = Annotated[
-    str | None,
-    typer.Option(
-        "--app",
-        envvar="JOBRUN_APP",
-        show_envvar=True,
-        help="module[:attribute] whose Registry the job must fit: an unknown type "
-        "or a payload its handler refuses is an error, and nothing is stored.",
-    ),
-]
-
-
-@app.command("enqueue")
-def enqueue_command(
-    job_type: Annotated[str, typer.Argument(metavar="TYPE", help="The job type.")],
-    database_url: DatabaseUrlOption = None,
-    payload: PayloadOption = "{}",
-    queue: EnqueueQueueOption = None,
-    priority: PriorityOption = None,
-    delay: DelayOption = None,
-    idempotency_key: IdempotencyKeyOption = None,
-    max_attempts: MaxAttemptsOption = None,
-    app_ref: EnqueueAppOption = None,
-    unique_by: UniqueByOption = None,
-    unique_until: UniqueUntilOption = None,
-    unique_period: UniquePeriodOption = None,
-    concurrency_key: ConcurrencyKeyOption = None,
-    concurrency_limit: ConcurrencyLimitOption = None,
-) -> None:
-    """Enqueue one job and print its id (and, on stderr, when it waits for its key's turn)."""
-    body_value = read_json("--payload", payload)
-    options: dict[str, Any] = {"type": job_type, "payload": body_value}
-    # Only the options given are set: the others stay unset, so a Client
-    # holding the --app registry fills in the defaults declared with the handler
-    # (the idempotency key included, made by the handler's key policy).
-    given = {
-        "queue": queue,
-        "priority": priority,
-        "max_attempts": max_attempts,
-        "idempotency_key": idempotency_key,
-        "concurrency_key": concurrency_key,
-        "concurrency_limit": concurrency_limit,
-    }
-    options.update((name, value) for name, value in given.items() if value is not None)
-    if delay is not None:
-        options["delay"] = read_duration("--delay", delay)
-    try:
-        if unique_by is not None or unique_until is not None or unique_period is not None:
-            period = None
-            if unique_period is not None:
-                period = read_duration("--unique-period", unique_period)
-            options["unique"] = Unique(
-                by=tuple(unique_by) if unique_by is not None else None,
-                until=unique_until,
-                period=period,
-            )
-        new = NewJob(**options)
-    except JobrunError as exc:
-        raise fail(str(exc)) from None
-
-    try:
-        registry = load_registry(app_ref) if app_ref else None
-    except JobrunError as exc:
-        raise fail(str(exc)) from None
-    # With --app, through a Client holding the registry, as the application enqueues.
-    job = run_with_client(
-        database_url, lambda client: client.enqueue(new), registry=registry, concurrency=1
-    )
-    typer.echo(str(job.id))
-    if job.id != new.id and job.idempotency_key is not None:
-        typer.echo(
-            f"replayed existing job (idempotency key {job.idempotency_key!r}, state {job.state})",
-            err=True,
-        )
-    elif job.id != new.id:
-        typer.echo(f"a job with the same unique key exists (state {job.state})", err=True)
-    elif job.state is JobState.WAITING:
-        typer.echo(f"waiting: concurrency key {new.concurrency_key!r} is at its limit", err=True)
-
-
-# -- demo -----------------------------------------------------------------------------------
 
 
 @jobs_app.command("list")
@@ -248,17 +84,54 @@ def jobs_list_command(
         str | None,
         typer.Option(envvar="JOBRUN_CURSOR", show_envvar=True, help="Next-page cursor."),
     ] = None,
+    job_id: Annotated[
+        str | None,
+        typer.Option(
+            "--id",
+            envvar="JOBRUN_LIST_ID",
+            show_envvar=True,
+            help="Search by id: its first hex digits (0193ab), or its last after ... "
+            "(...9f2c); dashes and case do not matter.",
+        ),
+    ] = None,
+    error: Annotated[
+        str | None,
+        typer.Option(
+            envvar="JOBRUN_LIST_ERROR",
+            show_envvar=True,
+            help="Search for this text in the last error (any case, taken literally).",
+        ),
+    ] = None,
+    payload: Annotated[
+        str | None,
+        typer.Option(
+            envvar="JOBRUN_LIST_PAYLOAD",
+            show_envvar=True,
+            help="Search for payloads containing this JSON, e.g. '{\"customer\": 42}'.",
+        ),
+    ] = None,
+    search_rows: Annotated[
+        int,
+        typer.Option(
+            envvar="JOBRUN_SEARCH_ROWS",
+            show_envvar=True,
+            min=1,
+            help="A search examines at most this many jobs, newest first, then says where "
+            "it stopped.",
+        ),
+    ] = SEARCH_ROWS,
 ) -> None:
-    """List jobs, newest first."""
-    try:
-        flt = JobFilter(
-            queue=queue, state=read_state(state) if state else None, type=job_type or None
-        )
-    except ValidationError as exc:
-        raise validation_exit("filter", exc) from None
+    """List jobs, newest first, or search them (--id, --error, --payload).
+
+    A search examines at most --search-rows jobs per call; when it stops there
+    it prints how to search further (a --cursor).
+    """
+    flt = _list_filter(queue, state, job_type, job_id, error, payload)
     after = read_job_id(cursor) if cursor else None
     page = run_with_reader(
-        database_url, read_url, lambda store: store.list_jobs(flt, limit=limit, cursor=after)
+        database_url,
+        read_url,
+        lambda store: store.list_jobs(flt, limit=limit, cursor=after, search_rows=search_rows),
     )
     table = Table(title=f"jobs ({len(page.jobs)})")
     # The whole id, however narrow the terminal: a UUIDv7's leading characters
@@ -283,8 +156,49 @@ def jobs_list_command(
             when(job.created_at),
         )
     stdout.print(table)
-    if page.next_cursor is not None:
+    if page.scan_cut:
+        stdout.print(
+            f"searched {search_rows:,} jobs and stopped there; search further: "
+            f"--cursor {page.next_cursor}"
+        )
+    elif page.next_cursor is not None:
         stdout.print(f"more: --cursor {page.next_cursor}")
+
+
+def _list_filter(
+    queue: str | None,
+    state: str | None,
+    job_type: str | None,
+    job_id: str | None,
+    error: str | None,
+    payload: str | None,
+) -> JobFilter:
+    """The filter of ``jobs list``, or exit 2 naming the option that is wrong."""
+    try:
+        prefix, suffix = split_id_search(job_id or "")
+    except ValueError as exc:
+        raise fail(f"--id: {exc}") from None
+    for option, check, text in (
+        ("--payload", payload_search, payload),
+        ("--error", error_search, error),
+    ):
+        if text is not None:
+            try:
+                check(text)
+            except ValueError as exc:
+                raise fail(f"{option}: {exc}") from None
+    try:
+        return JobFilter(
+            queue=queue,
+            state=read_state(state) if state else None,
+            type=job_type or None,
+            id_prefix=prefix,
+            id_suffix=suffix,
+            error=error or None,
+            payload=payload,
+        )
+    except ValidationError as exc:
+        raise validation_exit("filter", exc) from None
 
 
 @jobs_app.command("result")

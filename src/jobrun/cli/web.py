@@ -28,6 +28,7 @@ from jobrun.cli.app import (
 )
 from jobrun.cli.log_setup import setup_logging
 from jobrun.client import Client
+from jobrun.domain import SEARCH_ROWS
 
 __all__ = ["is_loopback", "web"]
 
@@ -88,6 +89,16 @@ def web(
             envvar="JOBRUN_WEB_PASSWORD", show_envvar=True, help="HTTP Basic auth password."
         ),
     ] = None,
+    search_rows: Annotated[
+        int,
+        typer.Option(
+            envvar="JOBRUN_WEB_SEARCH_ROWS",
+            show_envvar=True,
+            min=1,
+            help="The most jobs one search of the jobs page examines before it offers to "
+            "search further.",
+        ),
+    ] = SEARCH_ROWS,
     log_level: LogLevelOption = "info",
     log_format: LogFormatOption = "text",
 ) -> None:
@@ -107,7 +118,9 @@ def web(
     uvicorn = _load("uvicorn")
 
     async def serve(client: Client) -> None:
-        dashboard = web_app.create_app(client, read_only=read_only, auth=auth)
+        dashboard = web_app.create_app(
+            client, read_only=read_only, auth=auth, search_rows=search_rows
+        )
         config = uvicorn.Config(dashboard, host=host, port=port, log_level="warning")
         server = uvicorn.Server(config)
         mode = " (read-only)" if read_only else ""

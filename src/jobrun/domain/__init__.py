@@ -16,6 +16,8 @@ the contract be tested in one place. One module per concept, lowest first:
 - :mod:`~jobrun.domain.queues`, :mod:`~jobrun.domain.schedules` (with the
   periodic jobs declared in code and how they are written),
   :mod:`~jobrun.domain.outcomes`, :mod:`~jobrun.domain.handoff`;
+- :mod:`~jobrun.domain.search`: searching the jobs listing (id prefix or
+  suffix, error text, payload containment), bounded per call;
 - :mod:`~jobrun.domain.replicas`: a read replica's lag;
 - :mod:`~jobrun.domain.progress`: a running job's progress;
 - :mod:`~jobrun.domain.json_text`: the JSON text jsonb stores, checked the
@@ -110,6 +112,16 @@ from jobrun.domain.schedules import (
     declared_edit_problem,
     reconcile_declared,
 )
+from jobrun.domain.search import (
+    INDEXED_STATES,
+    MAX_SEARCH_TEXT,
+    SEARCH_ROWS,
+    error_search,
+    id_digits,
+    id_range,
+    payload_search,
+    split_id_search,
+)
 from jobrun.domain.stats import (
     HISTOGRAM_BUCKETS,
     Histogram,
@@ -141,6 +153,7 @@ __all__ = [
     "FINISHED_CHANNEL",
     "HANDOFF_CONFIRM_WITHIN",
     "HISTOGRAM_BUCKETS",
+    "INDEXED_STATES",
     "MAX_ATTEMPTS_LIMIT",
     "MAX_CONCURRENCY_LIMIT",
     "MAX_DELAY",
@@ -151,6 +164,7 @@ __all__ = [
     "MAX_QUEUE_LIMIT",
     "MAX_QUEUE_NAME",
     "MAX_REPORTED_RUNNING",
+    "MAX_SEARCH_TEXT",
     "MAX_UNIQUE_PERIOD",
     "MAX_WORKFLOW_STEPS",
     "MIN_PRIORITY",
@@ -158,6 +172,7 @@ __all__ = [
     "REMOVED_FROM_CODE",
     "RUN_AT_FLOOR",
     "RUN_AT_LIMIT",
+    "SEARCH_ROWS",
     "Backoff",
     "BackoffKind",
     "CommitCallback",
@@ -212,7 +227,10 @@ __all__ = [
     "describe_invalid",
     "duration_problem",
     "encode_payload",
+    "error_search",
     "group",
+    "id_digits",
+    "id_range",
     "jobs_alike",
     "key_lock_id",
     "new_job_id",
@@ -221,9 +239,11 @@ __all__ = [
     "notify_channel_problem",
     "parse_job_id",
     "payload_problem",
+    "payload_search",
     "progress_report",
     "queue_limits_problem",
     "queue_name_problem",
     "reconcile_declared",
+    "split_id_search",
     "text_problem",
 ]

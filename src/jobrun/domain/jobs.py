@@ -53,6 +53,7 @@ from jobrun.domain.rules import (
     run_at_problem,
     text_problem,
 )
+from jobrun.domain.search import error_search, id_digits, payload_search
 from jobrun.domain.uniqueness import Unique
 from jobrun.errors import InvalidJob
 
@@ -343,22 +344,62 @@ class EventMode(StrEnum):
 
 
 class JobFilter(BaseModel):
-    """Filters for :meth:`jobrun.ports.Admin.list_jobs`; ``None`` means any."""
+    """Filters for :meth:`jobrun.ports.Admin.list_jobs`; ``None`` means any.
+
+    The search fields (``id_prefix``, ``id_suffix``, ``error``, ``payload``)
+    make the listing a bounded search: see :mod:`jobrun.domain.search`.
+    ``id_prefix`` and ``id_suffix`` are hex digits of a job id (dashes
+    dropped, case ignored); ``error`` a piece of the last error, matched
+    without regard to case, every character taken literally; ``payload``
+    JSON text the payload must contain (``{"customer": 42}``).
+    """
 
     queue: str | None = None
     state: JobState | None = None
     type: str | None = None
     created_after: datetime | None = None
     created_before: datetime | None = None
+    id_prefix: str | None = None
+    id_suffix: str | None = None
+    error: str | None = None
+    payload: str | None = None
 
     @field_validator("queue", "type")
     @classmethod
     def _text(cls, value: str | None, info: ValidationInfo) -> str | None:
         return checked_text(value, info)
 
+    @field_validator("id_prefix", "id_suffix")
+    @classmethod
+    def _id_part(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else id_digits(info.field_name or "id", value)
+
+    @field_validator("error")
+    @classmethod
+    def _error(cls, value: str | None) -> str | None:
+        return None if value is None else error_search(value)
+
+    @field_validator("payload")
+    @classmethod
+    def _payload(cls, value: str | None) -> str | None:
+        return None if value is None else payload_search(value)
+
+    @property
+    def searches(self) -> bool:
+        """True when a search field is set, so that listing it is a bounded search."""
+        return any(
+            v is not None for v in (self.id_prefix, self.id_suffix, self.error, self.payload)
+        )
+
 
 class JobPage(BaseModel):
-    """One page of a listing, newest first; pass ``next_cursor`` to get the next page."""
+    """One page of a listing, newest first; pass ``next_cursor`` to get the next page.
+
+    ``scan_cut`` is True when a search stopped at its bound of jobs examined
+    before it filled the page: fewer jobs than asked may match so far, and
+    ``next_cursor`` (the last job it examined) continues the search below.
+    """
 
     jobs: list[Job]
     next_cursor: UUID | None
+    scan_cut: bool = False

@@ -18,10 +18,12 @@ from psycopg import BaseConnection
 from psycopg.pq import TransactionStatus
 
 from jobrun.domain import (
+    INDEXED_STATES,
     JobFilter,
     JobPage,
     JobState,
     duration_problem,
+    id_range,
     queue_limits_problem,
     queue_name_problem,
 )
@@ -31,13 +33,16 @@ from jobrun.errors import (
 )
 from jobrun.postgres.convert import (
     job_from_row,
+    job_from_search_row,
 )
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import models
 from jobrun.sqlc import queues as queue_queries
+from jobrun.sqlc import search as search_queries
 
 __all__ = [
     "FINISHED_STATES",
+    "SearchRow",
     "check_batch_limit",
     "check_older_than",
     "check_queue_name",
@@ -45,6 +50,8 @@ __all__ = [
     "list_args",
     "needs_transaction_block",
     "page_of",
+    "search_args",
+    "search_page",
 ]
 
 
@@ -122,6 +129,58 @@ def list_args(
         cursor=cursor,
         max_jobs=limit + 1,
     )
+
+
+SearchRow = search_queries.JobSearchRow | search_queries.JobSearchInStateRow
+"""A row of a search: a whole job, how far into the walk it lay, and whether it matched."""
+
+
+def search_args(
+    f: JobFilter, limit: int, cursor: UUID | None, search_rows: int
+) -> search_queries.JobSearchParams | search_queries.JobSearchInStateParams:
+    """The parameters of the search query that serves ``f`` (one row more than a page)."""
+    if limit < 1:
+        raise ConfigurationError("limit must be at least 1")
+    if search_rows < 1:
+        raise ConfigurationError("search_rows must be at least 1")
+    low, high = id_range(f.id_prefix, cursor)
+    common: dict[str, Any] = {
+        "queue": f.queue,
+        "type": f.type,
+        "created_after": f.created_after,
+        "created_before": f.created_before,
+        "id_suffix": f.id_suffix,
+        "error": f.error,
+        "payload_json": f.payload,
+        "low": low,
+        "high": high,
+        "max_walk": search_rows,
+        "max_jobs": limit + 1,
+    }
+    if f.state is None:
+        return search_queries.JobSearchParams(state=None, **common)
+    state = models.JobState(f.state.value)
+    # jobs_dead_cancelled_idx holds these states in id order: walk only their jobs.
+    if f.state.value in INDEXED_STATES:
+        return search_queries.JobSearchInStateParams(state=state, **common)
+    return search_queries.JobSearchParams(state=state, **common)
+
+
+def search_page(rows: Sequence[SearchRow], limit: int, search_rows: int) -> JobPage:
+    """A page from a search's rows: its matches, and where it stopped.
+
+    One match more than the page: the page is full, and the next continues
+    after its last job. Otherwise a last row at the walk's bound (matched or
+    not) means the walk was cut there: the next call continues below it.
+    """
+    matched = [row for row in rows if row.matched]
+    if len(matched) > limit:
+        jobs = [job_from_search_row(row) for row in matched[:limit]]
+        return JobPage(jobs=jobs, next_cursor=jobs[-1].id)
+    jobs = [job_from_search_row(row) for row in matched]
+    if rows and rows[-1].walked == search_rows:
+        return JobPage(jobs=jobs, next_cursor=rows[-1].id, scan_cut=True)
+    return JobPage(jobs=jobs, next_cursor=None)
 
 
 def page_of(rows: Sequence[models.Job], limit: int) -> JobPage:

@@ -46,6 +46,7 @@ __all__ = [
     "job_from_handoff",
     "job_from_new",
     "job_from_row",
+    "job_from_search_row",
     "job_from_transition",
     "job_handed",
     "job_recorded",
@@ -128,6 +129,13 @@ def job_from_row(row: models.Job) -> Job:
     sessions in UTC; timestamps from any other session are converted.
     """
     return _job_from_columns(dict(row.__dict__))
+
+
+def job_from_search_row(row: Any) -> Job:
+    """The domain Job of a search's row (a whole jobs row, with the walk's two columns)."""
+    values = dict(row.__dict__)
+    del values["walked"], values["matched"]
+    return _job_from_columns(values)
 
 
 def job_from_transition(job_id: UUID, verb: str, row: Any | None) -> Job:

@@ -8,6 +8,7 @@ from uuid import UUID
 
 from jobrun.domain import (
     MAX_WORKFLOW_STEPS,
+    SEARCH_ROWS,
     Dependency,
     Event,
     Job,
@@ -45,6 +46,7 @@ from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import progress as progress_queries
 from jobrun.sqlc import results as result_queries
+from jobrun.sqlc import search as search_queries
 
 __all__ = ["JobAdminMethods"]
 
@@ -62,11 +64,33 @@ class JobAdminMethods(StoreCore):
         return job_from_row(row)
 
     async def list_jobs(
-        self, filter: JobFilter | None = None, *, limit: int = 50, cursor: UUID | None = None
+        self,
+        filter: JobFilter | None = None,
+        *,
+        limit: int = 50,
+        cursor: UUID | None = None,
+        search_rows: int = SEARCH_ROWS,
     ) -> JobPage:
-        """A page of jobs matching ``filter``, newest first; keyset-paginated by id."""
+        """A page of jobs matching ``filter``, newest first; keyset-paginated by id.
+
+        A filter with a search field (:attr:`JobFilter.searches`) examines at
+        most ``search_rows`` jobs, newest first from ``cursor``; when it stops
+        there before filling the page, the page says so (``scan_cut``) and its
+        ``next_cursor`` continues the search (see :mod:`jobrun.domain.search`).
+        """
         if cursor is not None:
             cursor = parse_job_id(cursor)
+        if filter is not None and filter.searches:
+            search = _base.search_args(filter, limit, cursor, search_rows)
+            async with self._connection() as conn:
+                queries = search_queries.AsyncQuerier(conn)
+                if isinstance(search, search_queries.JobSearchInStateParams):
+                    found: Sequence[_base.SearchRow] = await queries.job_search_in_state(
+                        params=search
+                    )
+                else:
+                    found = await queries.job_search(params=search)
+            return _base.search_page(found, limit, search_rows)
         args = _base.list_args(filter, limit, cursor)
         async with self._connection() as conn:
             rows = await job_queries.AsyncQuerier(conn).job_list(params=args)

@@ -40,6 +40,7 @@ from jobrun.ports import Admin
 from jobrun.web import queue_actions, schedule_actions
 from jobrun.web.bodies import (
     FILTER_FIELDS,
+    SEARCH_FIELDS,
     BadRequest,
     bulk_from_body,
     bulk_from_form,
@@ -268,8 +269,9 @@ def _job_page(done: Job, form: Mapping[str, Any]) -> str:
 
 
 def _jobs_listing(done: Any, form: Mapping[str, Any]) -> str:
-    """The jobs listing under the filter the bulk form was sent from."""
-    query = urlencode([(k, str(form.get(k))) for k in FILTER_FIELDS if form.get(k)])
+    """The jobs listing under the filter and search the bulk form was sent from."""
+    fields = (*FILTER_FIELDS, *SEARCH_FIELDS)
+    query = urlencode([(k, str(form.get(k))) for k in fields if form.get(k)])
     return "/jobs" + (f"?{query}" if query else "")
 
 

@@ -45,7 +45,12 @@ async def overview(dash: Dashboard, request: Request) -> Response:
 
 
 async def jobs(dash: Dashboard, request: Request) -> Response:
-    """A page of jobs under the query's filter (``limit`` 1 to 500, 50 by default)."""
+    """A page of jobs under the query's filter and search (``limit`` 1 to 500, 50 by default).
+
+    A search (``id``, ``error``, ``payload``) examines at most the dashboard's
+    ``search_rows`` jobs: ``scan_cut`` true says it stopped there, and
+    ``next_cursor`` continues it.
+    """
     store = await dash.reader()
     params = request.query_params
     try:
@@ -53,7 +58,12 @@ async def jobs(dash: Dashboard, request: Request) -> Response:
         limit = min(max(int(params.get("limit", "50")), 1), 500)
     except ValueError as exc:
         return JSONResponse({"error": str(exc)}, status_code=400)
-    return _read(dash, _jsonable(await store.list_jobs(flt, limit=limit, cursor=cursor)))
+    page = await store.list_jobs(flt, limit=limit, cursor=cursor, search_rows=dash.search_rows)
+    answer = _jsonable(page)
+    if flt.searches:
+        # How many jobs a search examines at most: what scan_cut refers to.
+        answer["search_rows"] = dash.search_rows
+    return _read(dash, answer)
 
 
 async def job(dash: Dashboard, request: Request) -> Response:

@@ -25,6 +25,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from jobrun.client import Client
+from jobrun.domain import SEARCH_ROWS
 from jobrun.web import api, live, pages, stats_page
 from jobrun.web.actions import ACTIONS, Action
 from jobrun.web.dashboard import Dashboard, WebStore
@@ -101,6 +102,7 @@ def create_app(
     notify_channel: str | None = None,
     poll: float = 2.0,
     sample_every: float = 10.0,
+    search_rows: int = SEARCH_ROWS,
 ) -> Starlette:
     """The dashboard as an ASGI app, to serve (``jobrun web``) or mount in your own app.
 
@@ -113,9 +115,13 @@ def create_app(
     ``poll`` seconds. ``sample_every`` is accepted and ignored: the
     throughput lines now come from the database's rolled-up rows (the Charts
     page's), not from samples taken by each dashboard process.
+    A search of the jobs listing examines at most ``search_rows`` jobs a page
+    and offers to search further.
     """
     if auth is not None and (not auth[0] or not auth[1]):
         raise ValueError("auth needs a non-empty user and password")
+    if search_rows < 1:
+        raise ValueError("search_rows must be at least 1")
     dash = Dashboard(
         source,
         read_only=read_only,
@@ -123,6 +129,7 @@ def create_app(
         notify_channel=notify_channel,
         poll=poll,
         sample_every=sample_every,
+        search_rows=search_rows,
     )
 
     @contextlib.asynccontextmanager

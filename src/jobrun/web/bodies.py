@@ -29,6 +29,9 @@ from jobrun.domain import (
     JobFilter,
     JobState,
     describe_invalid,
+    error_search,
+    payload_search,
+    split_id_search,
 )
 from jobrun.errors import JobNotFound
 
@@ -37,6 +40,7 @@ __all__ = [
     "FILTER_FIELDS",
     "MAX_BODY_BYTES",
     "MAX_BULK_IDS",
+    "SEARCH_FIELDS",
     "BadRequest",
     "Unconfirmed",
     "bulk_from_body",
@@ -56,6 +60,13 @@ MAX_BULK_IDS = 10_000
 """The most job ids one bulk request may name (a whole filter is bounded alike)."""
 BULK_ACTIONS = ("retry", "cancel", "delete")
 FILTER_FIELDS = ("queue", "state", "type", "after", "before")
+"""The fields of a filter a bulk action takes."""
+SEARCH_FIELDS = ("id", "error", "payload")
+"""The search fields of the jobs listing (page and API): never taken by a bulk action."""
+_BULK_SEARCH_REFUSED = (
+    "a bulk action on a whole filter takes no search (id, error, payload): "
+    "select the jobs the search found and act on the selection"
+)
 _WHOLE = re.compile(r"[+-]?[0-9]+")
 _MAX_SECONDS = int(MAX_DELAY.total_seconds())
 
@@ -167,12 +178,35 @@ def _time(field: str, value: str | None) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+def _search(params: Mapping[str, Any]) -> dict[str, str | None]:
+    """The search fields: ``id`` (a prefix, or a suffix after ``…``), ``error``, ``payload``."""
+    error = params.get("error")
+    payload = _text("payload", params.get("payload"))
+    try:
+        prefix, suffix = split_id_search(_text("id", params.get("id")) or "")
+        return {
+            "id_prefix": prefix,
+            "id_suffix": suffix,
+            # The error's own spaces count: " 42" is not "42".
+            "error": error_search(error) if isinstance(error, str) and error.strip() else None,
+            "payload": None if payload is None else payload_search(payload),
+        }
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+
+
 def job_filter(params: Mapping[str, Any]) -> JobFilter:
-    """The job filter in query parameters, a form or a JSON object (other keys are ignored)."""
+    """The job filter in query parameters, a form or a JSON object (other keys are ignored).
+
+    Besides the listing's filters it reads the search fields (:data:`SEARCH_FIELDS`).
+    """
     state = _text("state", params.get("state"))
     if state is not None and state not in {s.value for s in JobState}:
         choices = ", ".join(s.value for s in JobState)
         raise BadRequest(f"unknown state {state!r}: choose one of {choices}")
+    if params.get("error") is not None and not isinstance(params.get("error"), str):
+        raise BadRequest(f"error must be a string, not {_kind(params.get('error'))}")
+    search = _search(params)
     try:
         return JobFilter(
             queue=_text("queue", params.get("queue")),
@@ -180,9 +214,18 @@ def job_filter(params: Mapping[str, Any]) -> JobFilter:
             type=_text("type", params.get("type")),
             created_after=_time("after", _text("after", params.get("after"))),
             created_before=_time("before", _text("before", params.get("before"))),
+            **search,
         )
     except ValidationError as exc:
         raise BadRequest(describe_invalid("filter", exc)) from None
+
+
+def _no_search(flt: JobFilter) -> JobFilter:
+    """Refuse a bulk action on a whole filter that holds a search: it could reach past what
+    the search has shown (a search examines a bounded number of jobs per page)."""
+    if flt.searches:
+        raise BadRequest(_BULK_SEARCH_REFUSED)
+    return flt
 
 
 def listing(params: Mapping[str, Any]) -> tuple[JobFilter, UUID | None]:
@@ -225,6 +268,8 @@ def bulk_from_body(body: Mapping[str, Any]) -> tuple[str, list[UUID], JobFilter 
         flt = body["filter"]
         if not isinstance(flt, dict):
             raise BadRequest(f"filter must be an object, not {_kind(flt)}")
+        if any(key in flt for key in SEARCH_FIELDS):
+            raise BadRequest(_BULK_SEARCH_REFUSED)
         _only(flt, FILTER_FIELDS)
         return action, [], job_filter(flt)
     return action, _job_ids(body["ids"]), None
@@ -248,7 +293,7 @@ def bulk_from_form(form: Any) -> tuple[str, list[UUID], JobFilter | None]:
     action = _action(form.get("action"))
     scope = form.get("scope") or "selected"
     if scope == "filter":
-        return action, [], job_filter(form)
+        return action, [], _no_search(job_filter(form))
     if scope != "selected":
         raise BadRequest(f"unknown scope {scope!r}: use selected or filter")
     return action, _job_ids(form.getlist("ids")), None

@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import Any, Protocol, cast
 
 from jobrun.client import Client
-from jobrun.domain import JobState
+from jobrun.domain import SEARCH_ROWS, JobState
 from jobrun.errors import JobrunError
 from jobrun.ports import Admin, ScheduleStore, StatsReader
 from jobrun.postgres import Notifier
@@ -48,8 +48,11 @@ class Dashboard:
         notify_channel: str | None,
         poll: float,
         sample_every: float,
+        search_rows: int = SEARCH_ROWS,
     ) -> None:
         self.source = source
+        self.search_rows = search_rows
+        """The most jobs one search of the jobs page or API examines before it says so."""
         self.read_only = read_only
         # Where live updates LISTEN; a Client falls back on its own URL and channel.
         self.database_url, self.notify_channel = database_url, notify_channel

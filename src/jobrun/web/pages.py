@@ -25,7 +25,7 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from jobrun.domain import JobState, queue_name_problem
+from jobrun.domain import INDEXED_STATES, JobFilter, JobState, queue_name_problem
 from jobrun.durations import format_duration
 from jobrun.errors import ConfirmationNeeded, JobNotFound
 from jobrun.web import workflow_graph
@@ -165,19 +165,26 @@ async def overview_fragment(dash: Dashboard, request: Request) -> Response:
 
 
 async def jobs(dash: Dashboard, request: Request) -> Response:
-    """The jobs listing under the query's filter, 50 a page."""
+    """The jobs listing under the query's filter and search, 50 a page.
+
+    A search by id that finds exactly one job, having searched every job its
+    id could be, goes straight to that job's page.
+    """
     store = await dash.reader()
     params = request.query_params
     try:
         flt, cursor = listing(params)
     except ValueError as exc:
         return render(dash, request, "error.html", 400, message=str(exc))
-    page = await store.list_jobs(flt, limit=50, cursor=cursor)
+    page = await store.list_jobs(flt, limit=50, cursor=cursor, search_rows=dash.search_rows)
+    by_id = flt.id_prefix is not None or flt.id_suffix is not None
+    if by_id and cursor is None and len(page.jobs) == 1 and page.next_cursor is None:
+        return RedirectResponse(f"{base(request)}/jobs/{page.jobs[0].id}", status_code=303)
     running = [job.id for job in page.jobs if job.state is JobState.LEASED]
     progress = await store.progress_of(running)
     query = {k: v for k, v in params.items() if k != "cursor" and v}
     states = [s.value for s in JobState]
-    # The tabs keep the other filters and change the state (and drop the cursor).
+    # The tabs keep the other filters and the search, and change the state (and drop the cursor).
     others = {k: v for k, v in query.items() if k != "state"}
     return render(
         dash,
@@ -190,7 +197,18 @@ async def jobs(dash: Dashboard, request: Request) -> Response:
         flt=params,
         counts=(await store.state_counts()).by_state(),
         others=others,
+        searching=flt.searches,
+        searched=_searched(flt, cursor is not None, dash.search_rows),
     )
+
+
+def _searched(flt: JobFilter, further: bool, rows: int) -> str:
+    """What a search that stopped at its bound examined, in words: "the 50,000 newest jobs"."""
+    which = "next" if further else "newest"
+    state = flt.state.value if flt.state is not None else None
+    walked = f"{state} jobs" if state in INDEXED_STATES else "jobs"
+    within = " in the id range given" if flt.id_prefix is not None else ""
+    return f"the {which} {rows:,} {walked}{within}"
 
 
 async def job_detail(dash: Dashboard, request: Request) -> Response:
