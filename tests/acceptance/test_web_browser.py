@@ -212,14 +212,12 @@ def test_overview_counts_change_live_while_a_worker_runs(
     WebDriverWait(chrome, 30).until(lambda d: cell(d, "live", "succeeded") > 0)
     WebDriverWait(chrome, 30).until(lambda d: cell(d, "live", "succeeded") == 20)
     WebDriverWait(chrome, 10).until(lambda d: cell(d, "live", "queued") == 0)
-    shot(chrome, "overview")
 
 
 def test_bulk_retry_of_dead_jobs(db_url: str, site: str, chrome: webdriver.Chrome) -> None:
     dead = with_client(db_url, lambda c: dead_jobs(c, 3))
     chrome.get(site + "/jobs?state=dead")
     assert len(chrome.find_elements(By.CSS_SELECTOR, "#jobs-table tr[data-id]")) == 3
-    shot(chrome, "jobs")
     click(chrome, "#select-all")
     Select(chrome.find_element(By.NAME, "action")).select_by_value("retry")
     click(chrome, "#bulk-submit")
@@ -315,7 +313,6 @@ def test_cancel_from_the_job_page_reaches_the_running_job(
 
     eventually_sync(shows_cancelled, what="the page showing the job cancelled")
     assert "by ops via web" in text_of(chrome, "#events")
-    shot(chrome, "job")
 
 
 def test_the_workers_page_lists_a_running_worker_and_links_its_jobs_both_ways(
@@ -339,7 +336,6 @@ def test_the_workers_page_lists_a_running_worker_and_links_its_jobs_both_ways(
     WebDriverWait(chrome, 10).until(lambda d: d.current_url.endswith(f"/jobs/{job.id}"))
     click(chrome, f'#events a[href="/workers#worker-{info.owner}"]')
     WebDriverWait(chrome, 10).until(lambda d: d.current_url.endswith(f"#worker-{info.owner}"))
-    shot(chrome, "workers")
 
 
 def test_a_workflow_page_draws_its_steps_and_links_them_to_their_jobs(
@@ -366,7 +362,6 @@ def test_a_workflow_page_draws_its_steps_and_links_them_to_their_jobs(
     assert "18 steps" in counts and "4 succeeded" in counts and "1 dead" in counts
     assert "2 waiting" in counts and "1 leased" in counts
     assert "and 5 more" in text_of(chrome, "#workflow-graph")
-    shot(chrome, "workflow")
     click(chrome, f'a.step[data-job="{finale.id}"]')
     WebDriverWait(chrome, 10).until(lambda d: d.current_url.endswith(f"/jobs/{finale.id}"))
     assert "waiting" in text_of(chrome, "#job-state")
@@ -403,13 +398,11 @@ def test_schedules_and_queues_pages(db_url: str, site: str, chrome: webdriver.Ch
     WebDriverWait(chrome, 10, ignored_exceptions=SWAPPED).until(
         lambda d: "paused" in d.find_element(By.CSS_SELECTOR, 'tr[data-name="heartbeat"]').text
     )
-    shot(chrome, "schedules")
     chrome.get(site + "/queues")
     click(chrome, 'tr[data-queue="mail"] button')
     WebDriverWait(chrome, 10, ignored_exceptions=SWAPPED).until(
         lambda d: "paused" in d.find_element(By.CSS_SELECTOR, 'tr[data-queue="mail"]').text
     )
-    shot(chrome, "queues")
 
 
 def test_the_limit_inputs_show_their_whole_placeholders(
