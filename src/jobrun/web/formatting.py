@@ -11,7 +11,9 @@
   so the page reads the same without JavaScript.
 - A job id in a listing (:func:`short_id`) is its last 12 hex digits. The
   first digits of a UUIDv7 are its timestamp, the same for every job made in
-  one millisecond; its last 48 bits are random, so they tell jobs apart.
+  one millisecond. Its tail is where ids differ: random, or, for ids one
+  process makes within a millisecond (:func:`jobrun.domain.new_job_ids`),
+  counted up from the one before, so that only the last digits differ.
 """
 
 from __future__ import annotations
