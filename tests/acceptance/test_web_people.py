@@ -112,6 +112,7 @@ def seed(db_url: str) -> dict[str, str]:
             "jobs": "/jobs",
             "dead job": f"/jobs/{dead[0].id}",
             "delayed job": f"/jobs/{later.id}",
+            "running job": f"/jobs/{running.id}",
             "schedules": "/schedules",
             "queues": "/queues",
             "workers": "/workers",
@@ -289,11 +290,12 @@ def test_every_time_reads_from_now_and_says_its_zone(
         )
         assert bare == [], (name, bare)
         seen[name] = [text for _, _, text in times]
-    for name in ("jobs", "dead job", "delayed job", "schedules", "workers"):
+    for name in ("jobs", "dead job", "delayed job", "running job", "schedules", "workers"):
         assert seen[name], name
     # A delayed job's run and a schedule's next run are ahead: "in …".
     assert any(text.startswith("in 1 h 59 min") for text in seen["delayed job"])
     assert any(text.startswith("in ") for text in seen["schedules"])
+    assert any(text.startswith("in 4 min") for text in seen["running job"])  # its lease
     assert any(text.startswith("3 min") and "ago" in text for text in seen["workers"])
 
 
