@@ -231,7 +231,7 @@ def test_bulk_retry_of_dead_jobs(db_url: str, site: str, chrome: webdriver.Chrom
     with_client(db_url, check)
 
 
-def test_a_listed_job_id_is_whole_and_its_button_copies_it(
+def test_a_listed_job_id_is_its_tail_whole_in_its_title_and_its_button_copies_it(
     db_url: str, site: str, chrome: webdriver.Chrome
 ) -> None:
     dead = with_client(db_url, lambda c: dead_jobs(c, 2))
@@ -241,7 +241,9 @@ def test_a_listed_job_id_is_whole_and_its_button_copies_it(
     )
     chrome.get(site + "/jobs")
     for job in dead:
-        assert text_of(chrome, f'tr[data-id="{job.id}"] td.job-id code') == str(job.id)
+        assert text_of(chrome, f'tr[data-id="{job.id}"] td.job-id code') == "…" + job.id.hex[-12:]
+        link = chrome.find_element(By.CSS_SELECTOR, f'tr[data-id="{job.id}"] td.job-id a')
+        assert link.get_attribute("title") == str(job.id)
     button = f'tr[data-id="{dead[1].id}"] button.copy'
     click(chrome, button)
     WebDriverWait(chrome, 10).until(lambda d: text_of(d, button) == "copied")

@@ -366,7 +366,7 @@ def test_page_forms_refuse_numbers_and_ids_they_cannot_use_as_given(
 # -- issue 27, item 8: job ids in lists ----------------------------------------------------
 
 
-def test_the_jobs_list_shows_every_id_whole_with_a_copy_control(
+def test_the_jobs_list_shows_ids_that_differ_with_the_whole_id_in_title_and_copy(
     db_url: str, web: httpx.Client
 ) -> None:
     jobs = with_client(
@@ -376,11 +376,15 @@ def test_the_jobs_list_shows_every_id_whole_with_a_copy_control(
     # Ids made within a minute share their first 8 characters (the timestamp).
     assert len({i[:8] for i in ids}) == 1
     page = web.get("/jobs").text
+    shown = set()
     for job_id in ids:
         row = re.search(rf'<tr data-id="{job_id}">(.*?)</tr>', page, re.S)
         assert row is not None, page
-        assert f"<code>{job_id}</code>" in row[1]
+        # The link shows the id's random tail and holds the whole id in its title.
+        assert f'title="{job_id}"><code>…{job_id[-12:]}</code></a>' in row[1]
         assert f'data-copy="{job_id}"' in row[1]
+        shown.add(job_id[-12:])
+    assert len(shown) == len(ids)
 
 
 def test_the_jobs_page_has_a_tab_per_state_with_its_count_keeping_the_other_filters(
@@ -447,7 +451,12 @@ def test_the_dead_list_overview_and_schedules_show_errors_cancels_and_utc(
     assert web.get("/api/overview").json()["queues"][0]["cancelled"] == 1
 
     schedules = web.get("/schedules").text
-    assert "<th>Next run (UTC)</th>" in schedules and "<th>Last run (UTC)</th>" in schedules
+    assert "<th>Next run</th>" in schedules and "<th>Last run</th>" in schedules
+    # Each time says its zone (UTC, in its title) and reads from now: the next run is ahead.
+    next_run = re.search(
+        r'<td class="next-run"><time datetime="[^"]+Z" title="([^"]+)">([^<]+)<', schedules
+    )
+    assert next_run is not None and next_run[1].endswith(" UTC") and next_run[2].startswith("in ")
 
 
 # -- schedules made, edited, run now and deleted; queues drained and cleared ---------------

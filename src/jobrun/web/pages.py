@@ -14,13 +14,14 @@ and the request; :func:`jobrun.web.create_app` binds the dashboard.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 from uuid import UUID
 
-from jinja2 import Environment, FileSystemLoader, select_autoescape
+from jinja2 import Environment, FileSystemLoader, pass_context, select_autoescape
+from markupsafe import Markup
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -28,7 +29,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from jobrun.domain import INDEXED_STATES, JobFilter, JobState, queue_name_problem
 from jobrun.durations import format_duration
 from jobrun.errors import ConfirmationNeeded, JobNotFound
-from jobrun.web import workflow_graph
+from jobrun.web import formatting, workflow_graph
 from jobrun.web.actions import REFUSALS, Action, refusal_status
 from jobrun.web.bodies import Unconfirmed, job_result, listing
 from jobrun.web.dashboard import Dashboard
@@ -58,23 +59,6 @@ def base(request: Request) -> str:
     return str(request.scope.get("root_path") or "").rstrip("/")
 
 
-def _fmt_time(value: datetime | None) -> str:
-    if value is None:
-        return ""
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _fmt_duration(value: timedelta | float | None) -> str:
-    if value is None:
-        return ""
-    seconds = value.total_seconds() if isinstance(value, timedelta) else value
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    if seconds < 3600:
-        return f"{seconds / 60:.1f}m"
-    return f"{seconds / 3600:.1f}h"
-
-
 def _segment(value: Any) -> str:
     """``value`` percent-encoded whole, ``/`` included, for one URL path segment or query value.
 
@@ -86,50 +70,36 @@ def _segment(value: Any) -> str:
     return quote(str(value), safe="")
 
 
-def _error_line(value: str | None) -> str:
-    """The line of a stored error that says what failed: a traceback's last, cut short in lists."""
-    lines = [line.strip() for line in (value or "").splitlines() if line.strip()]
-    if not lines:
-        return ""
-    line = lines[-1]
-    return line if len(line) <= LIST_PAYLOAD_CHARS else line[: LIST_PAYLOAD_CHARS - 1] + "…"
-
-
-def _short_payload(value: Any) -> str:
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    return text if len(text) <= LIST_PAYLOAD_CHARS else text[: LIST_PAYLOAD_CHARS - 1] + "…"
-
-
-def _pretty(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
-
-
-def _sparkline(values: list[int], width: int = 120, height: int = 24) -> str:
-    """An inline SVG polyline of ``values``; numbers only, so nothing to escape."""
-    top = max(values) or 1
-    step = width / max(len(values) - 1, 1)
-    points = " ".join(
-        f"{i * step:.1f},{height - 1 - (v / top) * (height - 2):.1f}" for i, v in enumerate(values)
-    )
-    return (
-        f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'role="img" aria-label="finished jobs per interval, peak {top}">'
-        f'<polyline fill="none" stroke="currentColor" stroke-width="1.5" points="{points}"/></svg>'
-    )
-
-
 _env = Environment(
     loader=FileSystemLoader(Path(__file__).parent / "templates"),
     autoescape=select_autoescape(default=True, default_for_string=True),
     enable_async=False,
 )
-_env.filters["ts"] = _fmt_time
-_env.filters["short_payload"] = _short_payload
-_env.filters["pretty"] = _pretty
-_env.filters["duration"] = _fmt_duration
-_env.filters["error_line"] = _error_line
+_env.filters["short_payload"] = lambda value: formatting.short_payload(value, LIST_PAYLOAD_CHARS)
+_env.filters["pretty"] = formatting.pretty
+_env.filters["duration"] = formatting.duration
+_env.filters["error_line"] = lambda value: formatting.error_line(value, LIST_PAYLOAD_CHARS)
+_env.filters["short_id"] = formatting.short_id
+_env.filters["absolute"] = formatting.absolute
+
 _env.filters["duration_text"] = format_duration  # as the every field reads it back
 _env.filters["json_text"] = lambda value: json.dumps(value, ensure_ascii=False)  # escaped after
+
+
+@pass_context
+def _when(context: Any, value: datetime | None, now: datetime | None = None) -> Markup:
+    """A time relative to ``now`` (by default the page's), its absolute form in the title."""
+    return formatting.when(value, now or context["now"])
+
+
+@pass_context
+def _when_full(context: Any, value: datetime | None, now: datetime | None = None) -> Markup:
+    """As ``when``, with the absolute time shown beside the relative one too."""
+    return formatting.when(value, now or context["now"], full=True)
+
+
+_env.filters["when"] = _when
+_env.filters["when_full"] = _when_full
 # Not Jinja's urlencode, which leaves "/" as it is: see _segment.
 _env.filters["segment"] = _segment
 _env.globals["queue_name_problem"] = queue_name_problem
@@ -139,7 +109,11 @@ _env.globals["drain_state"] = drain_state
 def render(
     dash: Dashboard, request: Request, name: str, status: int = 200, **context: Any
 ) -> Response:
-    """The template ``name`` as an HTML response, with what every page shows around it."""
+    """The template ``name`` as an HTML response, with what every page shows around it.
+
+    Times on the page are relative to ``now``: the moment of rendering unless given.
+    """
+    context.setdefault("now", datetime.now(UTC))
     html = _env.get_template(name).render(
         base=base(request),
         csrf=request.scope.get("jobrun.csrf", ""),
@@ -155,13 +129,13 @@ def render(
 async def overview(dash: Dashboard, request: Request) -> Response:
     """The overview: one row per queue with its counts, lag and throughput chart."""
     rows = await dash.overview_data()
-    return render(dash, request, "overview.html", rows=rows, spark=_sparkline)
+    return render(dash, request, "overview.html", rows=rows, spark=formatting.sparkline)
 
 
 async def overview_fragment(dash: Dashboard, request: Request) -> Response:
     """The overview's table alone, which the page fetches again on each live update."""
     rows = await dash.overview_data()
-    return render(dash, request, "_overview_table.html", rows=rows, spark=_sparkline)
+    return render(dash, request, "_overview_table.html", rows=rows, spark=formatting.sparkline)
 
 
 async def jobs(dash: Dashboard, request: Request) -> Response:

@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from jobrun.domain import StatsWindow
+from jobrun.web import formatting
 from jobrun.web.charts import NO_VALUE, Series, line_chart
 from jobrun.web.dashboard import Dashboard
 from jobrun.web.pages import render
@@ -141,16 +142,8 @@ def _charts(view: StatsView) -> dict[str, str]:
 
 
 def _seconds(value: float | timedelta | None) -> str:
-    """A duration in one short form (``850 ms``, ``12.4 s``, ``3.5 min``, ``2.1 h``), or a dash."""
+    """A duration in the dashboard's one format (:func:`jobrun.web.formatting.duration`),
+    or a dash for none."""
     if value is None:
         return NO_VALUE
-    seconds = value.total_seconds() if isinstance(value, timedelta) else value
-    if seconds == 0:
-        return "0"
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
+    return formatting.duration(value)
