@@ -87,7 +87,7 @@ ORDER BY names.name;
 -- How many of the queue's jobs a clear deletes: those neither running nor
 -- finished (queued, due or not, and waiting on dependencies or a key), and the
 -- database time they were counted at (the clear takes no job created after it).
--- plan: jobs only by index jobs_claim_idx, jobs_waiting_idx
+-- plan: jobs only by index jobs_claim_idx, jobs_waiting_idx, jobs_parked_queue_idx
 SELECT (SELECT count(*) FROM jobs
         WHERE jobs.state = 'queued' AND jobs.queue = @queue)::bigint AS queued,
        (SELECT count(*) FROM jobs
@@ -98,7 +98,7 @@ SELECT (SELECT count(*) FROM jobs
 -- A batch of the jobs a clear deletes (see QueueClearableCount), created by
 -- counted_at; JobDeleteMany then deletes those still not running. The waiting
 -- half walks jobs_waiting_idx in its order, oldest first.
--- plan: jobs only by index jobs_claim_idx, jobs_waiting_idx
+-- plan: jobs only by index jobs_claim_idx, jobs_waiting_idx, jobs_parked_queue_idx
 (SELECT jobs.id FROM jobs
  WHERE jobs.state = 'queued' AND jobs.queue = @queue AND jobs.created_at <= @counted_at
  LIMIT @batch_size)

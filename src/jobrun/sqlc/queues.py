@@ -277,7 +277,7 @@ class AsyncQuerier:
         """How many of the queue's jobs a clear deletes: those neither running nor
         finished (queued, due or not, and waiting on dependencies or a key), and the
         database time they were counted at (the clear takes no job created after it).
-        plan: jobs only by index jobs_claim_idx, jobs_waiting_idx
+        plan: jobs only by index jobs_claim_idx, jobs_waiting_idx, jobs_parked_queue_idx
 
         Run ``QueueClearableCount``; return its first row, or None.
         """
@@ -298,7 +298,7 @@ class AsyncQuerier:
         """A batch of the jobs a clear deletes (see QueueClearableCount), created by
         counted_at; JobDeleteMany then deletes those still not running. The waiting
         half walks jobs_waiting_idx in its order, oldest first.
-        plan: jobs only by index jobs_claim_idx, jobs_waiting_idx
+        plan: jobs only by index jobs_claim_idx, jobs_waiting_idx, jobs_parked_queue_idx
 
         Run ``QueueClearableIds``; return all its rows.
         """
@@ -397,7 +397,7 @@ class Querier:
         """How many of the queue's jobs a clear deletes: those neither running nor
         finished (queued, due or not, and waiting on dependencies or a key), and the
         database time they were counted at (the clear takes no job created after it).
-        plan: jobs only by index jobs_claim_idx, jobs_waiting_idx
+        plan: jobs only by index jobs_claim_idx, jobs_waiting_idx, jobs_parked_queue_idx
 
         Run ``QueueClearableCount``; return its first row, or None.
         """
@@ -418,7 +418,7 @@ class Querier:
         """A batch of the jobs a clear deletes (see QueueClearableCount), created by
         counted_at; JobDeleteMany then deletes those still not running. The waiting
         half walks jobs_waiting_idx in its order, oldest first.
-        plan: jobs only by index jobs_claim_idx, jobs_waiting_idx
+        plan: jobs only by index jobs_claim_idx, jobs_waiting_idx, jobs_parked_queue_idx
 
         Run ``QueueClearableIds``; return all its rows.
         """

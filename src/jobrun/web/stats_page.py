@@ -64,11 +64,8 @@ async def stats_page(dash: Dashboard, request: Request) -> Response:
     except _BadQuery as exc:
         return render(dash, request, "error.html", 400, message=str(exc))
     view = await _view(dash, window, queue)
-    queues = sorted(
-        {q.name for q in await (await dash.reader()).list_queues()}
-        | {row.queue for row in view.by_type}
-        | ({queue} if queue else set())
-    )
+    # The queues with something to chart in the window (and the one asked for).
+    queues = sorted({row.queue for row in view.by_type} | ({queue} if queue else set()))
     return render(
         dash,
         request,
