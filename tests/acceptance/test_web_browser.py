@@ -483,7 +483,7 @@ def test_a_schedule_is_created_edited_run_now_and_deleted_by_clicking(
     every.send_keys("5m")
     click(chrome, f"{row} button.save")
     WebDriverWait(chrome, 10, ignored_exceptions=SWAPPED).until(
-        lambda d: "every 5.0m" in d.find_element(By.CSS_SELECTOR, row).text
+        lambda d: "every 5 min 00 s" in d.find_element(By.CSS_SELECTOR, row).text
     )
     click(chrome, f"{row} button.run-now")
     eventually_sync(
