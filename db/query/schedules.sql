@@ -71,6 +71,16 @@ DELETE FROM schedules WHERE name = @name;
 -- name: ScheduleList :many
 SELECT * FROM schedules ORDER BY name;
 
+-- name: SchedulePage :many
+-- Up to max_schedules schedules by name, after the name ``after`` (a keyset
+-- page of the dashboard's Schedules page and its API).
+-- plan: no sort
+SELECT *
+FROM schedules
+WHERE sqlc.narg('after')::text IS NULL OR name > sqlc.narg('after')::text
+ORDER BY name
+LIMIT @max_schedules;
+
 -- name: ScheduleLockDue :many
 -- Due schedules, locked; SKIP LOCKED so an overlapping second leader takes
 -- none of the same rows.

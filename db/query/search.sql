@@ -40,8 +40,9 @@ FROM (
                     = sqlc.narg('id_suffix'))
             AND (sqlc.narg('error')::text IS NULL
                  OR strpos(lower(jobs.last_error), lower(sqlc.narg('error'))) > 0)
+            -- nullif: sqlc vet explains with '' (the store never sends it: not JSON).
             AND (sqlc.narg('payload_json')::text IS NULL
-                 OR jobs.payload @> (sqlc.narg('payload_json')::text)::jsonb)
+                 OR jobs.payload @> nullif(sqlc.narg('payload_json')::text, '')::jsonb)
            ), false)::boolean AS matched
     FROM jobs
     WHERE jobs.id >= @low::uuid AND jobs.id <= @high::uuid
@@ -74,8 +75,9 @@ FROM (
                     = sqlc.narg('id_suffix'))
             AND (sqlc.narg('error')::text IS NULL
                  OR strpos(lower(jobs.last_error), lower(sqlc.narg('error'))) > 0)
+            -- nullif: sqlc vet explains with '' (the store never sends it: not JSON).
             AND (sqlc.narg('payload_json')::text IS NULL
-                 OR jobs.payload @> (sqlc.narg('payload_json')::text)::jsonb)
+                 OR jobs.payload @> nullif(sqlc.narg('payload_json')::text, '')::jsonb)
            ), false)::boolean AS matched
     FROM jobs
     WHERE jobs.state = @state::job_state

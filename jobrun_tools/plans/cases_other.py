@@ -395,6 +395,16 @@ def cases(f: Facts) -> dict[str, list[Case]]:
             )
         ],
         "ScheduleList": [Case("all", "every schedule", lambda g: sc.schedule_list())],
+        "SchedulePage": [
+            Case(
+                "first", "the first 101", lambda g: sc.schedule_page(after=None, max_schedules=101)
+            ),
+            Case(
+                "next",
+                "the 101 after a name",
+                lambda g: sc.schedule_page(after="schedule-00500", max_schedules=101),
+            ),
+        ],
         "ScheduleLockDue": [
             Case(
                 "due",

@@ -353,8 +353,10 @@ class ScheduleStore(Protocol):
         """Remove a schedule; jobs it already made are untouched."""
         ...
 
-    async def list_schedules(self) -> list[Schedule]:
-        """All schedules, by name."""
+    async def list_schedules(
+        self, *, after: str | None = None, limit: int | None = None
+    ) -> list[Schedule]:
+        """All schedules by name, or a page of ``limit`` after the name ``after``."""
         ...
 
     async def get_schedule(self, name: str) -> Schedule:

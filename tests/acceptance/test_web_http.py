@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import psycopg
@@ -662,3 +663,39 @@ def test_the_new_actions_need_the_csrf_token_and_without_auth_name_anonymous(
     finally:
         stop(proc)
     assert queues(db_url)["mail"].changed_by == "anonymous via web"
+
+
+def test_schedules_come_in_keyset_pages_on_the_page_and_in_the_api(
+    db_url: str, web: httpx.Client
+) -> None:
+    """250 schedules: the page shows 100 and links to the next 100 after the last name
+    (a name with `/` and `&` included whole); the API answers at most its limit."""
+    names = [f"s/{i:03d}&x" for i in range(250)]
+
+    async def make(client: Any) -> None:
+        for name in names:
+            await client.store.create_schedule(
+                NewSchedule(name=name, type="t", every=timedelta(hours=1))
+            )
+
+    with_client(db_url, make)
+    seen: list[str] = []
+    path = "/schedules"
+    for _ in range(3):
+        page = web.get(path)
+        assert page.status_code == 200
+        rows = re.findall(r'<tr data-name="([^"]+)"', page.text)
+        seen += [html.unescape(r) for r in rows]
+        found = re.search(r'href="([^"]+)" id="next-schedules"', page.text)
+        if found is None:
+            break
+        path = html.unescape(found[1])
+    assert seen == names and len(rows) == 50
+    assert path == "/schedules?after=" + quote("s/199&x", safe="")
+    first = web.get("/api/schedules", params={"limit": "120"}).json()
+    assert [s["name"] for s in first] == names[:120]
+    rest = web.get("/api/schedules", params={"after": names[119]}).json()
+    assert [s["name"] for s in rest] == names[120:]
+    assert len(web.get("/api/schedules").json()) == 250  # within the default limit, 500
+    bad = web.get("/api/schedules", params={"limit": "ten"})
+    assert bad.status_code == 400 and bad.json() == {"error": "limit must be a whole number"}

@@ -237,10 +237,21 @@ class ScheduleMethods(StoreCore):
         if deleted == 0:
             raise ScheduleNotFound(name)
 
-    async def list_schedules(self) -> list[Schedule]:
-        """Every schedule, by name."""
+    async def list_schedules(
+        self, *, after: str | None = None, limit: int | None = None
+    ) -> list[Schedule]:
+        """The schedules by name: every one, or with ``limit`` a page of that many after the
+        name ``after`` (a keyset page: pass the last name of one page to get the next)."""
         async with self._connection() as conn:
-            rows = await schedule_queries.AsyncQuerier(conn).schedule_list()
+            querier = schedule_queries.AsyncQuerier(conn)
+            if limit is None and after is None:
+                rows = await querier.schedule_list()
+            else:
+                if limit is not None and limit < 1:
+                    raise ValueError(f"limit must be at least 1, got {limit}")
+                rows = await querier.schedule_page(
+                    after=after, max_schedules=limit if limit is not None else 2**31 - 1
+                )
         return [schedule_from_row(r) for r in rows]
 
     async def due_schedules(self, now: datetime) -> list[Job]:

@@ -239,10 +239,21 @@ class SyncScheduleMethods(SyncStoreCore):
         if deleted == 0:
             raise ScheduleNotFound(name)
 
-    def list_schedules(self) -> list[Schedule]:
-        """Every schedule, by name."""
+    def list_schedules(
+        self, *, after: str | None = None, limit: int | None = None
+    ) -> list[Schedule]:
+        """The schedules by name: every one, or with ``limit`` a page of that many after the
+        name ``after`` (a keyset page: pass the last name of one page to get the next)."""
         with self._connection() as conn:
-            rows = schedule_queries.Querier(conn).schedule_list()
+            querier = schedule_queries.Querier(conn)
+            if limit is None and after is None:
+                rows = querier.schedule_list()
+            else:
+                if limit is not None and limit < 1:
+                    raise ValueError(f"limit must be at least 1, got {limit}")
+                rows = querier.schedule_page(
+                    after=after, max_schedules=limit if limit is not None else 2**31 - 1
+                )
         return [schedule_from_row(r) for r in rows]
 
     def due_schedules(self, now: datetime) -> list[Job]:

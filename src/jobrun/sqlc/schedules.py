@@ -83,6 +83,14 @@ SCHEDULE_LIST = """
 SELECT id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by, origin, declared_group, declared_digest, removed_from_code_at FROM schedules ORDER BY name
 """
 
+SCHEDULE_PAGE = """
+SELECT id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by, origin, declared_group, declared_digest, removed_from_code_at
+FROM schedules
+WHERE %(after)s::text IS NULL OR name > %(after)s::text
+ORDER BY name
+LIMIT %(max_schedules)s
+"""
+
 SCHEDULE_LOCK_DUE = """
 SELECT id, name, type, queue, payload, priority, max_attempts, cron, every, timezone, next_run_at, last_run_at, paused, created_at, updated_at, changed_by, origin, declared_group, declared_digest, removed_from_code_at
 FROM schedules
@@ -369,6 +377,18 @@ class AsyncQuerier:
             _rows = await _cur.fetchall()
         return [row_to_schedule(_row) for _row in _rows]
 
+    async def schedule_page(self, *, after: str | None, max_schedules: int) -> list[Schedule]:
+        """Up to max_schedules schedules by name, after the name ``after`` (a keyset
+        page of the dashboard's Schedules page and its API).
+        plan: no sort
+
+        Run ``SchedulePage``; return all its rows.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(SCHEDULE_PAGE, {"after": after, "max_schedules": max_schedules})
+            _rows = await _cur.fetchall()
+        return [row_to_schedule(_row) for _row in _rows]
+
     async def schedule_lock_due(
         self,
         *,
@@ -642,6 +662,18 @@ class Querier:
         """Run ``ScheduleList``; return all its rows."""
         with self._conn.cursor() as _cur:
             _cur.execute(SCHEDULE_LIST)
+            _rows = _cur.fetchall()
+        return [row_to_schedule(_row) for _row in _rows]
+
+    def schedule_page(self, *, after: str | None, max_schedules: int) -> list[Schedule]:
+        """Up to max_schedules schedules by name, after the name ``after`` (a keyset
+        page of the dashboard's Schedules page and its API).
+        plan: no sort
+
+        Run ``SchedulePage``; return all its rows.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(SCHEDULE_PAGE, {"after": after, "max_schedules": max_schedules})
             _rows = _cur.fetchall()
         return [row_to_schedule(_row) for _row in _rows]
 

@@ -33,8 +33,9 @@ FROM (
                     = %(id_suffix)s)
             AND (%(error)s::text IS NULL
                  OR strpos(lower(jobs.last_error), lower(%(error)s)) > 0)
+            -- nullif: sqlc vet explains with '' (the store never sends it: not JSON).
             AND (%(payload_json)s::text IS NULL
-                 OR jobs.payload @> (%(payload_json)s::text)::jsonb)
+                 OR jobs.payload @> nullif(%(payload_json)s::text, '')::jsonb)
            ), false)::boolean AS matched
     FROM jobs
     WHERE jobs.id >= %(low)s::uuid AND jobs.id <= %(high)s::uuid
@@ -62,8 +63,9 @@ FROM (
                     = %(id_suffix)s)
             AND (%(error)s::text IS NULL
                  OR strpos(lower(jobs.last_error), lower(%(error)s)) > 0)
+            -- nullif: sqlc vet explains with '' (the store never sends it: not JSON).
             AND (%(payload_json)s::text IS NULL
-                 OR jobs.payload @> (%(payload_json)s::text)::jsonb)
+                 OR jobs.payload @> nullif(%(payload_json)s::text, '')::jsonb)
            ), false)::boolean AS matched
     FROM jobs
     WHERE jobs.state = %(state)s::job_state

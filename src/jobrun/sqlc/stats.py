@@ -26,7 +26,8 @@ SELECT pg_current_snapshot()::text AS snapshot
 STATS_SETTLED = """
 SELECT NOT EXISTS (
     SELECT 1
-    FROM pg_snapshot_xip(CAST(%(snapshot)s::text AS pg_snapshot)) AS running (xid)
+    -- nullif: sqlc vet explains with '' (the roll-up always sends a snapshot).
+    FROM pg_snapshot_xip(CAST(nullif(%(snapshot)s::text, '') AS pg_snapshot)) AS running (xid)
     WHERE pg_xact_status(running.xid) = 'in progress'
 ) AS settled
 """

@@ -87,10 +87,21 @@ async def job(dash: Dashboard, request: Request) -> Response:
     )
 
 
+SCHEDULES_LIMIT = 500
+"""The most schedules one answer of ``/api/schedules`` holds (``limit`` 1 to this)."""
+
+
 async def schedules(dash: Dashboard, request: Request) -> Response:
-    """Every schedule."""
+    """Schedules by name: up to ``limit`` (500 by default and at most) after the name
+    ``after``; ask again after the last name for the rest."""
     store = await dash.reader()
-    return _read(dash, [_jsonable(s) for s in await store.list_schedules()])
+    params = request.query_params
+    try:
+        limit = min(max(int(params.get("limit", str(SCHEDULES_LIMIT))), 1), SCHEDULES_LIMIT)
+    except ValueError:
+        return JSONResponse({"error": "limit must be a whole number"}, status_code=400)
+    found = await store.list_schedules(after=params.get("after") or None, limit=limit)
+    return _read(dash, [_jsonable(s) for s in found])
 
 
 async def queues(dash: Dashboard, request: Request) -> Response:

@@ -238,10 +238,26 @@ async def workflow(dash: Dashboard, request: Request) -> Response:
     )
 
 
+SCHEDULES_PAGE = 100
+"""Schedules the Schedules page shows at once; the next page starts after the last name."""
+
+
 async def schedules(dash: Dashboard, request: Request) -> Response:
-    """Every schedule, with its controls."""
+    """A page of schedules by name (``?after=`` the last name of the page before), with
+    their controls."""
     store = await dash.reader()
-    return render(dash, request, "schedules.html", schedules=await store.list_schedules())
+    after = request.query_params.get("after") or None
+    page = await store.list_schedules(after=after, limit=SCHEDULES_PAGE + 1)
+    more = len(page) > SCHEDULES_PAGE
+    shown = page[:SCHEDULES_PAGE]
+    return render(
+        dash,
+        request,
+        "schedules.html",
+        schedules=shown,
+        after=after,
+        next_after=shown[-1].name if more else None,
+    )
 
 
 async def queues(dash: Dashboard, request: Request) -> Response:
