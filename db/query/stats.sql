@@ -49,11 +49,17 @@ WITH cursor AS (
                     least(@upto::bigint, cursor.last_event_id + @max_events::bigint)) AS upto
     FROM cursor
 ), ended AS (
+    -- Each duration's histogram bucket, in float8 (ln() of the numeric that
+    -- extract() returns was most of a fold's time), only where the duration
+    -- exists: greatest() would pass over a null and give it bucket 0.
     SELECT e.at, jobs.queue, jobs.type, e.kind, e.to_state,
-           e.at - claim.at AS run,
+           CASE WHEN claim.at IS NOT NULL
+                THEN least(47, floor(2 * ln(greatest(1.0, 1000 * extract(epoch FROM e.at - claim.at)::float8))
+                                     / ln(2.0::float8)))::integer END AS run_bucket,
            CASE WHEN e.to_state IN ('succeeded', 'dead') AND jobs.attempts = e.attempt
                      AND jobs.run_at <= claim.at
-                THEN claim.at - jobs.run_at END AS wait
+                THEN least(47, floor(2 * ln(greatest(1.0, 1000 * extract(epoch FROM claim.at - jobs.run_at)::float8))
+                                     / ln(2.0::float8)))::integer END AS wait_bucket
     FROM bound
     JOIN job_events AS e ON e.id > bound.after AND e.id <= bound.upto
     JOIN jobs ON jobs.id = e.job_id
@@ -71,14 +77,7 @@ WITH cursor AS (
     SELECT steps.width,
            date_bin(make_interval(mins => steps.width), ended.at, timestamptz '2000-01-01')
                AS at,
-           ended.queue, ended.type, ended.kind, ended.to_state,
-           -- greatest() passes over a null: only a duration that exists gets a bucket.
-           CASE WHEN ended.run IS NOT NULL
-                THEN least(47, floor(2 * ln(greatest(1.0, extract(epoch FROM ended.run) * 1000))
-                                     / ln(2)))::integer END AS run_bucket,
-           CASE WHEN ended.wait IS NOT NULL
-                THEN least(47, floor(2 * ln(greatest(1.0, extract(epoch FROM ended.wait) * 1000))
-                                     / ln(2)))::integer END AS wait_bucket
+           ended.queue, ended.type, ended.kind, ended.to_state, ended.run_bucket, ended.wait_bucket
     FROM ended
     CROSS JOIN unnest(ARRAY[1, 10, 60]::smallint[]) AS steps (width)
 ), grouped AS (
