@@ -24,9 +24,9 @@ brackets):
   effect twice, so it outlives the jobs; a row is never pruned while its job
   or any job of its effect key (a replay queued after a purge) exists.
 
-Every ``rollup_every`` (10 seconds), the leader also folds the outcome
-events written since into the dashboard charts' rows
-(:class:`jobrun.rollup.Rollup`); each pass deletes those rows by the ages
+Every ``rollup_every`` (10 seconds), unless ``Config.charts`` is off, the
+leader also folds the outcome events written since into the dashboard
+charts' rows (:class:`jobrun.rollup.Rollup`); each pass deletes those rows by the ages
 of :data:`jobrun.rollup.STATS_KEPT` (a day to 8 days, by their width).
 
 Between passes, every ``statistics_every`` (2 seconds), the leader also
@@ -182,6 +182,7 @@ class Maintenance:
         self._statistics_every = positive_seconds("statistics_every", statistics_every)
         self._rollup_every = positive_seconds("rollup_every", rollup_every)
         self._rollup = Rollup(store)
+        self._charts = config.charts
         self._analyzed: list[str] = []
         self._elector = Elector(locker, key, name="maintenance", retry_every=self._retry)
         self._passes = 0
@@ -321,7 +322,7 @@ class Maintenance:
     async def _lead(self, handle: LockHandle, stop: asyncio.Event) -> None:
         prune_at = roll_at = time.monotonic()
         while not stop.is_set() and not handle.lost:
-            if time.monotonic() >= roll_at:
+            if self._charts and time.monotonic() >= roll_at:
                 await self._roll_up(handle, stop)
                 roll_at = time.monotonic() + self._rollup_every
             if time.monotonic() >= prune_at:

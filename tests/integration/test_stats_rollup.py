@@ -13,8 +13,10 @@ from jobrun.config import Config
 from jobrun.domain import JobState, NewJob
 from jobrun.maintenance import Maintenance
 from jobrun.postgres import Pool
+from jobrun.postgres.lock import AdvisoryLocker
 from jobrun.postgres.store import Store
 from jobrun.rollup import Rollup
+from jobrun.testing import eventually
 
 LEASE = timedelta(seconds=30)
 
@@ -210,3 +212,44 @@ async def test_a_run_time_and_a_wait_land_in_the_buckets_that_hold_them(
     run_p50, wait_p50 = timed.run.percentile(50), timed.wait.percentile(50)
     assert run_p50 is not None and timedelta(seconds=2) <= run_p50 < timedelta(seconds=2.83)
     assert wait_p50 is not None and timedelta(seconds=90) <= wait_p50 < timedelta(seconds=127.3)
+
+
+async def test_without_claim_events_outcomes_are_counted_with_no_durations(pool: Pool) -> None:
+    # Event mode "terminal" records no claims: a succeeded job then has no run
+    # time or queue wait, and must not be counted in the histograms' first bucket.
+    store = Store(pool, event_mode="terminal")
+    for _ in range(2):
+        await run(store, "quiet", "ping", outcome="succeeded")
+    assert await Rollup(store).catch_up() == 2
+
+    since = await store.now() - timedelta(hours=1)
+    (pings,) = await store.stats_by_type(since, timedelta(minutes=1))
+    assert pings.outcomes.succeeded == 2
+    assert pings.run.count == 0
+    assert pings.wait.count == 0
+
+
+@pytest.mark.parametrize("charts", [True, False], ids=["charts-on", "charts-off"])
+async def test_the_leader_folds_outcomes_only_with_charts_on(
+    db_url: str, store: Store, charts: bool
+) -> None:
+    await run(store, "billing", "invoice", outcome="succeeded")
+    quick = timedelta(milliseconds=50)
+    maintenance = Maintenance(
+        store,
+        AdvisoryLocker(db_url, application_name="jobrun-charts-test"),
+        Config(charts=charts, maintenance_every=quick),
+        rollup_every=quick,
+        statistics_every=quick,
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(maintenance.run(stop))
+    try:
+        if charts:
+            await eventually(lambda: store.stats_cursor(), what="the roll-up's cursor moved")
+        # Each pass comes after a roll-up's turn was due: by the third, one has folded.
+        await eventually(lambda: maintenance.passes >= 3, what="three maintenance passes")
+        assert bool(await store.stats_cursor()) is charts
+    finally:
+        stop.set()
+        await task
