@@ -391,3 +391,12 @@ async def test_overview_stream_sends_an_event_when_counts_change(client: Client)
         overview = (await web.get("/api/overview")).json()
     assert [q["queue"] for q in overview["queues"]] == ["live"]
     assert overview["queues"][0]["queued"] == 1
+
+
+async def test_sample_every_warns_that_it_does_nothing_and_the_app_still_serves(
+    client: Client,
+) -> None:
+    with pytest.warns(DeprecationWarning, match="sample_every"):
+        app = create_app(client, auth=AUTH, sample_every=5)
+    async with http(app) as web:
+        assert (await web.get("/api/overview")).status_code == 200

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -101,7 +102,7 @@ def create_app(
     database_url: str | None = None,
     notify_channel: str | None = None,
     poll: float = 2.0,
-    sample_every: float = 10.0,
+    sample_every: float | None = None,
     search_rows: int = SEARCH_ROWS,
 ) -> Starlette:
     """The dashboard as an ASGI app, to serve (``jobrun web``) or mount in your own app.
@@ -112,9 +113,10 @@ def create_app(
     every request. ``read_only=True`` hides every action and refuses it with
     403. Live updates LISTEN on the client's database (or ``database_url`` and
     ``notify_channel`` when given a bare store) and re-read the queues every
-    ``poll`` seconds. ``sample_every`` is accepted and ignored: the
-    throughput lines now come from the database's rolled-up rows (the Charts
-    page's), not from samples taken by each dashboard process.
+    ``poll`` seconds. ``sample_every`` is deprecated and does nothing (a
+    DeprecationWarning says so): the throughput lines come from the
+    database's rolled-up rows (the Charts page's), not from samples taken by
+    each dashboard process.
     A search of the jobs listing examines at most ``search_rows`` jobs a page
     and offers to search further.
     """
@@ -122,13 +124,18 @@ def create_app(
         raise ValueError("auth needs a non-empty user and password")
     if search_rows < 1:
         raise ValueError("search_rows must be at least 1")
+    if sample_every is not None:
+        warnings.warn(
+            "create_app(sample_every=) does nothing: the throughput comes from the database",
+            DeprecationWarning,
+            stacklevel=2,
+        )
     dash = Dashboard(
         source,
         read_only=read_only,
         database_url=database_url,
         notify_channel=notify_channel,
         poll=poll,
-        sample_every=sample_every,
         search_rows=search_rows,
     )
 

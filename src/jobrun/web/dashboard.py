@@ -47,7 +47,6 @@ class Dashboard:
         database_url: str | None,
         notify_channel: str | None,
         poll: float,
-        sample_every: float,
         search_rows: int = SEARCH_ROWS,
     ) -> None:
         self.source = source
@@ -56,8 +55,7 @@ class Dashboard:
         self.read_only = read_only
         # Where live updates LISTEN; a Client falls back on its own URL and channel.
         self.database_url, self.notify_channel = database_url, notify_channel
-        # sample_every is no longer used: throughput comes from the database.
-        self.poll, self.sample_every = poll, sample_every
+        self.poll = poll
         self._opened_client = False
         self._start_lock = asyncio.Lock()
         self._notifier: Notifier | None = None
