@@ -58,8 +58,27 @@ def with_client(db_url: str, body: Callable[[Client], Any]) -> Any:
 
 
 @pytest.fixture
-def site(db_url: str) -> Iterator[str]:
-    proc, url = serve(db_url)
+def auth(request: pytest.FixtureRequest) -> bool:
+    """Whether the dashboard asks for Basic auth and the browser sends it: yes, unless the
+    test is one of ``AUTH_ON_AND_OFF``'s, which runs once each way."""
+    return bool(getattr(request, "param", True))
+
+
+AUTH_ON_AND_OFF = pytest.mark.parametrize(
+    "auth", [True, False], ids=["auth", "open"], indirect=True
+)
+"""An action test runs with Basic auth on ("auth") and off ("open"): the same clicks work,
+the forms carrying the CSRF token either way, and the action names who clicked."""
+
+
+def actor(auth: bool) -> str:
+    """Who an action records as having clicked (a job event says ``by`` and this)."""
+    return f"{USER if auth else 'anonymous'} via web"
+
+
+@pytest.fixture
+def site(db_url: str, auth: bool) -> Iterator[str]:
+    proc, url = serve(db_url, auth=auth)
     try:
         yield url
     finally:
@@ -127,8 +146,8 @@ def browser(auth: bool = True) -> webdriver.Chrome:
 
 
 @pytest.fixture
-def chrome() -> Iterator[webdriver.Chrome]:
-    driver = browser()
+def chrome(auth: bool) -> Iterator[webdriver.Chrome]:
+    driver = browser(auth)
     try:
         yield driver
     finally:
@@ -214,7 +233,10 @@ def test_overview_counts_change_live_while_a_worker_runs(
     WebDriverWait(chrome, 10).until(lambda d: cell(d, "live", "queued") == 0)
 
 
-def test_bulk_retry_of_dead_jobs(db_url: str, site: str, chrome: webdriver.Chrome) -> None:
+@AUTH_ON_AND_OFF
+def test_bulk_retry_of_dead_jobs(
+    db_url: str, site: str, chrome: webdriver.Chrome, auth: bool
+) -> None:
     dead = with_client(db_url, lambda c: dead_jobs(c, 3))
     chrome.get(site + "/jobs?state=dead")
     assert len(chrome.find_elements(By.CSS_SELECTOR, "#jobs-table tr[data-id]")) == 3
@@ -226,7 +248,7 @@ def test_bulk_retry_of_dead_jobs(db_url: str, site: str, chrome: webdriver.Chrom
     async def check(client: Client) -> None:
         for job in dead:
             assert (await client.store.get(job.id)).state is JobState.QUEUED
-            assert (await client.store.events(job.id))[-1].detail == "by ops via web"
+            assert (await client.store.events(job.id))[-1].detail == f"by {actor(auth)}"
 
     with_client(db_url, check)
 
@@ -285,8 +307,9 @@ def test_a_search_typed_on_the_jobs_page_finds_jobs_and_an_id_opens_its_job(
     shot(chrome, "job-search")
 
 
+@AUTH_ON_AND_OFF
 def test_cancel_from_the_job_page_reaches_the_running_job(
-    db_url: str, site: str, worker: Callable[[], None], chrome: webdriver.Chrome
+    db_url: str, site: str, worker: Callable[[], None], chrome: webdriver.Chrome, auth: bool
 ) -> None:
     job = with_client(
         db_url,
@@ -314,7 +337,7 @@ def test_cancel_from_the_job_page_reaches_the_running_job(
         return False
 
     eventually_sync(shows_cancelled, what="the page showing the job cancelled")
-    assert "by ops via web" in text_of(chrome, "#events")
+    assert f"by {actor(auth)}" in text_of(chrome, "#events")
 
 
 def test_the_workers_page_lists_a_running_worker_and_links_its_jobs_both_ways(
@@ -369,6 +392,7 @@ def test_a_workflow_page_draws_its_steps_and_links_them_to_their_jobs(
     assert "waiting" in text_of(chrome, "#job-state")
 
 
+@AUTH_ON_AND_OFF
 def test_delete_from_the_job_page_asks_for_the_count_then_deletes(
     db_url: str, site: str, chrome: webdriver.Chrome
 ) -> None:
@@ -383,6 +407,7 @@ def test_delete_from_the_job_page_asks_for_the_count_then_deletes(
     assert "does not exist" in chrome.page_source
 
 
+@AUTH_ON_AND_OFF
 def test_schedules_and_queues_pages(db_url: str, site: str, chrome: webdriver.Chrome) -> None:
     async def setup(client: Client) -> None:
         await client.store.create_schedule(
@@ -465,6 +490,7 @@ def test_a_request_without_auth_gets_401(site: str) -> None:
     assert response.headers["www-authenticate"].startswith("Basic")
 
 
+@AUTH_ON_AND_OFF
 def test_a_schedule_is_created_edited_run_now_and_deleted_by_clicking(
     db_url: str, site: str, chrome: webdriver.Chrome
 ) -> None:
@@ -501,6 +527,7 @@ def test_a_schedule_is_created_edited_run_now_and_deleted_by_clicking(
     assert with_client(db_url, lambda c: c.store.list_schedules()) == []
 
 
+@AUTH_ON_AND_OFF
 def test_a_queue_is_drained_and_cleared_by_clicking(
     db_url: str, site: str, chrome: webdriver.Chrome
 ) -> None:
