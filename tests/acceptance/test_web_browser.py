@@ -408,7 +408,9 @@ def test_delete_from_the_job_page_asks_for_the_count_then_deletes(
 
 
 @AUTH_ON_AND_OFF
-def test_schedules_and_queues_pages(db_url: str, site: str, chrome: webdriver.Chrome) -> None:
+def test_a_schedule_and_a_queue_are_paused_and_resumed_by_clicking(
+    db_url: str, site: str, chrome: webdriver.Chrome, auth: bool
+) -> None:
     async def setup(client: Client) -> None:
         await client.store.create_schedule(
             NewSchedule(name="nightly-report", type="web.nap", cron="0 3 * * *")
@@ -420,16 +422,25 @@ def test_schedules_and_queues_pages(db_url: str, site: str, chrome: webdriver.Ch
         await client.store.set_queue_limits("mail", concurrency=4)
 
     with_client(db_url, setup)
-    chrome.get(site + "/schedules")
-    click(chrome, 'tr[data-name="heartbeat"] button')
-    WebDriverWait(chrome, 10, ignored_exceptions=SWAPPED).until(
-        lambda d: "paused" in d.find_element(By.CSS_SELECTOR, 'tr[data-name="heartbeat"]').text
-    )
-    chrome.get(site + "/queues")
-    click(chrome, 'tr[data-queue="mail"] button')
-    WebDriverWait(chrome, 10, ignored_exceptions=SWAPPED).until(
-        lambda d: "paused" in d.find_element(By.CSS_SELECTOR, 'tr[data-queue="mail"]').text
-    )
+    for page, row in [("/schedules", 'tr[data-name="heartbeat"]'),
+                      ("/queues", 'tr[data-queue="mail"]')]:  # fmt: skip
+        chrome.get(site + page)
+        click(chrome, f"{row} button")
+        WebDriverWait(chrome, 10, ignored_exceptions=SWAPPED).until(
+            lambda d, row=row: "paused" in d.find_element(By.CSS_SELECTOR, row).text
+        )
+        assert text_of(chrome, f"{row} td.changed-by") == actor(auth)
+        click(chrome, f"{row} button")  # now Resume
+        WebDriverWait(chrome, 10).until(lambda d, row=row: text_of(d, f"{row} button") == "Pause")
+        assert "paused" not in text_of(chrome, row)
+
+    async def check(client: Client) -> None:
+        schedule = await client.store.get_schedule("heartbeat")
+        assert (schedule.paused, schedule.changed_by) == (False, actor(auth))
+        queue = {q.name: q for q in await client.store.list_queues()}["mail"]
+        assert (queue.paused, queue.changed_by, queue.concurrency_limit) == (False, actor(auth), 4)
+
+    with_client(db_url, check)
 
 
 def test_the_limit_inputs_show_their_whole_placeholders(
