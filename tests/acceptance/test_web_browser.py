@@ -408,6 +408,35 @@ def test_delete_from_the_job_page_asks_for_the_count_then_deletes(
 
 
 @AUTH_ON_AND_OFF
+def test_retry_from_the_job_page_queues_the_dead_job_again(
+    db_url: str, site: str, chrome: webdriver.Chrome, auth: bool
+) -> None:
+    [job] = with_client(db_url, lambda c: dead_jobs(c, 1))
+    chrome.get(f"{site}/jobs/{job.id}")
+    click(chrome, "#retry")
+    WebDriverWait(chrome, 10).until(lambda d: text_of(d, "#job-state") == "queued")
+    assert f"by {actor(auth)}" in text_of(chrome, "#events")
+    assert not chrome.find_elements(By.ID, "retry")
+    assert with_client(db_url, lambda c: c.store.get(job.id)).state is JobState.QUEUED
+
+
+@AUTH_ON_AND_OFF
+def test_run_now_from_the_job_page_makes_a_delayed_job_due(
+    db_url: str, site: str, chrome: webdriver.Chrome, auth: bool
+) -> None:
+    job = with_client(
+        db_url,
+        lambda c: c.store.enqueue(NewJob(type="web.nap", queue="mail", delay=timedelta(hours=1))),
+    )
+    chrome.get(f"{site}/jobs/{job.id}")
+    click(chrome, "#run-now")
+    WebDriverWait(chrome, 10).until(lambda d: f"by {actor(auth)}" in text_of(d, "#events"))
+    assert not chrome.find_elements(By.ID, "run-now")  # due now: nothing left to bring forward
+    now = with_client(db_url, lambda c: c.store.get(job.id))
+    assert now.state is JobState.QUEUED and now.run_at < job.run_at - timedelta(minutes=59)
+
+
+@AUTH_ON_AND_OFF
 def test_a_schedule_and_a_queue_are_paused_and_resumed_by_clicking(
     db_url: str, site: str, chrome: webdriver.Chrome, auth: bool
 ) -> None:
