@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import httpx
 import pytest
@@ -189,6 +190,17 @@ def text_of(driver: webdriver.Chrome, selector: str) -> str:
     return found[0]
 
 
+def listed(driver: webdriver.Chrome) -> list[str]:
+    """The ids of the jobs the listing shows, in its order."""
+    rows = driver.find_elements(By.CSS_SELECTOR, "#jobs-table tr[data-id]")
+    return [str(row.get_attribute("data-id")) for row in rows]
+
+
+def stored_ids(db_url: str) -> set[UUID]:
+    """The ids of every job in the database."""
+    return {job.id for job in with_client(db_url, lambda c: c.store.list_jobs(limit=50)).jobs}
+
+
 async def dead_jobs(client: Client, n: int) -> list[Any]:
     store = client.store
     payloads = [{"to": f"user{i}@example.com"} for i in range(n)]
@@ -251,6 +263,69 @@ def test_bulk_retry_of_dead_jobs(
             assert (await client.store.events(job.id))[-1].detail == f"by {actor(auth)}"
 
     with_client(db_url, check)
+
+
+@AUTH_ON_AND_OFF
+def test_bulk_cancel_of_selected_jobs_leaves_the_others_queued(
+    db_url: str, site: str, chrome: webdriver.Chrome, auth: bool
+) -> None:
+    jobs = with_client(
+        db_url,
+        lambda c: c.store.enqueue_batch([NewJob(type="web.nap", queue="mail") for _ in range(3)]),
+    )
+    chrome.get(site + "/jobs?state=queued")
+    for job in jobs[:2]:
+        click(chrome, f'tr[data-id="{job.id}"] input[name="ids"]')
+    Select(chrome.find_element(By.NAME, "action")).select_by_value("cancel")
+    click(chrome, "#bulk-submit")
+    WebDriverWait(chrome, 10, ignored_exceptions=SWAPPED).until(
+        lambda d: listed(d) == [str(jobs[2].id)]
+    )
+
+    async def check(client: Client) -> None:
+        states = [(await client.store.get(job.id)).state for job in jobs]
+        assert states == [JobState.CANCELLED, JobState.CANCELLED, JobState.QUEUED]
+        for job in jobs[:2]:
+            assert (await client.store.events(job.id))[-1].detail == f"by {actor(auth)}"
+
+    with_client(db_url, check)
+
+
+@AUTH_ON_AND_OFF
+def test_bulk_delete_of_selected_jobs_asks_for_their_count_then_deletes_them(
+    db_url: str, site: str, chrome: webdriver.Chrome
+) -> None:
+    dead = with_client(db_url, lambda c: dead_jobs(c, 3))
+    chrome.get(site + "/jobs?state=dead")
+    for job in (dead[0], dead[2]):
+        click(chrome, f'tr[data-id="{job.id}"] input[name="ids"]')
+    Select(chrome.find_element(By.NAME, "action")).select_by_value("delete")
+    click(chrome, "#bulk-submit")
+    WebDriverWait(chrome, 10).until(lambda d: "Delete 2 jobs?" in text_of(d, "h1"))
+    click(chrome, "#confirm-delete")
+    WebDriverWait(chrome, 10, ignored_exceptions=SWAPPED).until(
+        lambda d: listed(d) == [str(dead[1].id)]
+    )
+    assert chrome.current_url.endswith("/jobs?state=dead")
+    assert stored_ids(db_url) == {dead[1].id}
+
+
+@AUTH_ON_AND_OFF
+def test_bulk_delete_of_every_job_matching_the_filter_asks_for_their_count(
+    db_url: str, site: str, chrome: webdriver.Chrome
+) -> None:
+    dead = with_client(db_url, lambda c: dead_jobs(c, 3))
+    kept = with_client(db_url, lambda c: c.store.enqueue(NewJob(type="web.nap", queue="mail")))
+    chrome.get(site + "/jobs?state=dead")
+    assert len(listed(chrome)) == len(dead)
+    Select(chrome.find_element(By.NAME, "action")).select_by_value("delete")
+    Select(chrome.find_element(By.NAME, "scope")).select_by_value("filter")
+    click(chrome, "#bulk-submit")
+    WebDriverWait(chrome, 10).until(lambda d: "Delete 3 jobs?" in text_of(d, "h1"))
+    click(chrome, "#confirm-delete")
+    WebDriverWait(chrome, 10).until(lambda d: "No jobs match" in d.page_source)
+    assert chrome.current_url.endswith("/jobs?state=dead")
+    assert stored_ids(db_url) == {kept.id}
 
 
 def test_a_listed_job_id_is_its_tail_whole_in_its_title_and_its_button_copies_it(
@@ -591,3 +666,22 @@ def test_a_queue_is_drained_and_cleared_by_clicking(
     assert (listed["billing/eu"].queued, listed["billing/eu"].leased) == (0, 1)
     assert listed["billing"].queued == 1 and not listed["billing"].paused
     shot(chrome, "queues-drain")
+
+
+@AUTH_ON_AND_OFF
+def test_clear_queued_on_the_queues_page_asks_for_the_count_then_deletes_only_those(
+    db_url: str, site: str, chrome: webdriver.Chrome
+) -> None:
+    async def setup(client: Client) -> list[Any]:
+        [dead] = await dead_jobs(client, 1)  # in mail, before the queued ones it must not claim
+        new = [NewJob(type="web.nap", queue=q) for q in ("mail", "mail", "billing")]
+        return [dead, *(await client.store.enqueue_batch(new))]
+
+    dead, _, _, other = with_client(db_url, setup)
+    chrome.get(site + "/queues")
+    click(chrome, 'tr[data-queue="mail"] form.clear-queue button')
+    WebDriverWait(chrome, 10).until(lambda d: "Delete 2 jobs?" in text_of(d, "h1"))
+    click(chrome, "#confirm-delete")
+    WebDriverWait(chrome, 10).until(lambda d: "No jobs match" in d.page_source)
+    assert "queue=mail" in chrome.current_url and "state=queued" in chrome.current_url
+    assert stored_ids(db_url) == {dead.id, other.id}
