@@ -201,6 +201,11 @@ def stored_ids(db_url: str) -> set[UUID]:
     return {job.id for job in with_client(db_url, lambda c: c.store.list_jobs(limit=50)).jobs}
 
 
+def stored_queue(db_url: str, name: str) -> Any:
+    """Queue ``name`` as the store lists it: its controls and counts."""
+    return {q.name: q for q in with_client(db_url, lambda c: c.store.list_queues())}[name]
+
+
 async def dead_jobs(client: Client, n: int) -> list[Any]:
     store = client.store
     payloads = [{"to": f"user{i}@example.com"} for i in range(n)]
@@ -545,6 +550,31 @@ def test_a_schedule_and_a_queue_are_paused_and_resumed_by_clicking(
         assert (queue.paused, queue.changed_by, queue.concurrency_limit) == (False, actor(auth), 4)
 
     with_client(db_url, check)
+
+
+@AUTH_ON_AND_OFF
+def test_queue_limits_are_set_and_cleared_by_clicking(
+    db_url: str, site: str, chrome: webdriver.Chrome, auth: bool
+) -> None:
+    with_client(db_url, lambda c: c.store.enqueue(NewJob(type="web.nap", queue="mail")))
+    chrome.get(site + "/queues")
+    row = 'tr[data-queue="mail"]'
+    for name, value in [("concurrency", "3"), ("rate", "10"), ("rate_seconds", "60"),
+                        ("per_key", "2")]:  # fmt: skip
+        chrome.find_element(By.CSS_SELECTOR, f'{row} input[name="{name}"]').send_keys(value)
+    click(chrome, f'{row} form[action$="/limits"] button')
+    WebDriverWait(chrome, 10).until(lambda d: text_of(d, f"{row} td.per-key") == "2")
+    assert "10 per 1 min 00 s" in text_of(chrome, row)
+    assert text_of(chrome, f"{row} td.changed-by") == actor(auth)
+    queue = stored_queue(db_url, "mail")
+    limits = (queue.concurrency_limit, queue.rate_limit, queue.rate_interval, queue.key_limit)
+    assert limits == (3, 10, timedelta(seconds=60), 2)
+    click(chrome, f'{row} form[action$="/clear-limits"] button')
+    WebDriverWait(chrome, 10).until(lambda d: text_of(d, f"{row} td.per-key") == "—")
+    assert not chrome.find_elements(By.CSS_SELECTOR, f'{row} form[action$="/clear-limits"]')
+    queue = stored_queue(db_url, "mail")
+    limits = (queue.concurrency_limit, queue.rate_limit, queue.key_limit)
+    assert limits == (None, None, None)
 
 
 def test_the_limit_inputs_show_their_whole_placeholders(
