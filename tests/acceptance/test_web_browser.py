@@ -637,7 +637,7 @@ def test_a_request_without_auth_gets_401(site: str) -> None:
 
 @AUTH_ON_AND_OFF
 def test_a_schedule_is_created_edited_run_now_and_deleted_by_clicking(
-    db_url: str, site: str, chrome: webdriver.Chrome
+    db_url: str, site: str, chrome: webdriver.Chrome, auth: bool
 ) -> None:
     chrome.get(site + "/schedules")
     click(chrome, "#new-schedule summary")
@@ -656,6 +656,7 @@ def test_a_schedule_is_created_edited_run_now_and_deleted_by_clicking(
     WebDriverWait(chrome, 10, ignored_exceptions=SWAPPED).until(
         lambda d: "every 5 min 00 s" in d.find_element(By.CSS_SELECTOR, row).text
     )
+    assert text_of(chrome, f"{row} td.changed-by") == actor(auth)
     click(chrome, f"{row} button.run-now")
     eventually_sync(
         lambda: len(with_client(db_url, lambda c: c.store.list_jobs(limit=5)).jobs) == 1,
@@ -674,7 +675,7 @@ def test_a_schedule_is_created_edited_run_now_and_deleted_by_clicking(
 
 @AUTH_ON_AND_OFF
 def test_a_queue_is_drained_and_cleared_by_clicking(
-    db_url: str, site: str, chrome: webdriver.Chrome
+    db_url: str, site: str, chrome: webdriver.Chrome, auth: bool
 ) -> None:
     async def setup(client: Client) -> None:
         for queue in ("billing/eu", "billing/eu", "billing/eu", "billing"):
@@ -688,6 +689,7 @@ def test_a_queue_is_drained_and_cleared_by_clicking(
     WebDriverWait(chrome, 10, ignored_exceptions=SWAPPED).until(
         lambda d: "draining: 1 running" in d.find_element(By.CSS_SELECTOR, row).text
     )
+    assert text_of(chrome, f"{row} td.changed-by") == actor(auth)
     click(chrome, f"{row} button.clear")
     assert "Clear queue billing/eu: delete 2 jobs?" in text_of(chrome, "h1")
     click(chrome, "#confirm-delete")
