@@ -34,6 +34,8 @@ from tests.acceptance.web_site import PASSWORD, USER, serve, stop
 from jobrun import Client, chain, group
 from jobrun.domain import JobState, NewJob, NewSchedule, Outcome, OutcomeKind
 from jobrun.testing import eventually_sync
+from jobrun.web.actions import ACTIONS, Action
+from jobrun.web.app import ROUTES
 
 ROOT = Path(__file__).resolve().parents[2]
 # An htmx swap can replace an element between finding it and using it: chromium then
@@ -598,28 +600,77 @@ def test_the_limit_inputs_show_their_whole_placeholders(
     assert len(chrome.find_elements(By.CSS_SELECTOR, "#queues-table input[placeholder]")) == 4
 
 
+ACTION_CONTROLS = (
+    "form[method=post] :is(button:not([type=button]), input:not([type=hidden]), select),"
+    " details.edit, #new-schedule"
+)
+"""What offers an action: a control of a form that POSTs (a copy button is
+``type=button`` and posts nothing), and the Schedules page's create and edit folds."""
+
+
+async def something_for_every_action(client: Client) -> list[Any]:
+    """A dead job and a delayed one, a schedule active and one paused, a queue limited and
+    one paused: each page then shows every action it has (unless read-only)."""
+    [dead] = await dead_jobs(client, 1)
+    delayed = await client.store.enqueue(
+        NewJob(type="web.nap", queue="mail", delay=timedelta(hours=1))
+    )
+    for name in ("heartbeat", "nightly"):
+        await client.store.create_schedule(
+            NewSchedule(name=name, type="web.nap", every=timedelta(minutes=5))
+        )
+    await client.store.pause_schedule("nightly")
+    await client.store.set_queue_limits("mail", concurrency=4)
+    await client.store.pause_queue("billing")
+    return [dead, delayed]
+
+
+def action_paths(job_id: UUID) -> list[str]:
+    """Every action's page path and its API path, on job ``job_id``, schedule heartbeat
+    and queue mail."""
+    paths = []
+    for path, target in ROUTES:
+        if isinstance(target, Action):
+            name = "heartbeat" if path.startswith("/schedules/") else "mail"
+            path = path.replace("{job_id}", str(job_id)).replace("{name:path}", name)
+            paths += [path, "/api" + path]
+    return paths
+
+
 def test_read_only_hides_and_refuses_actions(db_url: str, chrome: webdriver.Chrome) -> None:
-    [job] = with_client(db_url, lambda c: dead_jobs(c, 1))
+    job, delayed = with_client(db_url, something_for_every_action)
+    before = (stored_ids(db_url), stored_queue(db_url, "mail"), stored_queue(db_url, "billing"))
     proc, url = serve(db_url, "--read-only")
     try:
         chrome.get(f"{url}/jobs/{job.id}")
         assert chrome.find_elements(By.ID, "read-only-banner")
         assert not chrome.find_elements(By.ID, "retry")
+        assert not chrome.find_elements(By.CSS_SELECTOR, ACTION_CONTROLS)
         chrome.get(f"{url}/jobs")
         assert not chrome.find_elements(By.ID, "bulk-actions")
-        # Even a hand-made request with a valid token is refused.
-        status = chrome.execute_async_script(
-            """const done = arguments[arguments.length - 1];
-            fetch('/api/csrf').then(r => r.json()).then(t =>
-              fetch('/api/jobs/' + arguments[0] + '/retry',
-                    {method: 'POST', headers: {'X-CSRF-Token': t.token}}))
-              .then(r => done(r.status));""",
-            str(job.id),
+        assert not chrome.find_elements(By.CSS_SELECTOR, ACTION_CONTROLS)
+        for page in (f"/jobs/{delayed.id}", "/schedules", "/queues"):
+            chrome.get(url + page)
+            offered = chrome.find_elements(By.CSS_SELECTOR, ACTION_CONTROLS)
+            assert offered == [], (page, [e.get_attribute("outerHTML") for e in offered])
+        # Even a hand-made request with a valid token is refused, for every action.
+        statuses = chrome.execute_async_script(
+            """const [paths, done] = [arguments[0], arguments[arguments.length - 1]];
+            fetch('/api/csrf').then(r => r.json()).then(t => Promise.all(paths.map(p =>
+              fetch(p, {method: 'POST', headers: {'X-CSRF-Token': t.token}})
+                .then(r => [p, r.status])))).then(done, e => done(String(e)));""",
+            action_paths(job.id),
         )
-        assert status == 403
+        assert len(statuses) == 2 * len(ACTIONS)
+        assert [(path, status) for path, status in statuses if status != 403] == []
+        assert [f"/api/jobs/{job.id}/retry", 403] in statuses
     finally:
         stop(proc)
     assert with_client(db_url, lambda c: c.store.get(job.id)).state is JobState.DEAD
+    after = (stored_ids(db_url), stored_queue(db_url, "mail"), stored_queue(db_url, "billing"))
+    assert after == before
+    schedules = with_client(db_url, lambda c: c.store.list_schedules())
+    assert [(s.name, s.paused) for s in schedules] == [("heartbeat", False), ("nightly", True)]
 
 
 def test_a_request_without_auth_gets_401(site: str) -> None:
