@@ -335,6 +335,33 @@ def test_bulk_delete_of_every_job_matching_the_filter_asks_for_their_count(
     assert stored_ids(db_url) == {kept.id}
 
 
+@AUTH_ON_AND_OFF
+def test_bulk_retry_and_cancel_of_every_job_matching_the_filter(
+    db_url: str, site: str, chrome: webdriver.Chrome, auth: bool
+) -> None:
+    async def setup(client: Client) -> list[Any]:
+        dead = await dead_jobs(client, 2)  # in mail
+        new = [NewJob(type="web.nap", queue=q) for q in ("billing", "billing", "mail")]
+        return [*dead, *(await client.store.enqueue_batch(new))]
+
+    jobs = with_client(db_url, setup)
+    for query, action in [("state=dead", "retry"), ("queue=billing&state=queued", "cancel")]:
+        chrome.get(f"{site}/jobs?{query}")
+        assert len(listed(chrome)) == 2
+        Select(chrome.find_element(By.NAME, "action")).select_by_value(action)
+        Select(chrome.find_element(By.NAME, "scope")).select_by_value("filter")
+        click(chrome, "#bulk-submit")
+        WebDriverWait(chrome, 10).until(lambda d: "No jobs match" in d.page_source)
+
+    async def check(client: Client) -> None:
+        states = [(await client.store.get(job.id)).state for job in jobs]
+        assert states == [JobState.QUEUED] * 2 + [JobState.CANCELLED] * 2 + [JobState.QUEUED]
+        for job in jobs[:4]:
+            assert (await client.store.events(job.id))[-1].detail == f"by {actor(auth)}"
+
+    with_client(db_url, check)
+
+
 def test_a_listed_job_id_is_its_tail_whole_in_its_title_and_its_button_copies_it(
     db_url: str, site: str, chrome: webdriver.Chrome
 ) -> None:
