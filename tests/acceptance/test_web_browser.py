@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import httpx
 import pytest
@@ -33,6 +34,8 @@ from tests.acceptance.web_site import PASSWORD, USER, serve, stop
 from jobrun import Client, chain, group
 from jobrun.domain import JobState, NewJob, NewSchedule, Outcome, OutcomeKind
 from jobrun.testing import eventually_sync
+from jobrun.web.actions import ACTIONS, Action
+from jobrun.web.app import ROUTES
 
 ROOT = Path(__file__).resolve().parents[2]
 # An htmx swap can replace an element between finding it and using it: chromium then
@@ -58,8 +61,27 @@ def with_client(db_url: str, body: Callable[[Client], Any]) -> Any:
 
 
 @pytest.fixture
-def site(db_url: str) -> Iterator[str]:
-    proc, url = serve(db_url)
+def auth(request: pytest.FixtureRequest) -> bool:
+    """Whether the dashboard asks for Basic auth and the browser sends it: yes, unless the
+    test is one of ``AUTH_ON_AND_OFF``'s, which runs once each way."""
+    return bool(getattr(request, "param", True))
+
+
+AUTH_ON_AND_OFF = pytest.mark.parametrize(
+    "auth", [True, False], ids=["auth", "open"], indirect=True
+)
+"""An action test runs with Basic auth on ("auth") and off ("open"): the same clicks work,
+the forms carrying the CSRF token either way, and the action names who clicked."""
+
+
+def actor(auth: bool) -> str:
+    """Who an action records as having clicked (a job event says ``by`` and this)."""
+    return f"{USER if auth else 'anonymous'} via web"
+
+
+@pytest.fixture
+def site(db_url: str, auth: bool) -> Iterator[str]:
+    proc, url = serve(db_url, auth=auth)
     try:
         yield url
     finally:
@@ -127,8 +149,8 @@ def browser(auth: bool = True) -> webdriver.Chrome:
 
 
 @pytest.fixture
-def chrome() -> Iterator[webdriver.Chrome]:
-    driver = browser()
+def chrome(auth: bool) -> Iterator[webdriver.Chrome]:
+    driver = browser(auth)
     try:
         yield driver
     finally:
@@ -168,6 +190,22 @@ def text_of(driver: webdriver.Chrome, selector: str) -> str:
 
     WebDriverWait(driver, 10, ignored_exceptions=SWAPPED).until(read)
     return found[0]
+
+
+def listed(driver: webdriver.Chrome) -> list[str]:
+    """The ids of the jobs the listing shows, in its order."""
+    rows = driver.find_elements(By.CSS_SELECTOR, "#jobs-table tr[data-id]")
+    return [str(row.get_attribute("data-id")) for row in rows]
+
+
+def stored_ids(db_url: str) -> set[UUID]:
+    """The ids of every job in the database."""
+    return {job.id for job in with_client(db_url, lambda c: c.store.list_jobs(limit=50)).jobs}
+
+
+def stored_queue(db_url: str, name: str) -> Any:
+    """Queue ``name`` as the store lists it: its controls and counts."""
+    return {q.name: q for q in with_client(db_url, lambda c: c.store.list_queues())}[name]
 
 
 async def dead_jobs(client: Client, n: int) -> list[Any]:
@@ -214,7 +252,10 @@ def test_overview_counts_change_live_while_a_worker_runs(
     WebDriverWait(chrome, 10).until(lambda d: cell(d, "live", "queued") == 0)
 
 
-def test_bulk_retry_of_dead_jobs(db_url: str, site: str, chrome: webdriver.Chrome) -> None:
+@AUTH_ON_AND_OFF
+def test_bulk_retry_of_dead_jobs(
+    db_url: str, site: str, chrome: webdriver.Chrome, auth: bool
+) -> None:
     dead = with_client(db_url, lambda c: dead_jobs(c, 3))
     chrome.get(site + "/jobs?state=dead")
     assert len(chrome.find_elements(By.CSS_SELECTOR, "#jobs-table tr[data-id]")) == 3
@@ -226,7 +267,97 @@ def test_bulk_retry_of_dead_jobs(db_url: str, site: str, chrome: webdriver.Chrom
     async def check(client: Client) -> None:
         for job in dead:
             assert (await client.store.get(job.id)).state is JobState.QUEUED
-            assert (await client.store.events(job.id))[-1].detail == "by ops via web"
+            assert (await client.store.events(job.id))[-1].detail == f"by {actor(auth)}"
+
+    with_client(db_url, check)
+
+
+@AUTH_ON_AND_OFF
+def test_bulk_cancel_of_selected_jobs_leaves_the_others_queued(
+    db_url: str, site: str, chrome: webdriver.Chrome, auth: bool
+) -> None:
+    jobs = with_client(
+        db_url,
+        lambda c: c.store.enqueue_batch([NewJob(type="web.nap", queue="mail") for _ in range(3)]),
+    )
+    chrome.get(site + "/jobs?state=queued")
+    for job in jobs[:2]:
+        click(chrome, f'tr[data-id="{job.id}"] input[name="ids"]')
+    Select(chrome.find_element(By.NAME, "action")).select_by_value("cancel")
+    click(chrome, "#bulk-submit")
+    WebDriverWait(chrome, 10, ignored_exceptions=SWAPPED).until(
+        lambda d: listed(d) == [str(jobs[2].id)]
+    )
+
+    async def check(client: Client) -> None:
+        states = [(await client.store.get(job.id)).state for job in jobs]
+        assert states == [JobState.CANCELLED, JobState.CANCELLED, JobState.QUEUED]
+        for job in jobs[:2]:
+            assert (await client.store.events(job.id))[-1].detail == f"by {actor(auth)}"
+
+    with_client(db_url, check)
+
+
+@AUTH_ON_AND_OFF
+def test_bulk_delete_of_selected_jobs_asks_for_their_count_then_deletes_them(
+    db_url: str, site: str, chrome: webdriver.Chrome
+) -> None:
+    dead = with_client(db_url, lambda c: dead_jobs(c, 3))
+    chrome.get(site + "/jobs?state=dead")
+    for job in (dead[0], dead[2]):
+        click(chrome, f'tr[data-id="{job.id}"] input[name="ids"]')
+    Select(chrome.find_element(By.NAME, "action")).select_by_value("delete")
+    click(chrome, "#bulk-submit")
+    WebDriverWait(chrome, 10).until(lambda d: "Delete 2 jobs?" in text_of(d, "h1"))
+    click(chrome, "#confirm-delete")
+    WebDriverWait(chrome, 10, ignored_exceptions=SWAPPED).until(
+        lambda d: listed(d) == [str(dead[1].id)]
+    )
+    assert chrome.current_url.endswith("/jobs?state=dead")
+    assert stored_ids(db_url) == {dead[1].id}
+
+
+@AUTH_ON_AND_OFF
+def test_bulk_delete_of_every_job_matching_the_filter_asks_for_their_count(
+    db_url: str, site: str, chrome: webdriver.Chrome
+) -> None:
+    dead = with_client(db_url, lambda c: dead_jobs(c, 3))
+    kept = with_client(db_url, lambda c: c.store.enqueue(NewJob(type="web.nap", queue="mail")))
+    chrome.get(site + "/jobs?state=dead")
+    assert len(listed(chrome)) == len(dead)
+    Select(chrome.find_element(By.NAME, "action")).select_by_value("delete")
+    Select(chrome.find_element(By.NAME, "scope")).select_by_value("filter")
+    click(chrome, "#bulk-submit")
+    WebDriverWait(chrome, 10).until(lambda d: "Delete 3 jobs?" in text_of(d, "h1"))
+    click(chrome, "#confirm-delete")
+    WebDriverWait(chrome, 10).until(lambda d: "No jobs match" in d.page_source)
+    assert chrome.current_url.endswith("/jobs?state=dead")
+    assert stored_ids(db_url) == {kept.id}
+
+
+@AUTH_ON_AND_OFF
+def test_bulk_retry_and_cancel_of_every_job_matching_the_filter(
+    db_url: str, site: str, chrome: webdriver.Chrome, auth: bool
+) -> None:
+    async def setup(client: Client) -> list[Any]:
+        dead = await dead_jobs(client, 2)  # in mail
+        new = [NewJob(type="web.nap", queue=q) for q in ("billing", "billing", "mail")]
+        return [*dead, *(await client.store.enqueue_batch(new))]
+
+    jobs = with_client(db_url, setup)
+    for query, action in [("state=dead", "retry"), ("queue=billing&state=queued", "cancel")]:
+        chrome.get(f"{site}/jobs?{query}")
+        assert len(listed(chrome)) == 2
+        Select(chrome.find_element(By.NAME, "action")).select_by_value(action)
+        Select(chrome.find_element(By.NAME, "scope")).select_by_value("filter")
+        click(chrome, "#bulk-submit")
+        WebDriverWait(chrome, 10).until(lambda d: "No jobs match" in d.page_source)
+
+    async def check(client: Client) -> None:
+        states = [(await client.store.get(job.id)).state for job in jobs]
+        assert states == [JobState.QUEUED] * 2 + [JobState.CANCELLED] * 2 + [JobState.QUEUED]
+        for job in jobs[:4]:
+            assert (await client.store.events(job.id))[-1].detail == f"by {actor(auth)}"
 
     with_client(db_url, check)
 
@@ -285,8 +416,9 @@ def test_a_search_typed_on_the_jobs_page_finds_jobs_and_an_id_opens_its_job(
     shot(chrome, "job-search")
 
 
+@AUTH_ON_AND_OFF
 def test_cancel_from_the_job_page_reaches_the_running_job(
-    db_url: str, site: str, worker: Callable[[], None], chrome: webdriver.Chrome
+    db_url: str, site: str, worker: Callable[[], None], chrome: webdriver.Chrome, auth: bool
 ) -> None:
     job = with_client(
         db_url,
@@ -314,7 +446,7 @@ def test_cancel_from_the_job_page_reaches_the_running_job(
         return False
 
     eventually_sync(shows_cancelled, what="the page showing the job cancelled")
-    assert "by ops via web" in text_of(chrome, "#events")
+    assert f"by {actor(auth)}" in text_of(chrome, "#events")
 
 
 def test_the_workers_page_lists_a_running_worker_and_links_its_jobs_both_ways(
@@ -369,6 +501,7 @@ def test_a_workflow_page_draws_its_steps_and_links_them_to_their_jobs(
     assert "waiting" in text_of(chrome, "#job-state")
 
 
+@AUTH_ON_AND_OFF
 def test_delete_from_the_job_page_asks_for_the_count_then_deletes(
     db_url: str, site: str, chrome: webdriver.Chrome
 ) -> None:
@@ -383,7 +516,39 @@ def test_delete_from_the_job_page_asks_for_the_count_then_deletes(
     assert "does not exist" in chrome.page_source
 
 
-def test_schedules_and_queues_pages(db_url: str, site: str, chrome: webdriver.Chrome) -> None:
+@AUTH_ON_AND_OFF
+def test_retry_from_the_job_page_queues_the_dead_job_again(
+    db_url: str, site: str, chrome: webdriver.Chrome, auth: bool
+) -> None:
+    [job] = with_client(db_url, lambda c: dead_jobs(c, 1))
+    chrome.get(f"{site}/jobs/{job.id}")
+    click(chrome, "#retry")
+    WebDriverWait(chrome, 10).until(lambda d: text_of(d, "#job-state") == "queued")
+    assert f"by {actor(auth)}" in text_of(chrome, "#events")
+    assert not chrome.find_elements(By.ID, "retry")
+    assert with_client(db_url, lambda c: c.store.get(job.id)).state is JobState.QUEUED
+
+
+@AUTH_ON_AND_OFF
+def test_run_now_from_the_job_page_makes_a_delayed_job_due(
+    db_url: str, site: str, chrome: webdriver.Chrome, auth: bool
+) -> None:
+    job = with_client(
+        db_url,
+        lambda c: c.store.enqueue(NewJob(type="web.nap", queue="mail", delay=timedelta(hours=1))),
+    )
+    chrome.get(f"{site}/jobs/{job.id}")
+    click(chrome, "#run-now")
+    WebDriverWait(chrome, 10).until(lambda d: f"by {actor(auth)}" in text_of(d, "#events"))
+    assert not chrome.find_elements(By.ID, "run-now")  # due now: nothing left to bring forward
+    now = with_client(db_url, lambda c: c.store.get(job.id))
+    assert now.state is JobState.QUEUED and now.run_at < job.run_at - timedelta(minutes=59)
+
+
+@AUTH_ON_AND_OFF
+def test_a_schedule_and_a_queue_are_paused_and_resumed_by_clicking(
+    db_url: str, site: str, chrome: webdriver.Chrome, auth: bool
+) -> None:
     async def setup(client: Client) -> None:
         await client.store.create_schedule(
             NewSchedule(name="nightly-report", type="web.nap", cron="0 3 * * *")
@@ -395,16 +560,50 @@ def test_schedules_and_queues_pages(db_url: str, site: str, chrome: webdriver.Ch
         await client.store.set_queue_limits("mail", concurrency=4)
 
     with_client(db_url, setup)
-    chrome.get(site + "/schedules")
-    click(chrome, 'tr[data-name="heartbeat"] button')
-    WebDriverWait(chrome, 10, ignored_exceptions=SWAPPED).until(
-        lambda d: "paused" in d.find_element(By.CSS_SELECTOR, 'tr[data-name="heartbeat"]').text
-    )
+    for page, row in [("/schedules", 'tr[data-name="heartbeat"]'),
+                      ("/queues", 'tr[data-queue="mail"]')]:  # fmt: skip
+        chrome.get(site + page)
+        click(chrome, f"{row} button")
+        WebDriverWait(chrome, 10, ignored_exceptions=SWAPPED).until(
+            lambda d, row=row: "paused" in d.find_element(By.CSS_SELECTOR, row).text
+        )
+        assert text_of(chrome, f"{row} td.changed-by") == actor(auth)
+        click(chrome, f"{row} button")  # now Resume
+        WebDriverWait(chrome, 10).until(lambda d, row=row: text_of(d, f"{row} button") == "Pause")
+        assert "paused" not in text_of(chrome, row)
+
+    async def check(client: Client) -> None:
+        schedule = await client.store.get_schedule("heartbeat")
+        assert (schedule.paused, schedule.changed_by) == (False, actor(auth))
+        queue = {q.name: q for q in await client.store.list_queues()}["mail"]
+        assert (queue.paused, queue.changed_by, queue.concurrency_limit) == (False, actor(auth), 4)
+
+    with_client(db_url, check)
+
+
+@AUTH_ON_AND_OFF
+def test_queue_limits_are_set_and_cleared_by_clicking(
+    db_url: str, site: str, chrome: webdriver.Chrome, auth: bool
+) -> None:
+    with_client(db_url, lambda c: c.store.enqueue(NewJob(type="web.nap", queue="mail")))
     chrome.get(site + "/queues")
-    click(chrome, 'tr[data-queue="mail"] button')
-    WebDriverWait(chrome, 10, ignored_exceptions=SWAPPED).until(
-        lambda d: "paused" in d.find_element(By.CSS_SELECTOR, 'tr[data-queue="mail"]').text
-    )
+    row = 'tr[data-queue="mail"]'
+    for name, value in [("concurrency", "3"), ("rate", "10"), ("rate_seconds", "60"),
+                        ("per_key", "2")]:  # fmt: skip
+        chrome.find_element(By.CSS_SELECTOR, f'{row} input[name="{name}"]').send_keys(value)
+    click(chrome, f'{row} form[action$="/limits"] button')
+    WebDriverWait(chrome, 10).until(lambda d: text_of(d, f"{row} td.per-key") == "2")
+    assert "10 per 1 min 00 s" in text_of(chrome, row)
+    assert text_of(chrome, f"{row} td.changed-by") == actor(auth)
+    queue = stored_queue(db_url, "mail")
+    limits = (queue.concurrency_limit, queue.rate_limit, queue.rate_interval, queue.key_limit)
+    assert limits == (3, 10, timedelta(seconds=60), 2)
+    click(chrome, f'{row} form[action$="/clear-limits"] button')
+    WebDriverWait(chrome, 10).until(lambda d: text_of(d, f"{row} td.per-key") == "—")
+    assert not chrome.find_elements(By.CSS_SELECTOR, f'{row} form[action$="/clear-limits"]')
+    queue = stored_queue(db_url, "mail")
+    limits = (queue.concurrency_limit, queue.rate_limit, queue.key_limit)
+    assert limits == (None, None, None)
 
 
 def test_the_limit_inputs_show_their_whole_placeholders(
@@ -428,28 +627,77 @@ def test_the_limit_inputs_show_their_whole_placeholders(
     assert len(chrome.find_elements(By.CSS_SELECTOR, "#queues-table input[placeholder]")) == 4
 
 
+ACTION_CONTROLS = (
+    "form[method=post] :is(button:not([type=button]), input:not([type=hidden]), select),"
+    " details.edit, #new-schedule"
+)
+"""What offers an action: a control of a form that POSTs (a copy button is
+``type=button`` and posts nothing), and the Schedules page's create and edit folds."""
+
+
+async def something_for_every_action(client: Client) -> list[Any]:
+    """A dead job and a delayed one, a schedule active and one paused, a queue limited and
+    one paused: each page then shows every action it has (unless read-only)."""
+    [dead] = await dead_jobs(client, 1)
+    delayed = await client.store.enqueue(
+        NewJob(type="web.nap", queue="mail", delay=timedelta(hours=1))
+    )
+    for name in ("heartbeat", "nightly"):
+        await client.store.create_schedule(
+            NewSchedule(name=name, type="web.nap", every=timedelta(minutes=5))
+        )
+    await client.store.pause_schedule("nightly")
+    await client.store.set_queue_limits("mail", concurrency=4)
+    await client.store.pause_queue("billing")
+    return [dead, delayed]
+
+
+def action_paths(job_id: UUID) -> list[str]:
+    """Every action's page path and its API path, on job ``job_id``, schedule heartbeat
+    and queue mail."""
+    paths = []
+    for path, target in ROUTES:
+        if isinstance(target, Action):
+            name = "heartbeat" if path.startswith("/schedules/") else "mail"
+            path = path.replace("{job_id}", str(job_id)).replace("{name:path}", name)
+            paths += [path, "/api" + path]
+    return paths
+
+
 def test_read_only_hides_and_refuses_actions(db_url: str, chrome: webdriver.Chrome) -> None:
-    [job] = with_client(db_url, lambda c: dead_jobs(c, 1))
+    job, delayed = with_client(db_url, something_for_every_action)
+    before = (stored_ids(db_url), stored_queue(db_url, "mail"), stored_queue(db_url, "billing"))
     proc, url = serve(db_url, "--read-only")
     try:
         chrome.get(f"{url}/jobs/{job.id}")
         assert chrome.find_elements(By.ID, "read-only-banner")
         assert not chrome.find_elements(By.ID, "retry")
+        assert not chrome.find_elements(By.CSS_SELECTOR, ACTION_CONTROLS)
         chrome.get(f"{url}/jobs")
         assert not chrome.find_elements(By.ID, "bulk-actions")
-        # Even a hand-made request with a valid token is refused.
-        status = chrome.execute_async_script(
-            """const done = arguments[arguments.length - 1];
-            fetch('/api/csrf').then(r => r.json()).then(t =>
-              fetch('/api/jobs/' + arguments[0] + '/retry',
-                    {method: 'POST', headers: {'X-CSRF-Token': t.token}}))
-              .then(r => done(r.status));""",
-            str(job.id),
+        assert not chrome.find_elements(By.CSS_SELECTOR, ACTION_CONTROLS)
+        for page in (f"/jobs/{delayed.id}", "/schedules", "/queues"):
+            chrome.get(url + page)
+            offered = chrome.find_elements(By.CSS_SELECTOR, ACTION_CONTROLS)
+            assert offered == [], (page, [e.get_attribute("outerHTML") for e in offered])
+        # Even a hand-made request with a valid token is refused, for every action.
+        statuses = chrome.execute_async_script(
+            """const [paths, done] = [arguments[0], arguments[arguments.length - 1]];
+            fetch('/api/csrf').then(r => r.json()).then(t => Promise.all(paths.map(p =>
+              fetch(p, {method: 'POST', headers: {'X-CSRF-Token': t.token}})
+                .then(r => [p, r.status])))).then(done, e => done(String(e)));""",
+            action_paths(job.id),
         )
-        assert status == 403
+        assert len(statuses) == 2 * len(ACTIONS)
+        assert [(path, status) for path, status in statuses if status != 403] == []
+        assert [f"/api/jobs/{job.id}/retry", 403] in statuses
     finally:
         stop(proc)
     assert with_client(db_url, lambda c: c.store.get(job.id)).state is JobState.DEAD
+    after = (stored_ids(db_url), stored_queue(db_url, "mail"), stored_queue(db_url, "billing"))
+    assert after == before
+    schedules = with_client(db_url, lambda c: c.store.list_schedules())
+    assert [(s.name, s.paused) for s in schedules] == [("heartbeat", False), ("nightly", True)]
 
 
 def test_a_request_without_auth_gets_401(site: str) -> None:
@@ -465,8 +713,9 @@ def test_a_request_without_auth_gets_401(site: str) -> None:
     assert response.headers["www-authenticate"].startswith("Basic")
 
 
+@AUTH_ON_AND_OFF
 def test_a_schedule_is_created_edited_run_now_and_deleted_by_clicking(
-    db_url: str, site: str, chrome: webdriver.Chrome
+    db_url: str, site: str, chrome: webdriver.Chrome, auth: bool
 ) -> None:
     chrome.get(site + "/schedules")
     click(chrome, "#new-schedule summary")
@@ -485,6 +734,7 @@ def test_a_schedule_is_created_edited_run_now_and_deleted_by_clicking(
     WebDriverWait(chrome, 10, ignored_exceptions=SWAPPED).until(
         lambda d: "every 5 min 00 s" in d.find_element(By.CSS_SELECTOR, row).text
     )
+    assert text_of(chrome, f"{row} td.changed-by") == actor(auth)
     click(chrome, f"{row} button.run-now")
     eventually_sync(
         lambda: len(with_client(db_url, lambda c: c.store.list_jobs(limit=5)).jobs) == 1,
@@ -501,8 +751,9 @@ def test_a_schedule_is_created_edited_run_now_and_deleted_by_clicking(
     assert with_client(db_url, lambda c: c.store.list_schedules()) == []
 
 
+@AUTH_ON_AND_OFF
 def test_a_queue_is_drained_and_cleared_by_clicking(
-    db_url: str, site: str, chrome: webdriver.Chrome
+    db_url: str, site: str, chrome: webdriver.Chrome, auth: bool
 ) -> None:
     async def setup(client: Client) -> None:
         for queue in ("billing/eu", "billing/eu", "billing/eu", "billing"):
@@ -516,6 +767,7 @@ def test_a_queue_is_drained_and_cleared_by_clicking(
     WebDriverWait(chrome, 10, ignored_exceptions=SWAPPED).until(
         lambda d: "draining: 1 running" in d.find_element(By.CSS_SELECTOR, row).text
     )
+    assert text_of(chrome, f"{row} td.changed-by") == actor(auth)
     click(chrome, f"{row} button.clear")
     assert "Clear queue billing/eu: delete 2 jobs?" in text_of(chrome, "h1")
     click(chrome, "#confirm-delete")
@@ -524,3 +776,22 @@ def test_a_queue_is_drained_and_cleared_by_clicking(
     assert (listed["billing/eu"].queued, listed["billing/eu"].leased) == (0, 1)
     assert listed["billing"].queued == 1 and not listed["billing"].paused
     shot(chrome, "queues-drain")
+
+
+@AUTH_ON_AND_OFF
+def test_clear_queued_on_the_queues_page_asks_for_the_count_then_deletes_only_those(
+    db_url: str, site: str, chrome: webdriver.Chrome
+) -> None:
+    async def setup(client: Client) -> list[Any]:
+        [dead] = await dead_jobs(client, 1)  # in mail, before the queued ones it must not claim
+        new = [NewJob(type="web.nap", queue=q) for q in ("mail", "mail", "billing")]
+        return [dead, *(await client.store.enqueue_batch(new))]
+
+    dead, _, _, other = with_client(db_url, setup)
+    chrome.get(site + "/queues")
+    click(chrome, 'tr[data-queue="mail"] form.clear-queue button')
+    WebDriverWait(chrome, 10).until(lambda d: "Delete 2 jobs?" in text_of(d, "h1"))
+    click(chrome, "#confirm-delete")
+    WebDriverWait(chrome, 10).until(lambda d: "No jobs match" in d.page_source)
+    assert "queue=mail" in chrome.current_url and "state=queued" in chrome.current_url
+    assert stored_ids(db_url) == {dead.id, other.id}

@@ -9,13 +9,13 @@ import psycopg
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
-from tests.acceptance.test_web_browser import chrome, click, site, with_client
+from tests.acceptance.test_web_browser import auth, chrome, click, site, with_client
 
 from jobrun import Client
 from jobrun.domain import NewJob
 from jobrun.rollup import Rollup
 
-__all__ = ["chrome", "site"]  # the fixtures this module uses, imported from their home
+__all__ = ["auth", "chrome", "site"]  # the fixtures this module uses, imported from their home
 
 QUEUES = {"emails": ("send_email", 0.02), "billing/eu": ("charge_invoice", 0.2)}
 SPREAD_EVENTS = """
