@@ -9,13 +9,12 @@ mechanism.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from jobrun.domain import Job, JobState
 from jobrun.errors import InvalidJob
 from jobrun.postgres.convert import job_from_new, utc
-from jobrun.postgres.preparing import BACKOFF_KINDS, PreparedJob
+from jobrun.postgres.preparing import PreparedJob, job_columns
 from jobrun.sqlc import dependencies as dependency_queries
 
 __all__ = ["CANCELLED_BY_DEPENDENCY", "insert_args", "inserted"]
@@ -23,29 +22,15 @@ __all__ = ["CANCELLED_BY_DEPENDENCY", "insert_args", "inserted"]
 CANCELLED_BY_DEPENDENCY = "cancelled: a job it depends on ended dead or cancelled"
 """The last error of a job its dependency's end cancelled (as the statements write it)."""
 
-_ZERO = timedelta(0)
-
 
 def insert_args(
     item: PreparedJob, channel: str, meta: dict[str, str] | None
 ) -> dependency_queries.JobInsertDependentParams:
     """The parameters of ``job_insert_dependent`` for one prepared job with dependencies."""
-    job = item.job
-    backoff = job.backoff
     return dependency_queries.JobInsertDependentParams(
-        depends_on=list(job.depends_on),
-        if_failed=job.if_dependency_fails,
-        id=job.id,
-        queue=job.queue,
-        type=job.type,
-        payload_json=item.text,
-        priority=job.priority,
-        max_attempts=job.max_attempts,
-        backoff_kind=BACKOFF_KINDS[backoff.kind],
-        backoff_base=backoff.base,
-        backoff_max=backoff.max,
-        run_at=job.run_at,
-        delay=job.delay or _ZERO,
+        **job_columns(item),
+        depends_on=list(item.job.depends_on),
+        if_failed=item.job.if_dependency_fails,
         meta=meta,
         channel=channel,
     )

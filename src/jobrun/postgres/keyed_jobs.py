@@ -9,16 +9,14 @@ jobs while the key has room (see migration 00020 for the mechanism).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import timedelta
 
 from jobrun.domain import key_lock_id
 from jobrun.errors import InvalidJob
-from jobrun.postgres.preparing import BACKOFF_KINDS, PreparedJob
+from jobrun.postgres.preparing import PreparedJob, job_columns
 from jobrun.sqlc import concurrency as concurrency_queries
 
 __all__ = ["insert_args", "lock_ids", "no_limit"]
 
-_ZERO = timedelta(0)
 _LOCK_PREFIX = "jobrun.concurrency_key:"
 
 
@@ -47,19 +45,8 @@ def insert_args(
     """The parameters of ``job_insert_keyed`` for one prepared job with a concurrency key."""
     job = item.job
     assert job.concurrency_key is not None
-    backoff = job.backoff
     return concurrency_queries.JobInsertKeyedParams(
-        id=job.id,
-        queue=job.queue,
-        type=job.type,
-        payload_json=item.text,
-        priority=job.priority,
-        max_attempts=job.max_attempts,
-        backoff_kind=BACKOFF_KINDS[backoff.kind],
-        backoff_base=backoff.base,
-        backoff_max=backoff.max,
-        run_at=job.run_at,
-        delay=job.delay or _ZERO,
+        **job_columns(item),
         meta=meta,
         key=job.concurrency_key,
         key_limit=job.concurrency_limit,

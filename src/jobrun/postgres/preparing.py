@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 from uuid import UUID
 
 from pydantic import BaseModel, ValidationError
@@ -43,6 +43,7 @@ __all__ = [
     "BACKOFF_KINDS",
     "DEFAULT_MAX_PAYLOAD_BYTES",
     "HANDOFF_MAX_BYTES",
+    "JobColumns",
     "PreparedJob",
     "PreparedMany",
     "check_job_type",
@@ -50,6 +51,7 @@ __all__ = [
     "handoff_allowed",
     "insert_args",
     "inserted_job",
+    "job_columns",
     "keyed_arrays",
     "keyed_results",
     "many_jobs",
@@ -226,6 +228,41 @@ def handoff_allowed(item: PreparedJob, meta: dict[str, str] | None) -> bool:
     return sum(len(part.encode()) for part in parts) <= HANDOFF_MAX_BYTES
 
 
+class JobColumns(TypedDict):
+    """The columns every insert statement of one job takes, named as its parameters are."""
+
+    id: UUID
+    queue: str
+    type: str
+    payload_json: str
+    priority: int
+    max_attempts: int
+    backoff_kind: models.BackoffKind
+    backoff_base: timedelta
+    backoff_max: timedelta
+    run_at: datetime | None
+    delay: timedelta
+
+
+def job_columns(item: PreparedJob) -> JobColumns:
+    """``item``'s columns for an insert statement's parameters (its payload as encoded)."""
+    job = item.job
+    backoff = job.backoff
+    return {
+        "id": job.id,
+        "queue": job.queue,
+        "type": job.type,
+        "payload_json": item.text,
+        "priority": job.priority,
+        "max_attempts": job.max_attempts,
+        "backoff_kind": BACKOFF_KINDS[backoff.kind],
+        "backoff_base": backoff.base,
+        "backoff_max": backoff.max,
+        "run_at": job.run_at,
+        "delay": job.delay or _ZERO,
+    }
+
+
 def insert_args(
     item: PreparedJob,
     channel: str,
@@ -241,22 +278,10 @@ def insert_args(
     ``handoff`` lets the statement lease the job to an idle worker's offer
     (see :func:`handoff_allowed`); ``record_claim`` records that claim too.
     """
-    job = item.job
-    backoff = job.backoff
     return job_queries.JobInsertNotifyParams(
+        **job_columns(item),
         handoff=handoff,
-        id=job.id,
-        queue=job.queue,
-        type=job.type,
-        payload_json=item.text,
-        priority=job.priority,
-        max_attempts=job.max_attempts,
-        backoff_kind=BACKOFF_KINDS[backoff.kind],
-        backoff_base=backoff.base,
-        backoff_max=backoff.max,
-        run_at=job.run_at,
-        delay=job.delay or _ZERO,
-        idempotency_key=job.idempotency_key,
+        idempotency_key=item.job.idempotency_key,
         meta=meta,
         record_claim=record_claim,
         channel=channel,

@@ -10,11 +10,9 @@ database (``job_unique_key``), on its own clock.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from jobrun.domain import Unique
 from jobrun.errors import InvalidJob
-from jobrun.postgres.preparing import BACKOFF_KINDS, PreparedJob
+from jobrun.postgres.preparing import PreparedJob, job_columns
 from jobrun.sqlc import unique as unique_queries
 
 __all__ = ["STATE_BITS", "TRIES", "insert_args", "state_bits"]
@@ -25,8 +23,6 @@ STATE_BITS = {"queued": 1, "leased": 2, "succeeded": 4, "cancelled": 8, "dead": 
 TRIES = 3
 """How many times an enqueue tries to insert or find the holder: the holder can
 leave its states between a refused insert and the read that looks for it."""
-
-_ZERO = timedelta(0)
 
 
 def state_bits(unique: Unique) -> int:
@@ -57,20 +53,9 @@ def insert_args(
 
     Raises InvalidJob when the policy's ``by`` names a field the payload lacks.
     """
-    job, unique = item.job, _policy(item)
-    backoff = job.backoff
+    unique = _policy(item)
     return unique_queries.JobInsertUniqueParams(
-        id=job.id,
-        queue=job.queue,
-        type=job.type,
-        payload_json=item.text,
-        priority=job.priority,
-        max_attempts=job.max_attempts,
-        backoff_kind=BACKOFF_KINDS[backoff.kind],
-        backoff_base=backoff.base,
-        backoff_max=backoff.max,
-        run_at=job.run_at,
-        delay=job.delay or _ZERO,
+        **job_columns(item),
         meta=meta,
         unique_base=_base(item),
         period=unique.period,
