@@ -154,17 +154,7 @@ class SyncScheduleMethods(SyncStoreCore):
                 next_run_at = _next_run(new.cron, new.every, new.timezone, now, now)
             row = queries.schedule_update(
                 params=schedule_queries.ScheduleUpdateParams(
-                    name=name,
-                    type=new.type,
-                    queue=new.queue,
-                    payload=payload,
-                    priority=new.priority,
-                    max_attempts=new.max_attempts,
-                    cron=new.cron,
-                    every=new.every,
-                    timezone=new.timezone,
-                    next_run_at=next_run_at,
-                    actor=bounded_actor(actor),
+                    **_schedule_columns(new, payload, next_run_at), actor=bounded_actor(actor)
                 )
             )
         assert row is not None
