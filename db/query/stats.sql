@@ -136,6 +136,19 @@ SELECT coalesce((SELECT moved.last_event_id FROM moved),
 -- name: StatsCursor :one
 SELECT last_event_id, rolled_at FROM job_stats_cursor WHERE singleton;
 
+-- name: StatsUnfoldedSince :one
+-- When the oldest event the roll-up has not folded yet was written (null when
+-- it has folded every event): how far the charts trail. A probe of
+-- job_events_pkey after the cursor.
+-- plan: job_events only by index job_events_pkey
+SELECT (SELECT job_events.at
+        FROM job_events
+        WHERE job_events.id > (SELECT job_stats_cursor.last_event_id
+                               FROM job_stats_cursor
+                               WHERE job_stats_cursor.singleton)
+        ORDER BY job_events.id
+        LIMIT 1)::timestamptz AS unfolded_since;
+
 -- name: StatsSeries :many
 -- Per step of ``width`` minutes since ``since``: attempts ended by outcome,
 -- with the wait and run histograms summed, for one queue and type or all.

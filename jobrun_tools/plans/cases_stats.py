@@ -40,6 +40,13 @@ def cases(f: Facts) -> dict[str, list[Case]]:
             ),
         ],
         "StatsCursor": [Case("one", "the cursor's row", lambda g: st.stats_cursor())],
+        "StatsUnfoldedSince": [
+            Case(
+                "behind",
+                "the first event after a cursor 100,000 events short",
+                lambda g: st.stats_unfolded_since(),
+            )
+        ],
         "StatsSeries": [
             Case(
                 "hour",

@@ -90,6 +90,11 @@ class StatsReader(Protocol):
         """Per queue, its waiting, dead and cancelled jobs, read from their partial indexes."""
         ...
 
+    async def stats_unfolded_since(self) -> datetime | None:
+        """When the oldest event not yet folded into the charts was written; None when the
+        roll-up has folded every event (how far the charts trail)."""
+        ...
+
 
 @runtime_checkable
 class Pruning(Protocol):

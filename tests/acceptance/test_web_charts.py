@@ -3,30 +3,38 @@ by its maintenance leader, shown alike by two `jobrun web` processes and by one 
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import httpx
+import psycopg
 import pytest
 from tests.acceptance.web_site import PASSWORD, ROOT, USER, serve, stop
 
 from jobrun import SyncClient
 from jobrun.domain import NewJob
+from jobrun.errors import JobNotFound
+from jobrun.postgres import SyncStore, open_sync_pool
 from jobrun.testing import eventually_sync
 
 QUEUE = "charts/eu&<b>"
 AUTH = (USER, PASSWORD)
 
 
-@pytest.fixture
-def worker(db_url: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    log = (tmp_path / "worker.log").open("wb")
+@contextlib.contextmanager
+def running_worker(db_url: str, log_path: Path, *extra: str) -> Iterator[subprocess.Popen[bytes]]:
+    """`jobrun worker` as users start it, on QUEUE, with ``extra`` options; stopped after."""
+    log = log_path.open("wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "jobrun", "worker", "--app", "tests.acceptance.web_worker_app",
-         "--database-url", db_url, "--concurrency", "4", "--poll", "200ms", "--queue", QUEUE],
+         "--database-url", db_url, "--concurrency", "4", "--poll", "200ms", "--queue", QUEUE,
+         *extra],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:
@@ -39,6 +47,12 @@ def worker(db_url: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
             proc.kill()
             proc.wait()
         log.close()
+
+
+@pytest.fixture
+def worker(db_url: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with running_worker(db_url, tmp_path / "worker.log") as proc:
+        yield proc
 
 
 def stats(url: str, **params: str) -> dict[str, Any]:
@@ -124,3 +138,58 @@ def test_two_dashboards_show_the_same_charts_and_a_restarted_one_the_past_hour(
     finally:
         stop(first)
         stop(second)
+
+
+def backdated_history(db_url: str) -> UUID:
+    """A job that succeeded two days ago, for the first retention pass to prune, after a
+    job no worker runs: events five minutes old the charts have not rolled up (the purged
+    job's go with it; the first job's stay)."""
+    with open_sync_pool(db_url, max_size=2) as pool:
+        store = SyncStore(pool)
+        store.enqueue(NewJob(type="web.nap", queue="unread"))
+        job = store.enqueue(NewJob(type="web.nap", queue="lagging"))
+        (claimed,) = store.claim(["lagging"], "test", 1, timedelta(seconds=30))
+        store.complete(claimed, "test")
+    # Only the test moves times back: nothing in jobrun writes the past.
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE jobs SET finished_at = now() - interval '2 days' WHERE id = %s", (job.id,)
+        )
+        conn.execute("UPDATE job_events SET at = at - interval '5 minutes'")
+    return job.id
+
+
+def purged(db_url: str, job_id: UUID) -> bool:
+    with open_sync_pool(db_url, max_size=1) as pool:
+        try:
+            SyncStore(pool).get(job_id)
+        except JobNotFound:
+            return True
+    return False
+
+
+def test_the_charts_say_they_lag_while_no_worker_rolls_up_and_stop_once_one_does(
+    db_url: str, tmp_path: Path
+) -> None:
+    job_id = backdated_history(db_url)
+    web, url = serve(db_url)
+    try:
+        lagging = stats(url)["lagging_since"]
+        assert lagging is not None
+        page = httpx.get(url + "/stats", auth=AUTH, timeout=10).text
+        assert 'id="stats-lagging"' in page and "JOBRUN_CHARTS" in page
+
+        # A worker with charts off prunes (its maintenance leader runs) but rolls up nothing.
+        with running_worker(db_url, tmp_path / "off.log", "--no-charts"):
+            eventually_sync(lambda: purged(db_url, job_id), what="the first retention pass")
+            # Each leader turn rolls up before it prunes: with charts on, this one would have.
+            assert stats(url)["lagging_since"] == lagging
+
+        with running_worker(db_url, tmp_path / "on.log"):
+            eventually_sync(
+                lambda: stats(url)["lagging_since"] is None, what="the charts caught up"
+            )
+        page = httpx.get(url + "/stats", auth=AUTH, timeout=10).text
+        assert 'id="stats-lagging"' not in page
+    finally:
+        stop(web)

@@ -253,3 +253,13 @@ async def test_the_leader_folds_outcomes_only_with_charts_on(
     finally:
         stop.set()
         await task
+
+
+async def test_the_oldest_event_not_rolled_up_says_how_far_the_charts_trail(store: Store) -> None:
+    assert await store.stats_unfolded_since() is None  # nothing written, nothing owed
+    before = await store.now()
+    await run(store, "billing", "invoice", outcome="succeeded")
+    since = await store.stats_unfolded_since()
+    assert since is not None and before <= since <= await store.now()
+    await Rollup(store).catch_up()
+    assert await store.stats_unfolded_since() is None

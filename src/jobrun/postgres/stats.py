@@ -66,6 +66,13 @@ class StatsMethods(StoreCore):
             row = await stats_queries.AsyncQuerier(conn).stats_cursor()
         return row.last_event_id if row is not None else 0
 
+    async def stats_unfolded_since(self) -> datetime | None:
+        """When the oldest event not yet folded into the charts was written; None when the
+        roll-up has folded every event."""
+        async with self._connection() as conn:
+            since = await stats_queries.AsyncQuerier(conn).stats_unfolded_since()
+        return utc(since) if since is not None else None
+
     async def prune_stats_batch(self, width: int, older_than: timedelta, limit: int = 5000) -> int:
         """Delete up to ``limit`` of the charts' rows ``width`` minutes wide older than
         ``older_than``, oldest first."""

@@ -133,6 +133,16 @@ STATS_CURSOR = """
 SELECT last_event_id, rolled_at FROM job_stats_cursor WHERE singleton
 """
 
+STATS_UNFOLDED_SINCE = """
+SELECT (SELECT job_events.at
+        FROM job_events
+        WHERE job_events.id > (SELECT job_stats_cursor.last_event_id
+                               FROM job_stats_cursor
+                               WHERE job_stats_cursor.singleton)
+        ORDER BY job_events.id
+        LIMIT 1)::timestamptz AS unfolded_since
+"""
+
 STATS_SERIES = """
 WITH chosen AS (
     SELECT job_stats.width, job_stats.at, job_stats.queue, job_stats.type, job_stats.succeeded, job_stats.failed, job_stats.dead, job_stats.cancelled, job_stats.wait_ms, job_stats.run_ms
@@ -518,6 +528,22 @@ class AsyncQuerier:
             return None
         return _row_to_stats_cursor_row(_row)
 
+    async def stats_unfolded_since(self) -> datetime | None:
+        """When the oldest event the roll-up has not folded yet was written (null when
+        it has folded every event): how far the charts trail. A probe of
+        job_events_pkey after the cursor.
+        plan: job_events only by index job_events_pkey
+
+        Run ``StatsUnfoldedSince``; return its first row, or None.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(STATS_UNFOLDED_SINCE)
+            _row = await _cur.fetchone()
+        if _row is None:
+            return None
+        _value: datetime = _row[0]
+        return _value
+
     async def stats_series(
         self,
         *,
@@ -693,6 +719,22 @@ class Querier:
         if _row is None:
             return None
         return _row_to_stats_cursor_row(_row)
+
+    def stats_unfolded_since(self) -> datetime | None:
+        """When the oldest event the roll-up has not folded yet was written (null when
+        it has folded every event): how far the charts trail. A probe of
+        job_events_pkey after the cursor.
+        plan: job_events only by index job_events_pkey
+
+        Run ``StatsUnfoldedSince``; return its first row, or None.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(STATS_UNFOLDED_SINCE)
+            _row = _cur.fetchone()
+        if _row is None:
+            return None
+        _value: datetime = _row[0]
+        return _value
 
     def stats_series(
         self,

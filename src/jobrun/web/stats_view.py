@@ -16,10 +16,22 @@ from typing import Any
 from jobrun.domain import Histogram, OutcomeCounts, StatsPoint, StatsWindow, TypeStats
 from jobrun.ports import StatsReader
 
-__all__ = ["PERCENTILES", "StatsView", "first_step", "stats_view"]
+__all__ = [
+    "LAGGING_AFTER",
+    "PERCENTILES",
+    "StatsView",
+    "first_step",
+    "per_minute_points",
+    "stats_view",
+]
 
 PERCENTILES = (50, 95, 99)
 """The percentiles of queue wait and run time the tables show."""
+
+LAGGING_AFTER = timedelta(minutes=1)
+"""How old the oldest event not yet rolled up may be before the charts say they lag:
+six turns of the roll-up, which a running maintenance leader with charts on never
+leaves undone."""
 
 _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)  # the origin the store's steps are aligned to
 
@@ -40,6 +52,19 @@ class StatsView:
     steps: list[datetime]
     points: list[StatsPoint]
     by_type: list[TypeStats]
+    now: datetime
+    """The database's time when the view was read."""
+    unfolded_since: datetime | None = None
+    """When the oldest event not yet rolled up was written; None when none is left."""
+
+    @property
+    def lagging_since(self) -> datetime | None:
+        """Since when the charts miss outcomes, when that is over :data:`LAGGING_AFTER` ago:
+        no worker is rolling them up (none runs maintenance, or ``charts`` is off)."""
+        since = self.unfolded_since
+        if since is not None and self.now - since > LAGGING_AFTER:
+            return since
+        return None
 
     @property
     def by_queue(self) -> list[TypeStats]:
@@ -93,6 +118,7 @@ class StatsView:
             "window": self.window.value,
             "step_seconds": self.window.step.total_seconds(),
             "queue": self.queue,
+            "lagging_since": lagging.isoformat() if (lagging := self.lagging_since) else None,
             "points": [
                 {
                     "at": point.at.isoformat(),
@@ -130,7 +156,15 @@ async def stats_view(
         for at in steps
     ]
     by_type = await store.stats_by_type(start, window.step, queue=queue)
-    return StatsView(window=window, queue=queue, steps=steps, points=points, by_type=by_type)
+    return StatsView(
+        window=window,
+        queue=queue,
+        steps=steps,
+        points=points,
+        by_type=by_type,
+        now=now,
+        unfolded_since=await store.stats_unfolded_since(),
+    )
 
 
 def per_minute_points(minutes: dict[datetime, int], now: datetime, count: int = 60) -> list[int]:
