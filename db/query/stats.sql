@@ -14,11 +14,28 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('job_events', 'id'
 SELECT pg_current_snapshot()::text AS snapshot;
 
 -- name: StatsSettled :one
--- Whether every transaction running when ``snapshot`` was taken has ended.
+-- Whether every transaction that was running when ``snapshot`` was taken and
+-- may still add an event at or below the horizon has ended. An insert locks
+-- job_events (RowExclusiveLock, held until its transaction ends) before it
+-- draws an id, so a transaction that drew one at or below the horizon, read
+-- before the snapshot, holds that lock now if it is still running; one that
+-- holds no lock on job_events has written no event there, and any it writes
+-- later gets a higher id. So only those are waited for: a long transaction
+-- elsewhere (another database of the cluster, an application's own work)
+-- does not hold the charts back. A transaction is matched to its locks by
+-- its virtual transaction; pg_locks shows xids in 32 bits, the snapshot in 64.
 SELECT NOT EXISTS (
     SELECT 1
     -- nullif: sqlc vet explains with '' (the roll-up always sends a snapshot).
     FROM pg_snapshot_xip(CAST(nullif(sqlc.arg('snapshot')::text, '') AS pg_snapshot)) AS running (xid)
+    JOIN pg_catalog.pg_locks AS holder
+      ON holder.locktype = 'transactionid'
+     AND holder.transactionid::text::bigint = running.xid::text::bigint % 4294967296
+    JOIN pg_catalog.pg_locks AS writer
+      ON writer.virtualtransaction = holder.virtualtransaction
+     AND writer.locktype = 'relation'
+     AND writer.database = (SELECT pg_database.oid FROM pg_catalog.pg_database WHERE datname = current_database())
+     AND writer.relation = to_regclass('job_events')
     WHERE pg_xact_status(running.xid) = 'in progress'
 ) AS settled;
 

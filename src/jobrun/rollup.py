@@ -18,7 +18,12 @@ takes a snapshot; every event at or below that id was written by a
 transaction that had ended or was running in that snapshot, so once those
 running transactions have ended (in practice within milliseconds: the
 claims and completions in flight), every such event that will ever be
-visible is. A horizon not yet settled is kept for the next turn.
+visible is. Only the running transactions that hold a lock on
+``job_events`` are waited for: an insert takes that lock before it draws
+an id, so a transaction without it has no event at or below the horizon,
+and a long transaction of the application's (or of another database on the
+server) does not hold the charts back. A horizon not yet settled is kept
+for the next turn.
 
 The cursor's row is locked and checked in the folding statement itself, so
 two leaders (one losing its lock while the next takes over) never fold the

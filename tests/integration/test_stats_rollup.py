@@ -126,6 +126,22 @@ async def test_an_event_committed_after_a_later_one_is_not_passed_over(
     assert (await totals(store))[("q", "fast")] == (1, 0, 0, 0)
 
 
+async def test_a_long_transaction_that_writes_no_event_does_not_hold_the_charts_back(
+    store: Store, db_url: str
+) -> None:
+    """Only a transaction holding a lock on job_events can still add an event below the
+    horizon: an application's long transaction elsewhere is not waited for."""
+    async with await psycopg.AsyncConnection.connect(db_url) as other:
+        # A transaction with an id of its own (it wrote), open for the whole test.
+        await other.execute("CREATE TEMP TABLE elsewhere (n int)")
+        await other.execute("INSERT INTO elsewhere VALUES (1)")
+        for _ in range(2):
+            await run(store, "q", "quick", outcome="succeeded")
+        counted = await asyncio.wait_for(Rollup(store).catch_up(), timeout=30)
+        assert counted == 2
+        assert (await totals(store))[("q", "quick")] == (2, 0, 0, 0)
+
+
 async def test_two_leaders_rolling_up_at_once_count_each_event_once(store: Store) -> None:
     for i in range(40):
         await run(store, "q", f"t{i % 4}", outcome="succeeded")
