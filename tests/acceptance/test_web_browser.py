@@ -508,7 +508,8 @@ def test_delete_from_the_job_page_asks_for_the_count_then_deletes(
     job = with_client(db_url, lambda c: c.store.enqueue(NewJob(type="web.nap", queue="mail")))
     chrome.get(f"{site}/jobs/{job.id}")
     click(chrome, "#delete")
-    assert "Delete 1 job?" in text_of(chrome, "h1")
+    # The confirmation is a page of its own: wait for it, the old page may still be up.
+    WebDriverWait(chrome, 10).until(lambda d: "Delete 1 job?" in text_of(d, "h1"))
     click(chrome, "#confirm-delete")
     WebDriverWait(chrome, 10).until(lambda d: d.current_url.endswith("/jobs"))
     assert str(job.id) not in chrome.page_source
@@ -744,7 +745,8 @@ def test_a_schedule_is_created_edited_run_now_and_deleted_by_clicking(
     assert [(j.queue, j.payload) for j in jobs] == [("mail", {"to": "a&b"})]
     shot(chrome, "schedules-edit")
     click(chrome, f"{row} button.delete")
-    assert "Delete schedule reports/eu?" in text_of(chrome, "h1")
+    # The confirmation is a page of its own: wait for it, the old page may still be up.
+    WebDriverWait(chrome, 10).until(lambda d: "Delete schedule reports/eu?" in text_of(d, "h1"))
     click(chrome, "#confirm-delete")
     WebDriverWait(chrome, 10).until(lambda d: d.current_url.endswith("/schedules"))
     assert not chrome.find_elements(By.CSS_SELECTOR, row)
@@ -769,7 +771,9 @@ def test_a_queue_is_drained_and_cleared_by_clicking(
     )
     assert text_of(chrome, f"{row} td.changed-by") == actor(auth)
     click(chrome, f"{row} button.clear")
-    assert "Clear queue billing/eu: delete 2 jobs?" in text_of(chrome, "h1")
+    # The confirmation is a page of its own: wait for it, the old page may still be up.
+    asked = "Clear queue billing/eu: delete 2 jobs?"
+    WebDriverWait(chrome, 10).until(lambda d: asked in text_of(d, "h1"))
     click(chrome, "#confirm-delete")
     WebDriverWait(chrome, 10).until(lambda d: d.current_url.endswith("/queues"))
     listed = {q.name: q for q in with_client(db_url, lambda c: c.store.list_queues())}
