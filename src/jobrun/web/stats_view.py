@@ -30,8 +30,8 @@ PERCENTILES = (50, 95, 99)
 
 LAGGING_AFTER = timedelta(minutes=1)
 """How old the oldest event not yet rolled up may be before the charts say they lag:
-six turns of the roll-up, which a running maintenance leader with charts on never
-leaves undone."""
+six turns of the roll-up. A maintenance leader with charts on falls that far behind
+only while a transaction that wrote job events stays open (it waits for those)."""
 
 _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)  # the origin the store's steps are aligned to
 
@@ -60,7 +60,8 @@ class StatsView:
     @property
     def lagging_since(self) -> datetime | None:
         """Since when the charts miss outcomes, when that is over :data:`LAGGING_AFTER` ago:
-        no worker is rolling them up (none runs maintenance, or ``charts`` is off)."""
+        no worker is rolling them up (none runs maintenance, or ``charts`` is off), or the
+        roll-up waits for a transaction that wrote job events and is still open."""
         since = self.unfolded_since
         if since is not None and self.now - since > LAGGING_AFTER:
             return since
