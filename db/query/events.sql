@@ -25,3 +25,14 @@ WHERE id IN (
 -- The enqueued events of a batch, built by the server from the ids alone.
 INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt)
 SELECT unnest(@job_ids::uuid[]), @at::timestamptz, 'enqueued', NULL, 'queued', 0;
+
+-- name: EventInsertEnqueuedNow :one
+-- The enqueued events of a batch's plain jobs, written before the jobs
+-- themselves (job_events has no foreign key, and both commit together), at
+-- the transaction's clock, which it returns: the batch gives its jobs that
+-- time. Sent first, it lets the server write while the client validates.
+WITH recorded AS (
+    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt)
+    SELECT unnest(@job_ids::uuid[]), now(), 'enqueued', NULL, 'queued', 0
+)
+SELECT now()::timestamptz AS now;

@@ -149,6 +149,13 @@ def cases(f: Facts) -> dict[str, list[Case]]:
                 lambda g: ev.event_insert_enqueued_many(job_ids=new_ids, at=f.now),
             )
         ],
+        "EventInsertEnqueuedNow": [
+            Case(
+                "batch",
+                "the enqueued events of 100 jobs, and the clock",
+                lambda g: ev.event_insert_enqueued_now(job_ids=new_ids),
+            )
+        ],
         "GooseVersionList": [Case("all", "every version row", lambda g: go.goose_version_list())],
         "GooseVersionInsert": [
             Case(

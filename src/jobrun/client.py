@@ -76,6 +76,7 @@ def store_for(pool: Pool, config: Config, registry: Registry, observer: Observer
         # A registry with handlers is the list of types this application runs:
         # any other type is refused at enqueue instead of dying in a worker.
         job_types=registry if len(registry) else None,
+        gc_young_threshold=config.gc_young_threshold,
     )
 
 

@@ -57,6 +57,7 @@ from jobrun.errors import (
 from jobrun.postgres import Pool, open_pool
 from jobrun.postgres.pool import open_sync_pool  # sync: skip
 from jobrun.postgres.store import Store
+from jobrun.postgres.store_core import COPY_CHUNK, COPY_SLICE
 from jobrun.testing import eventually
 
 LEASE = timedelta(seconds=30)
@@ -515,6 +516,50 @@ async def test_batch_with_one_bad_payload_writes_nothing(store: Store, db_url: s
             [NewJob(type="ok"), NewJob(type="bad", payload={"x": float("nan")})]
         )
     assert count_rows(db_url) == 0
+
+
+async def test_a_refused_batch_leaves_no_job_and_no_event(store: Store, db_url: str) -> None:
+    # The async store has the server write the plain jobs' events while it
+    # validates the batch, so a refusal must take those back too.
+    good = [NewJob(type="ok") for _ in range(500)]
+    with pytest.raises(InvalidJob, match="bad"):
+        await store.enqueue_batch([*good, NewJob(type="bad", payload={"x": float("nan")})])
+    assert count_rows(db_url) == 0
+    assert count_rows(db_url, "job_events") == 0
+    made = await store.enqueue_batch(good)
+    assert [job.id for job in made] == [job.id for job in good]
+    assert count_rows(db_url, "job_events") == 500
+
+
+async def test_a_refused_batch_in_the_callers_transaction_sends_nothing(  # sync: skip
+    async_store: Store, db_url: str
+) -> None:
+    async with await psycopg.AsyncConnection.connect(db_url) as producer:
+        with pytest.raises(InvalidJob, match="bad"):
+            await async_store.enqueue_batch(
+                [NewJob(type="ok"), NewJob(type="bad", payload={"x": float("nan")})],
+                conn=producer,
+            )
+        # Not one statement went out: the caller's transaction has not begun.
+        assert producer.info.transaction_status is psycopg.pq.TransactionStatus.IDLE
+        await async_store.enqueue_batch([NewJob(type="ok")], conn=producer)
+        await producer.commit()
+    assert count_rows(db_url) == 1
+    assert count_rows(db_url, "job_events") == 1
+
+
+async def test_a_batch_across_copy_chunks_and_slices_stores_each_job_and_one_event(
+    store: Store, db_url: str
+) -> None:
+    jobs = [NewJob(type="bulk", payload={"i": i}) for i in range(COPY_CHUNK + COPY_SLICE + 1)]
+    jobs.insert(3, NewJob(type="keyed", idempotency_key="k"))
+    results = await store.enqueue_batch(jobs)
+    assert [r.id for r in results if isinstance(r, Job)] == [job.id for job in jobs]
+    assert count_rows(db_url) == count_rows(db_url, "job_events") == len(jobs)
+    for index in (0, 3, COPY_SLICE, COPY_SLICE + 1, COPY_CHUNK, len(jobs) - 1):
+        made = results[index]
+        assert isinstance(made, Job) and await store.get(made.id) == made
+        assert [e.kind for e in await store.events(made.id)] == ["enqueued"]
 
 
 async def test_enqueue_batch_of_100000_jobs(store: Store) -> None:

@@ -61,6 +61,7 @@ from jobrun.errors import (
     ScheduleNotFound,
 )
 from jobrun.postgres import SyncPool, open_sync_pool
+from jobrun.postgres.store_core_sync import COPY_CHUNK, COPY_SLICE
 from jobrun.postgres.store_sync import SyncStore
 from jobrun.testing import eventually_sync
 
@@ -432,6 +433,31 @@ def test_batch_with_one_bad_payload_writes_nothing(store: SyncStore, db_url: str
     with pytest.raises(InvalidJob, match="bad"):
         store.enqueue_batch([NewJob(type="ok"), NewJob(type="bad", payload={"x": float("nan")})])
     assert count_rows(db_url) == 0
+
+
+def test_a_refused_batch_leaves_no_job_and_no_event(store: SyncStore, db_url: str) -> None:
+    good = [NewJob(type="ok") for _ in range(500)]
+    with pytest.raises(InvalidJob, match="bad"):
+        store.enqueue_batch([*good, NewJob(type="bad", payload={"x": float("nan")})])
+    assert count_rows(db_url) == 0
+    assert count_rows(db_url, "job_events") == 0
+    made = store.enqueue_batch(good)
+    assert [job.id for job in made] == [job.id for job in good]
+    assert count_rows(db_url, "job_events") == 500
+
+
+def test_a_batch_across_copy_chunks_and_slices_stores_each_job_and_one_event(
+    store: SyncStore, db_url: str
+) -> None:
+    jobs = [NewJob(type="bulk", payload={"i": i}) for i in range(COPY_CHUNK + COPY_SLICE + 1)]
+    jobs.insert(3, NewJob(type="keyed", idempotency_key="k"))
+    results = store.enqueue_batch(jobs)
+    assert [r.id for r in results if isinstance(r, Job)] == [job.id for job in jobs]
+    assert count_rows(db_url) == count_rows(db_url, "job_events") == len(jobs)
+    for index in (0, 3, COPY_SLICE, COPY_SLICE + 1, COPY_CHUNK, len(jobs) - 1):
+        made = results[index]
+        assert isinstance(made, Job) and store.get(made.id) == made
+        assert [e.kind for e in store.events(made.id)] == ["enqueued"]
 
 
 def test_enqueue_batch_of_100000_jobs(store: SyncStore) -> None:

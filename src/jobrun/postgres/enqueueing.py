@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import asyncio  # sync: skip
+import contextlib  # sync: skip
+from collections.abc import Coroutine, Iterable, Sequence
+from datetime import datetime
 from typing import Any, Unpack
 from uuid import UUID
 
+from jobrun._gc_tuning import young_threshold_raised
 from jobrun.domain import (
     EventMode,
     Job,
@@ -28,8 +32,10 @@ from jobrun.postgres.convert import (
 from jobrun.postgres.copyrows import JobCopyEncoder, copy_data
 from jobrun.postgres.store_core import (
     COPY_CHUNK,
+    COPY_SLICE,
     StoreCore,
     copy_in,
+    copy_stream,
     one_exchange,
 )
 from jobrun.sqlc import concurrency as concurrency_queries
@@ -185,23 +191,34 @@ class EnqueueMethods(StoreCore):
         Jobs without an idempotency key go through COPY; keyed jobs through
         one ``INSERT .. ON CONFLICT DO NOTHING``, so a replay returns the
         stored job and a conflicting body is reported as an IdempotencyConflict
-        in its slot while the rest are inserted. Every payload is validated
-        before anything is written.
+        in its slot while the rest are inserted. Every job is validated before
+        its row is sent, and a bad one leaves nothing stored; in a caller's
+        transaction (``conn``) nothing at all is sent until every job is valid.
         """
         if not jobs:
             return []
-        prepared = preparing.prepare_jobs(
-            jobs, self.payload_models, self.max_payload_bytes, self.job_types
-        )
-        results: list[Job | IdempotencyConflict | None] = [None] * len(prepared)
+        with young_threshold_raised(self.gc_young_threshold):
+            return await self._enqueue_batch(jobs, conn)
+
+    async def _enqueue_batch(
+        self, jobs: Sequence[NewJob], conn: Any | None
+    ) -> list[Job | IdempotencyConflict]:
+        results: list[Job | IdempotencyConflict | None] = [None] * len(jobs)
         meta = current_trace_meta()
         fresh: list[Job] = []
         async with self._with_tx(conn) as tx:
-            db_now = await system_queries.AsyncQuerier(tx).database_now()
-            assert db_now is not None
-            now = utc(db_now)
             queries = job_queries.AsyncQuerier(tx)
             events = event_queries.AsyncQuerier(tx)
+            plain_ids = [job.id for job in jobs if preparing.is_plain(job)]
+            if conn is None:  # sync: else
+                prepared, db_now = await self._prepare_while(
+                    events.event_insert_enqueued_now(job_ids=plain_ids), jobs
+                )
+            else:
+                prepared = self._prepare(jobs)
+                db_now = await events.event_insert_enqueued_now(job_ids=plain_ids)
+            assert db_now is not None
+            now = utc(db_now)
             queues: set[str] = set()
             plain, keyed, unique = preparing.split_batch(prepared)
             limited = {p.job.concurrency_key for p in prepared if p.job.concurrency_key is not None}
@@ -210,27 +227,14 @@ class EnqueueMethods(StoreCore):
                 # two batches sharing keys then wait on each other but never deadlock.
                 await lock_queries.AsyncQuerier(tx).key_lock_many(ids=keyed_jobs.lock_ids(limited))
             encoder = JobCopyEncoder(now, meta)
-            # Chunks bound the memory of one COPY and of the id array its events take.
+            # Chunks bound the memory of one COPY.
             for start in range(0, len(plain), COPY_CHUNK):
-                rows = []
-                ids = []
-                for index in plain[start : start + COPY_CHUNK]:
-                    item = prepared[index]
-                    job = item.job
-                    run_at = preparing.run_at_of(job, now)
-                    rows.append(
-                        encoder.row(
-                            job.id, job.queue, job.type, item.text, job.priority,
-                            job.max_attempts, job.backoff, run_at, None,
-                        )
-                    )  # fmt: skip
-                    made = job_from_new(job, item.payload, run_at, now, meta)
-                    ids.append(made.id)
-                    results[index] = made
-                    queues.add(made.queue)
-                    fresh.append(made)
-                await copy_in(tx, encoder.statement, copy_data(rows))
-                await events.event_insert_enqueued_many(job_ids=ids, at=now)
+                chunk = plain[start : start + COPY_CHUNK]
+                copied = await self._copy_plain(tx, encoder, prepared, chunk, now, meta)
+                for index, job in zip(chunk, copied, strict=True):
+                    results[index] = job
+                    queues.add(job.queue)
+                fresh += copied
             if keyed:
                 new_jobs = await self._insert_keyed(queries, prepared, keyed, now, results, meta)
                 fresh += new_jobs
@@ -251,6 +255,33 @@ class EnqueueMethods(StoreCore):
         if self.observer is not None and fresh:
             self.observer.enqueued(fresh)
         return [r for r in results if r is not None]
+
+    def _prepare(self, jobs: Sequence[NewJob]) -> list[preparing.PreparedJob]:
+        return preparing.prepare_jobs(
+            jobs, self.payload_models, self.max_payload_bytes, self.job_types
+        )
+
+    async def _prepare_while(  # sync: skip
+        self, statement: Coroutine[Any, Any, datetime | None], jobs: Sequence[NewJob]
+    ) -> tuple[list[preparing.PreparedJob], datetime | None]:
+        """Validate ``jobs`` while the server runs ``statement``; both results.
+
+        The statement is sent first (one turn of the event loop), then the
+        validation holds the loop while the server works: on two cores the
+        client's CPU and the server's overlap. A refused job waits for the
+        statement to end before raising, so the transaction can roll back.
+        """
+        running = asyncio.ensure_future(statement)
+        await asyncio.sleep(0)
+        try:
+            prepared = self._prepare(jobs)
+        except BaseException:
+            # The refusal is what the caller needs; the statement's own outcome
+            # no longer matters (the transaction rolls back).
+            with contextlib.suppress(Exception):
+                await running
+            raise
+        return prepared, await running
 
     async def enqueue_many(
         self,
@@ -308,6 +339,40 @@ class EnqueueMethods(StoreCore):
         if self.observer is not None:
             self.observer.enqueued(preparing.many_jobs(many, ids, due, now, meta))
         return ids
+
+    async def _copy_plain(
+        self,
+        tx: Any,
+        encoder: JobCopyEncoder,
+        prepared: list[preparing.PreparedJob],
+        chunk: Sequence[int],
+        now: datetime,
+        meta: dict[str, str] | None,
+    ) -> list[Job]:
+        """COPY the jobs ``chunk`` points at into jobs; the Jobs stored, in order.
+
+        The rows go to the server a slice at a time while the next slice is
+        encoded, so the server inserts one while the client builds the next
+        instead of waiting for the whole stream: on two cores the client's
+        encoding and the server's inserts overlap.
+        """
+        made: list[Job] = []
+        async with copy_stream(tx, encoder.statement) as copy:
+            for start in range(0, len(chunk), COPY_SLICE):
+                rows = []
+                for index in chunk[start : start + COPY_SLICE]:
+                    item = prepared[index]
+                    job = item.job
+                    run_at = preparing.run_at_of(job, now)
+                    rows.append(
+                        encoder.row(
+                            job.id, job.queue, job.type, item.text, job.priority,
+                            job.max_attempts, job.backoff, run_at, None,
+                        )
+                    )  # fmt: skip
+                    made.append(job_from_new(job, item.payload, run_at, now, meta))
+                await copy.write(b"".join(rows))
+        return made
 
     async def _insert_keyed(
         self,

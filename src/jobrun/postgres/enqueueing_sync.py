@@ -10,15 +10,24 @@ The Store's enqueue methods: one job, a batch, many jobs alike, and idempotent r
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any, Unpack
 from uuid import UUID
 
+from jobrun._gc_tuning import young_threshold_raised
 from jobrun.domain import EventMode, Job, JobOptions, JobState, NewJob, new_job_id, new_job_ids
 from jobrun.errors import IdempotencyConflict, JobrunError
 from jobrun.postgres import dependents, keyed_jobs, preparing, unique_jobs
 from jobrun.postgres.convert import job_from_new, job_from_row, utc
 from jobrun.postgres.copyrows import JobCopyEncoder, copy_data
-from jobrun.postgres.store_core_sync import COPY_CHUNK, SyncStoreCore, copy_in, one_exchange
+from jobrun.postgres.store_core_sync import (
+    COPY_CHUNK,
+    COPY_SLICE,
+    SyncStoreCore,
+    copy_in,
+    copy_stream,
+    one_exchange,
+)
 from jobrun.sqlc import concurrency as concurrency_queries
 from jobrun.sqlc import dependencies as dependency_queries
 from jobrun.sqlc import events as event_queries
@@ -164,23 +173,29 @@ class SyncEnqueueMethods(SyncStoreCore):
         Jobs without an idempotency key go through COPY; keyed jobs through
         one ``INSERT .. ON CONFLICT DO NOTHING``, so a replay returns the
         stored job and a conflicting body is reported as an IdempotencyConflict
-        in its slot while the rest are inserted. Every payload is validated
-        before anything is written.
+        in its slot while the rest are inserted. Every job is validated before
+        its row is sent, and a bad one leaves nothing stored; in a caller's
+        transaction (``conn``) nothing at all is sent until every job is valid.
         """
         if not jobs:
             return []
-        prepared = preparing.prepare_jobs(
-            jobs, self.payload_models, self.max_payload_bytes, self.job_types
-        )
-        results: list[Job | IdempotencyConflict | None] = [None] * len(prepared)
+        with young_threshold_raised(self.gc_young_threshold):
+            return self._enqueue_batch(jobs, conn)
+
+    def _enqueue_batch(
+        self, jobs: Sequence[NewJob], conn: Any | None
+    ) -> list[Job | IdempotencyConflict]:
+        results: list[Job | IdempotencyConflict | None] = [None] * len(jobs)
         meta = current_trace_meta()
         fresh: list[Job] = []
         with self._with_tx(conn) as tx:
-            db_now = system_queries.Querier(tx).database_now()
-            assert db_now is not None
-            now = utc(db_now)
             queries = job_queries.Querier(tx)
             events = event_queries.Querier(tx)
+            plain_ids = [job.id for job in jobs if preparing.is_plain(job)]
+            prepared = self._prepare(jobs)
+            db_now = events.event_insert_enqueued_now(job_ids=plain_ids)
+            assert db_now is not None
+            now = utc(db_now)
             queues: set[str] = set()
             plain, keyed, unique = preparing.split_batch(prepared)
             limited = {p.job.concurrency_key for p in prepared if p.job.concurrency_key is not None}
@@ -188,32 +203,12 @@ class SyncEnqueueMethods(SyncStoreCore):
                 lock_queries.Querier(tx).key_lock_many(ids=keyed_jobs.lock_ids(limited))
             encoder = JobCopyEncoder(now, meta)
             for start in range(0, len(plain), COPY_CHUNK):
-                rows = []
-                ids = []
-                for index in plain[start : start + COPY_CHUNK]:
-                    item = prepared[index]
-                    job = item.job
-                    run_at = preparing.run_at_of(job, now)
-                    rows.append(
-                        encoder.row(
-                            job.id,
-                            job.queue,
-                            job.type,
-                            item.text,
-                            job.priority,
-                            job.max_attempts,
-                            job.backoff,
-                            run_at,
-                            None,
-                        )
-                    )
-                    made = job_from_new(job, item.payload, run_at, now, meta)
-                    ids.append(made.id)
-                    results[index] = made
-                    queues.add(made.queue)
-                    fresh.append(made)
-                copy_in(tx, encoder.statement, copy_data(rows))
-                events.event_insert_enqueued_many(job_ids=ids, at=now)
+                chunk = plain[start : start + COPY_CHUNK]
+                copied = self._copy_plain(tx, encoder, prepared, chunk, now, meta)
+                for index, job in zip(chunk, copied, strict=True):
+                    results[index] = job
+                    queues.add(job.queue)
+                fresh += copied
             if keyed:
                 new_jobs = self._insert_keyed(queries, prepared, keyed, now, results, meta)
                 fresh += new_jobs
@@ -230,6 +225,11 @@ class SyncEnqueueMethods(SyncStoreCore):
         if self.observer is not None and fresh:
             self.observer.enqueued(fresh)
         return [r for r in results if r is not None]
+
+    def _prepare(self, jobs: Sequence[NewJob]) -> list[preparing.PreparedJob]:
+        return preparing.prepare_jobs(
+            jobs, self.payload_models, self.max_payload_bytes, self.job_types
+        )
 
     def enqueue_many(
         self,
@@ -292,6 +292,47 @@ class SyncEnqueueMethods(SyncStoreCore):
         if self.observer is not None:
             self.observer.enqueued(preparing.many_jobs(many, ids, due, now, meta))
         return ids
+
+    def _copy_plain(
+        self,
+        tx: Any,
+        encoder: JobCopyEncoder,
+        prepared: list[preparing.PreparedJob],
+        chunk: Sequence[int],
+        now: datetime,
+        meta: dict[str, str] | None,
+    ) -> list[Job]:
+        """COPY the jobs ``chunk`` points at into jobs; the Jobs stored, in order.
+
+        The rows go to the server a slice at a time while the next slice is
+        encoded, so the server inserts one while the client builds the next
+        instead of waiting for the whole stream: on two cores the client's
+        encoding and the server's inserts overlap.
+        """
+        made: list[Job] = []
+        with copy_stream(tx, encoder.statement) as copy:
+            for start in range(0, len(chunk), COPY_SLICE):
+                rows = []
+                for index in chunk[start : start + COPY_SLICE]:
+                    item = prepared[index]
+                    job = item.job
+                    run_at = preparing.run_at_of(job, now)
+                    rows.append(
+                        encoder.row(
+                            job.id,
+                            job.queue,
+                            job.type,
+                            item.text,
+                            job.priority,
+                            job.max_attempts,
+                            job.backoff,
+                            run_at,
+                            None,
+                        )
+                    )
+                    made.append(job_from_new(job, item.payload, run_at, now, meta))
+                copy.write(b"".join(rows))
+        return made
 
     def _insert_keyed(
         self,

@@ -51,6 +51,7 @@ __all__ = [
     "handoff_allowed",
     "insert_args",
     "inserted_job",
+    "is_plain",
     "job_columns",
     "keyed_arrays",
     "keyed_results",
@@ -352,10 +353,21 @@ def check_replay(item: PreparedJob, stored: Job) -> Job:
     return stored
 
 
+def is_plain(job: NewJob) -> bool:
+    """Whether a batch inserts ``job`` by COPY: no idempotency key, uniqueness
+    policy, dependencies or concurrency key."""
+    return (
+        job.idempotency_key is None
+        and job.unique is None
+        and not job.depends_on
+        and job.concurrency_key is None
+    )
+
+
 def split_batch(prepared: Sequence[PreparedJob]) -> tuple[list[int], list[int], list[int]]:
-    """Indices of the batch's plain jobs (COPY), those with an idempotency key, and
-    those with a uniqueness policy, dependencies or a concurrency key (one
-    statement each, in order)."""
+    """Indices of the batch's plain jobs (COPY, see :func:`is_plain`), those with an
+    idempotency key, and those with a uniqueness policy, dependencies or a
+    concurrency key (one statement each, in order)."""
     plain, keyed, unique = [], [], []
     for i, item in enumerate(prepared):
         job = item.job

@@ -75,7 +75,10 @@ class Store(
     when given (a :class:`~jobrun.client.Client` gives its registry's), are
     the only types it enqueues: any other is refused with InvalidJob naming
     them, as no worker of the application could run it; ``observer``
-    (:class:`~jobrun.telemetry.hooks.Observer`) is told of every job enqueued. When
+    (:class:`~jobrun.telemetry.hooks.Observer`) is told of every job enqueued;
+    ``gc_young_threshold`` raises the cyclic collector's young threshold to at
+    least that while a batch is enqueued (see :mod:`jobrun._gc_tuning`; a
+    client gives its config's). When
     ``opentelemetry-api`` is installed and a span is current, enqueue writes
     its trace context to the job's ``meta`` (:mod:`jobrun.telemetry.tracing`).
     """

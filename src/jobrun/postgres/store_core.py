@@ -33,6 +33,7 @@ from jobrun.postgres import _base, holders, keyed_jobs, preparing
 from jobrun.postgres.convert import (
     utc,
 )
+from jobrun.postgres.copyrows import SIGNATURE, TRAILER
 from jobrun.postgres.errors_map import map_error
 from jobrun.postgres.one_exchange import AsyncOneExchangeConnection
 from jobrun.postgres.pool import Pool, database_location
@@ -51,8 +52,26 @@ MAX_RETRY_JITTER = 0.5
 
 
 COPY_CHUNK = 5_000
+COPY_SLICE = 128
+"""Rows encoded and sent at a time within one COPY (see :func:`copy_stream`)."""
 # The claim statement takes an offer lifetime even when it offers nothing.
 NO_OFFER_TTL = timedelta(0)
+
+
+@asynccontextmanager
+async def copy_stream(
+    tx: psycopg.AsyncConnection[Any], statement: str
+) -> AsyncIterator[psycopg.AsyncCopy]:
+    """Run the generated binary COPY ``statement``; the caller writes its rows to the copy yielded.
+
+    Each write sends its rows on (libpq writes out what it holds past 8 KiB),
+    so the server inserts them while the caller encodes the next; the
+    stream's signature and trailer are written here.
+    """
+    async with tx.cursor() as cur, cur.copy(cast(Any, statement)) as copy:
+        await copy.write(SIGNATURE)
+        yield copy
+        await copy.write(TRAILER)
 
 
 async def copy_in(tx: psycopg.AsyncConnection[Any], statement: str, data: bytes) -> None:
@@ -84,6 +103,7 @@ class StoreCore:
         max_payload_bytes: int = preparing.DEFAULT_MAX_PAYLOAD_BYTES,
         observer: Observer | None = None,
         job_types: Iterable[str] | None = None,
+        gc_young_threshold: int | None = None,
     ) -> None:
         if commit_timeout <= timedelta(0):
             raise ConfigurationError("commit_timeout must be positive")
@@ -109,6 +129,8 @@ class StoreCore:
         self.max_payload_bytes = max_payload_bytes
         self.observer = observer
         """Told of every job enqueued through this store (metrics); None: nobody."""
+        self.gc_young_threshold = gc_young_threshold
+        """The collector's young threshold while a batch goes in; None: left alone."""
         self._timeout_setting = f"{max(1, int(commit_timeout.total_seconds() * 1000))}ms"
         self._location = database_location(str(pool.conninfo))
         self._pool_check: Any = None

@@ -29,6 +29,7 @@ from jobrun.errors import ConfigurationError, JobrunError
 from jobrun.outages import is_outage
 from jobrun.postgres import _base, holders, keyed_jobs, preparing
 from jobrun.postgres.convert import utc
+from jobrun.postgres.copyrows import SIGNATURE, TRAILER
 from jobrun.postgres.errors_map import map_error
 from jobrun.postgres.one_exchange import OneExchangeConnection
 from jobrun.postgres.pool import SyncPool, database_location
@@ -48,7 +49,24 @@ MAX_RETRY_JITTER = 0.5
 
 COPY_CHUNK = 5000
 
+COPY_SLICE = 128
+"""Rows encoded and sent at a time within one COPY (see :func:`copy_stream`)."""
+
 NO_OFFER_TTL = timedelta(0)
+
+
+@contextmanager
+def copy_stream(tx: psycopg.Connection[Any], statement: str) -> Iterator[psycopg.Copy]:
+    """Run the generated binary COPY ``statement``; the caller writes its rows to the copy yielded.
+
+    Each write sends its rows on (libpq writes out what it holds past 8 KiB),
+    so the server inserts them while the caller encodes the next; the
+    stream's signature and trailer are written here.
+    """
+    with tx.cursor() as cur, cur.copy(cast(Any, statement)) as copy:
+        copy.write(SIGNATURE)
+        yield copy
+        copy.write(TRAILER)
 
 
 def copy_in(tx: psycopg.Connection[Any], statement: str, data: bytes) -> None:
@@ -80,6 +98,7 @@ class SyncStoreCore:
         max_payload_bytes: int = preparing.DEFAULT_MAX_PAYLOAD_BYTES,
         observer: Observer | None = None,
         job_types: Iterable[str] | None = None,
+        gc_young_threshold: int | None = None,
     ) -> None:
         if commit_timeout <= timedelta(0):
             raise ConfigurationError("commit_timeout must be positive")
@@ -105,6 +124,8 @@ class SyncStoreCore:
         self.max_payload_bytes = max_payload_bytes
         self.observer = observer
         "Told of every job enqueued through this store (metrics); None: nobody."
+        self.gc_young_threshold = gc_young_threshold
+        "The collector's young threshold while a batch goes in; None: left alone."
         self._timeout_setting = f"{max(1, int(commit_timeout.total_seconds() * 1000))}ms"
         self._location = database_location(str(pool.conninfo))
         self._pool_check: Any = None

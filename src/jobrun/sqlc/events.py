@@ -29,6 +29,14 @@ INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt)
 SELECT unnest(%(job_ids)b::uuid[]), %(at)s::timestamptz, 'enqueued', NULL, 'queued', 0
 """
 
+EVENT_INSERT_ENQUEUED_NOW = """
+WITH recorded AS (
+    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt)
+    SELECT unnest(%(job_ids)b::uuid[]), now(), 'enqueued', NULL, 'queued', 0
+)
+SELECT now()::timestamptz AS now
+"""
+
 
 class AsyncQuerier:
     """The queries of ``db/query/events.sql`` on an async connection.
@@ -95,6 +103,22 @@ class AsyncQuerier:
         async with self._conn.cursor() as _cur:
             await _cur.execute(EVENT_INSERT_ENQUEUED_MANY, {"job_ids": job_ids, "at": at})
 
+    async def event_insert_enqueued_now(self, *, job_ids: list[UUID]) -> datetime | None:
+        """The enqueued events of a batch's plain jobs, written before the jobs
+        themselves (job_events has no foreign key, and both commit together), at
+        the transaction's clock, which it returns: the batch gives its jobs that
+        time. Sent first, it lets the server write while the client validates.
+
+        Run ``EventInsertEnqueuedNow``; return its first row, or None.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(EVENT_INSERT_ENQUEUED_NOW, {"job_ids": job_ids})
+            _row = await _cur.fetchone()
+        if _row is None:
+            return None
+        _value: datetime = _row[0]
+        return _value
+
 class Querier:
     """The queries of ``db/query/events.sql`` on a connection.
 
@@ -153,3 +177,19 @@ class Querier:
         """
         with self._conn.cursor() as _cur:
             _cur.execute(EVENT_INSERT_ENQUEUED_MANY, {"job_ids": job_ids, "at": at})
+
+    def event_insert_enqueued_now(self, *, job_ids: list[UUID]) -> datetime | None:
+        """The enqueued events of a batch's plain jobs, written before the jobs
+        themselves (job_events has no foreign key, and both commit together), at
+        the transaction's clock, which it returns: the batch gives its jobs that
+        time. Sent first, it lets the server write while the client validates.
+
+        Run ``EventInsertEnqueuedNow``; return its first row, or None.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(EVENT_INSERT_ENQUEUED_NOW, {"job_ids": job_ids})
+            _row = _cur.fetchone()
+        if _row is None:
+            return None
+        _value: datetime = _row[0]
+        return _value
