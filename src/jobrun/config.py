@@ -209,9 +209,10 @@ class Config(BaseSettings):
     gc_young_threshold: Annotated[int | None, BeforeValidator(_off)] = Field(
         default=DEFAULT_YOUNG_THRESHOLD, ge=1
     )
-    """While a worker runs, CPython's young-generation collection threshold is raised to
-    at least this many allocations (the interpreter's default, 700, had the cyclic
-    collector take a sixth of a busy worker's time); put back when it stops. None
+    """While a worker runs, and while a client's ``enqueue_batch`` runs, CPython's
+    young-generation collection threshold is raised to at least this many allocations
+    (the interpreter's default, 700, had the cyclic collector take a sixth of a busy
+    worker's time, and a fifth of a batch enqueue's); put back when it ends. None
     (``JOBRUN_GC_YOUNG_THRESHOLD=off``): leave the collector alone."""
     metrics_port: Annotated[int | None, BeforeValidator(_off)] = Field(default=None, ge=0, le=65535)
     """Count jobs for Prometheus and serve /metrics, /healthz, /readyz on this port while
