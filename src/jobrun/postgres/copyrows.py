@@ -33,7 +33,7 @@ from uuid import UUID
 from jobrun.domain import Backoff
 from jobrun.sqlc import jobs as job_queries
 
-__all__ = ["SIGNATURE", "TRAILER", "JobCopyEncoder", "copy_data"]
+__all__ = ["SIGNATURE", "TRAILER", "JobCopyEncoder", "copy_data", "copy_slice"]
 
 SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" * 2
 """What binary COPY data starts with."""
@@ -207,3 +207,8 @@ class JobCopyEncoder:
 def copy_data(rows: Iterable[bytes]) -> bytes:
     """A whole binary COPY stream of ``rows``."""
     return b"".join((SIGNATURE, *rows, TRAILER))
+
+
+def copy_slice(rows: Iterable[bytes]) -> bytes:
+    """``rows`` as one piece of a binary COPY stream (its signature and trailer sent apart)."""
+    return b"".join(rows)

@@ -29,7 +29,7 @@ from jobrun.postgres.convert import (
     job_from_row,
     utc,
 )
-from jobrun.postgres.copyrows import JobCopyEncoder, copy_data
+from jobrun.postgres.copyrows import JobCopyEncoder, copy_data, copy_slice
 from jobrun.postgres.store_core import (
     COPY_CHUNK,
     COPY_SLICE,
@@ -371,7 +371,7 @@ class EnqueueMethods(StoreCore):
                         )
                     )  # fmt: skip
                     made.append(job_from_new(job, item.payload, run_at, now, meta))
-                await copy.write(b"".join(rows))
+                await copy.write(copy_slice(rows))
         return made
 
     async def _insert_keyed(

@@ -19,7 +19,7 @@ from jobrun.domain import EventMode, Job, JobOptions, JobState, NewJob, new_job_
 from jobrun.errors import IdempotencyConflict, JobrunError
 from jobrun.postgres import dependents, keyed_jobs, preparing, unique_jobs
 from jobrun.postgres.convert import job_from_new, job_from_row, utc
-from jobrun.postgres.copyrows import JobCopyEncoder, copy_data
+from jobrun.postgres.copyrows import JobCopyEncoder, copy_data, copy_slice
 from jobrun.postgres.store_core_sync import (
     COPY_CHUNK,
     COPY_SLICE,
@@ -331,7 +331,7 @@ class SyncEnqueueMethods(SyncStoreCore):
                         )
                     )
                     made.append(job_from_new(job, item.payload, run_at, now, meta))
-                copy.write(b"".join(rows))
+                copy.write(copy_slice(rows))
         return made
 
     def _insert_keyed(
