@@ -548,6 +548,40 @@ async def test_a_refused_batch_in_the_callers_transaction_sends_nothing(  # sync
     assert count_rows(db_url, "job_events") == 1
 
 
+async def test_a_batch_cancelled_while_its_events_are_written_stores_nothing(  # sync: skip
+    async_store: Store, db_url: str
+) -> None:
+    # Another session holds job_events, so the batch's first statement waits
+    # on the server while the batch is cancelled.
+    async with (
+        await psycopg.AsyncConnection.connect(db_url) as holder,
+        await psycopg.AsyncConnection.connect(db_url, autocommit=True) as watcher,
+    ):
+        await holder.execute("LOCK TABLE job_events IN EXCLUSIVE MODE")
+        running_batch = asyncio.create_task(  # noqa: RUF006 (kept: cancelled and awaited below)
+            async_store.enqueue_batch([NewJob(type="t") for _ in range(300)])
+        )
+
+        async def waiting_on_the_lock() -> bool:
+            row = await (
+                await watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE wait_event_type = 'Lock' AND query LIKE '%job_events%'"
+                )
+            ).fetchone()
+            return row is not None and row[0] == 1
+
+        await eventually(waiting_on_the_lock)
+        running_batch.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running_batch
+        await holder.rollback()
+    assert count_rows(db_url) == 0
+    assert count_rows(db_url, "job_events") == 0
+    made = await async_store.enqueue_batch([NewJob(type="t") for _ in range(3)])
+    assert count_rows(db_url) == count_rows(db_url, "job_events") == len(made) == 3
+
+
 async def test_a_batch_across_copy_chunks_and_slices_stores_each_job_and_one_event(
     store: Store, db_url: str
 ) -> None:

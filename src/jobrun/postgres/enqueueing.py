@@ -272,12 +272,13 @@ class EnqueueMethods(StoreCore):
         statement to end before raising, so the transaction can roll back.
         """
         running = asyncio.ensure_future(statement)
-        await asyncio.sleep(0)
         try:
+            await asyncio.sleep(0)
             prepared = self._prepare(jobs)
         except BaseException:
-            # The refusal is what the caller needs; the statement's own outcome
-            # no longer matters (the transaction rolls back).
+            # The refusal (or the cancellation) is what the caller needs; the
+            # statement's own outcome no longer matters, as the transaction
+            # rolls back, but it must end before the rollback is sent.
             with contextlib.suppress(Exception):
                 await running
             raise
