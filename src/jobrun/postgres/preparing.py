@@ -122,7 +122,7 @@ def prepare_jobs(
     max_payload_bytes: int,
     job_types: Collection[str] | None = None,
 ) -> list[PreparedJob]:
-    """Validate every job before anything is written; the first bad one raises InvalidJob.
+    """Validate every job before any job's row is sent; the first bad one raises InvalidJob.
 
     With ``job_types`` (a registry's), a job of any other type is refused too.
     """
