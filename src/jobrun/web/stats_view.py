@@ -17,6 +17,7 @@ from jobrun.domain import Histogram, OutcomeCounts, StatsPoint, StatsWindow, Typ
 from jobrun.ports import StatsReader
 
 __all__ = [
+    "CONSISTENT_READS",
     "LAGGING_AFTER",
     "PERCENTILES",
     "StatsView",
@@ -27,6 +28,9 @@ __all__ = [
 
 PERCENTILES = (50, 95, 99)
 """The percentiles of queue wait and run time the tables show."""
+
+CONSISTENT_READS = 3
+"""How many times a view reads its series and totals, at most, to find them agreeing."""
 
 LAGGING_AFTER = timedelta(minutes=1)
 """How old the oldest event not yet rolled up may be before the charts say they lag:
@@ -150,13 +154,20 @@ async def stats_view(
     start = first_step(now, window)
     count = int(window.span / window.step)
     steps = [start + i * window.step for i in range(count)]
-    found = {p.at: p for p in await store.stats_series(start, window.step, queue=queue)}
+    # The series and the totals are two statements. A fold landing between them
+    # would show totals the series lacks, so the series is read again after the
+    # totals, and both again when it moved (folds are seconds apart).
+    for _ in range(CONSISTENT_READS):
+        series = await store.stats_series(start, window.step, queue=queue)
+        by_type = await store.stats_by_type(start, window.step, queue=queue)
+        if await store.stats_series(start, window.step, queue=queue) == series:
+            break
+    found = {p.at: p for p in series}
     empty = Histogram.of(None)
     points = [
         found.get(at) or StatsPoint(at=at, outcomes=OutcomeCounts(), wait=empty, run=empty)
         for at in steps
     ]
-    by_type = await store.stats_by_type(start, window.step, queue=queue)
     return StatsView(
         window=window,
         queue=queue,
