@@ -371,12 +371,12 @@ def split_batch(prepared: Sequence[PreparedJob]) -> tuple[list[int], list[int], 
     plain, keyed, unique = [], [], []
     for i, item in enumerate(prepared):
         job = item.job
-        if job.unique is not None or job.depends_on or job.concurrency_key is not None:
-            unique.append(i)
-        elif job.idempotency_key is not None:
-            keyed.append(i)
-        else:
+        if is_plain(job):
             plain.append(i)
+        elif job.unique is not None or job.depends_on or job.concurrency_key is not None:
+            unique.append(i)
+        else:
+            keyed.append(i)
     return plain, keyed, unique
 
 
