@@ -145,6 +145,41 @@ def test_payload_nested_5000_levels_is_invalid_job_not_recursion_error() -> None
         encode_payload("t", nested(5000), MAX_BYTES)
 
 
+def test_a_payload_that_holds_itself_is_invalid_job_naming_the_depth() -> None:
+    # The store's encoder keeps no circular-reference markers: a cycle is
+    # reported as what it is to jsonb, nesting without end.
+    cyclic: dict[str, Any] = {"a": [1]}
+    cyclic["a"].append(cyclic)
+    with pytest.raises(InvalidJob, match=r"payload of job type 't' is refused: .*nested more"):
+        encode_payload("t", cyclic, MAX_BYTES)
+
+
+# Text jsonb stores: no NUL, no surrogate (those are refused, tested above).
+_stored_text = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"))
+_json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _stored_text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_stored_text, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(_json_values)
+def test_the_store_encodes_a_payload_as_the_public_json_encoder_does(value: Any) -> None:
+    public = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    assert encode_payload("t", value, 1 << 30) == public
+
+
+def test_non_json_values_are_refused_as_the_public_encoder_refuses_them() -> None:
+    with pytest.raises(InvalidJob, match="not valid JSON: Out of range float"):
+        encode_payload("t", {"x": float("inf")}, MAX_BYTES)
+    with pytest.raises(InvalidJob, match="not valid JSON: Object of type set"):
+        encode_payload("t", [{1}], MAX_BYTES)
+
+
 def test_new_job_with_a_5000_level_payload_names_the_limit() -> None:
     with pytest.raises(InvalidJob) as info:
         NewJob(type="t", payload=nested(5000))

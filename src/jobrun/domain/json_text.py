@@ -9,6 +9,7 @@ a size limit in bytes.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from jobrun.domain.rules import MAX_PAYLOAD_DEPTH, payload_problem
@@ -19,6 +20,40 @@ __all__ = ["encode_payload"]
 # One encoder for every payload: json.dumps with options builds a new encoder
 # per call, a measurable share of a batch's per-job cost.
 _PAYLOAD_ENCODER = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+
+
+def _direct_encoder() -> Callable[[Any], str]:
+    """The C encoder the JSONEncoder above builds afresh on every call, built once.
+
+    ``JSONEncoder.encode`` makes a new C encoder object per call, which costs
+    more than encoding a small payload does. ``json.encoder.c_make_encoder``
+    is the stdlib's own, the one ``encode`` itself uses (its arguments
+    unchanged since Python 2.7, though it is not in ``__all__``); where it is
+    missing, or its output differs from the public encoder's on a probe, the
+    public encoder serves instead.
+
+    It keeps no table of circular-reference markers: a shared one would be
+    left dirty by a failed encoding and is not safe across threads. A cycle
+    then ends as a RecursionError, which :func:`encode_payload` reports as
+    nesting too deep.
+    """
+    public = _PAYLOAD_ENCODER.encode
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return public
+    chunks = make(
+        None, _PAYLOAD_ENCODER.default, json.encoder.encode_basestring,
+        None, ":", ",", False, False, False,
+    )  # fmt: skip
+
+    def encode(value: Any) -> str:
+        return "".join(chunks(value, 0))
+
+    probe = {"a": [1, 2.5, None, True, "é\n\u2028"], "b": {"c": -0.0}}
+    return encode if encode(probe) == public(probe) else public
+
+
+_encode = _direct_encoder()
 
 
 def encode_payload(job_type: str, payload: Any, max_bytes: int, what: str = "payload") -> str:
@@ -34,7 +69,7 @@ def encode_payload(job_type: str, payload: Any, max_bytes: int, what: str = "pay
     clean payload costs one encoding and a few scans of its text.
     """
     try:
-        text = _PAYLOAD_ENCODER.encode(payload)
+        text = _encode(payload)
         # Strict UTF-8 fails on exactly the surrogate code points, paired or
         # lone: a Python string holding one is not text PostgreSQL can store.
         # isascii() reads a flag, so ASCII text (the usual case) skips the pass.
