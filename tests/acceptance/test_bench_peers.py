@@ -158,13 +158,14 @@ def test_bench_mechanisms_compares_each_mechanism_in_pairs(pg_admin_url: str) ->
         "control: enqueue_batch of 1,000, A/A",
         "one_exchange: single enqueue", "one_exchange: no-op drain",
         "copy_rows: enqueue_batch of 1,000", "copy_slices: enqueue_batch of 1,000",
-        "events_first: enqueue_batch of 1,000", "gc_tuning: no-op drain",
+        "events_first: enqueue_batch of 1,000", "payload_encoder: enqueue_batch of 1,000",
+        "gc_tuning: no-op drain",
         "gc_tuning: enqueue_batch of 1,000",
         "claim_ahead: no-op drain", "handoff: idle worker, enqueue to handler entry",
     ):  # fmt: skip
         assert f"\n{name}: A = as is, B = " in result.stdout, (name, result.stdout)
     medians = [ln for ln in result.stdout.splitlines() if "B/A median" in ln]
-    assert len(medians) == 23, result.stdout  # two metrics per sample, one for the wake-up
+    assert len(medians) == 25, result.stdout  # two metrics per sample, one for the wake-up
     with psycopg.connect(pg_admin_url) as conn:
         left = conn.execute(
             "SELECT count(*) FROM pg_database WHERE datname LIKE 'jobrun_mech_%'"
