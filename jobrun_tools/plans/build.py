@@ -35,7 +35,7 @@ from typing import Any
 
 import psycopg
 
-from jobrun.postgres.migrate import Migration, load_migrations
+from jobrun.postgres.goose_files import Migration, load_migrations
 from jobrun.sqlc import goose as goose_queries
 from jobrun.sqlc import system as system_queries
 from jobrun.testing.databases import create_database, drop_database

@@ -23,7 +23,7 @@ from typing import Any
 
 import psycopg
 
-from jobrun.postgres.migrate import Migration
+from jobrun.postgres.goose_files import Migration
 from jobrun.sqlc import goose as goose_queries
 from jobrun_tools.sqlc import review as review_queries
 

@@ -18,10 +18,21 @@ from psycopg.conninfo import conninfo_to_dict
 
 from jobrun.config import Config
 from jobrun.domain import JobState, NewJob, NewSchedule, SchedulePatch
-from jobrun.errors import DatabaseUnavailable, InvalidSchedule, PoolExhausted, SchemaMissing
+from jobrun.errors import (
+    DatabaseUnavailable,
+    InvalidSchedule,
+    MigrationError,
+    PoolExhausted,
+    SchemaMissing,
+)
 from jobrun.outages import process_outages
 from jobrun.postgres import Pool, SyncProducer, open_pool
-from jobrun.postgres.migrate import check_schema, default_migrations_source
+from jobrun.postgres.goose_files import (
+    default_migrations_source,
+    load_migrations,
+    migration_versions,
+)
+from jobrun.postgres.migrate import check_schema
 from jobrun.postgres.store import Store
 from jobrun.registry import JobContext, Registry
 from jobrun.testing import eventually
@@ -62,6 +73,17 @@ async def test_check_schema_names_migrations_not_yet_applied(pool: Pool, tmp_pat
     with pytest.raises(SchemaMissing, match="99999") as info:
         await check_schema(pool, source=tmp_path)
     assert info.value.pending == (99999,)
+
+
+def test_migration_versions_are_the_parsed_migrations_versions(tmp_path: Path) -> None:
+    assert migration_versions() == [m.version for m in load_migrations()]
+    (tmp_path / "00007_seven.sql").write_text("not even SQL")
+    (tmp_path / "00003_three.sql").write_text("-- +goose Up\nSELECT 1;\n")
+    (tmp_path / "notes.txt").write_text("not a migration")
+    assert migration_versions(tmp_path) == [3, 7]  # names only: contents are migrate's concern
+    (tmp_path / "draft.sql").write_text("-- +goose Up\nSELECT 1;\n")
+    with pytest.raises(MigrationError, match=r"draft\.sql: a migration file name must look like"):
+        migration_versions(tmp_path)
 
 
 async def test_check_schema_survives_a_pooled_connection_the_server_dropped(db_url: str) -> None:

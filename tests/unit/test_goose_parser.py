@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from jobrun.errors import MigrationError
-from jobrun.postgres.migrate import load_migrations, parse_migration
+from jobrun.postgres.goose_files import load_migrations, parse_migration
 
 
 def test_up_and_down_sections_split_into_statements() -> None:

@@ -9,15 +9,9 @@ from __future__ import annotations
 
 from jobrun.postgres.embedded import default_embedded_dir, embedded_database_url
 from jobrun.postgres.finished import FinishWatcher
+from jobrun.postgres.goose_files import Migration, load_migrations, parse_migration
 from jobrun.postgres.lock import AdvisoryLock, AdvisoryLocker, lock_keys
-from jobrun.postgres.migrate import (
-    Migration,
-    MigrationStatus,
-    load_migrations,
-    migrate,
-    migration_status,
-    parse_migration,
-)
+from jobrun.postgres.migrate import MigrationStatus, migrate, migration_status
 from jobrun.postgres.notify import Notifier
 from jobrun.postgres.pool import (
     Pool,
