@@ -309,10 +309,11 @@ def migration_versions(source: Traversable | Path | None = None) -> list[int]:
     """The versions of the ``*.sql`` migrations in ``source`` (default: jobrun's own), read
     from their file names alone.
 
-    What :func:`~jobrun.postgres.migrate.check_schema` compares with the database. Reading the names
-    costs microseconds; parsing every file (:func:`load_migrations`) costs
-    milliseconds, which each readiness probe would take from a running
-    worker's event loop. A badly named file raises MigrationError here too.
+    What :func:`~jobrun.postgres.migrate.check_schema` compares with the
+    database. Reading the names costs microseconds; parsing every file
+    (:func:`load_migrations`) costs milliseconds, which each readiness probe
+    would take from a running worker's event loop. A badly named file raises
+    MigrationError here too.
     """
     root = default_migrations_source() if source is None else source
     return sorted(
