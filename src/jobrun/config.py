@@ -212,8 +212,10 @@ class Config(BaseSettings):
     """While a worker runs, and while a client's ``enqueue_batch`` runs, CPython's
     young-generation collection threshold is raised to at least this many allocations
     (the interpreter's default, 700, had the cyclic collector take a sixth of a busy
-    worker's time, and a fifth of a batch enqueue's); put back when it ends. None
-    (``JOBRUN_GC_YOUNG_THRESHOLD=off``): leave the collector alone."""
+    worker's time, and a fifth of a batch enqueue's); put back when it ends. A worker
+    raises it to at least 40 per slot of its ``concurrency`` too, as its jobs in flight
+    hold that many objects. None (``JOBRUN_GC_YOUNG_THRESHOLD=off``): leave the
+    collector alone."""
     metrics_port: Annotated[int | None, BeforeValidator(_off)] = Field(default=None, ge=0, le=65535)
     """Count jobs for Prometheus and serve /metrics, /healthz, /readyz on this port while
     a worker runs (0: any free port); needs the ``jobrun[metrics]`` extra. None: off."""

@@ -232,9 +232,18 @@ def test_config_replace_validates_the_change() -> None:
         config.replace(concurrency=-1)
 
 
-@pytest.mark.parametrize(("setting", "seen"), [(None, 700), (10_000, 10_000), (25_000, 25_000)])
+@pytest.mark.parametrize(
+    ("setting", "concurrency", "seen"),
+    [
+        (None, 100, 700),
+        (10_000, 100, 10_000),
+        (25_000, 100, 25_000),
+        (10_000, 1000, 40_000),  # 40 per slot: the jobs in flight alone would fill 10,000
+        (None, 1000, 700),
+    ],
+)
 async def test_run_worker_raises_the_collector_threshold_while_it_runs(
-    db_url: str, setting: int | None, seen: int
+    db_url: str, setting: int | None, concurrency: int, seen: int
 ) -> None:
     # The worker's collector tuning, as a user's process meets it: raised
     # while handlers run, the process's own thresholds back once it stops.
@@ -248,7 +257,9 @@ async def test_run_worker_raises_the_collector_threshold_while_it_runs(
     before = gc.get_threshold()
     gc.set_threshold(700, 10, 10)
     try:
-        async with Client(registry, database_url=db_url, gc_young_threshold=setting) as client:
+        async with Client(
+            registry, database_url=db_url, gc_young_threshold=setting, concurrency=concurrency
+        ) as client:
             await client.enqueue_batch([NewJob(type="look") for _ in range(3)])
             stats = await asyncio.wait_for(client.run_worker(drain=True), 60)
             assert stats.jobs == 3

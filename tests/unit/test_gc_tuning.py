@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from jobrun._gc_tuning import young_threshold_raised
+from jobrun._gc_tuning import OBJECTS_PER_SLOT, threshold_for_worker, young_threshold_raised
 
 
 @pytest.fixture(autouse=True)
@@ -88,3 +88,11 @@ def test_a_raising_block_still_restores() -> None:
     with pytest.raises(RuntimeError), young_threshold_raised(10_000):
         raise RuntimeError("boom")
     assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_a_worker_raises_the_threshold_per_slot_when_its_slots_would_fill_it() -> None:
+    assert threshold_for_worker(10_000, 100) == 10_000
+    assert threshold_for_worker(10_000, 10_000 // OBJECTS_PER_SLOT) == 10_000
+    assert threshold_for_worker(10_000, 1000) == 1000 * OBJECTS_PER_SLOT
+    assert threshold_for_worker(100_000, 1000) == 100_000
+    assert threshold_for_worker(None, 1000) is None  # off stays off

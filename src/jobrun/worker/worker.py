@@ -51,7 +51,7 @@ import signal
 import socket
 from typing import Any
 
-from jobrun._gc_tuning import young_threshold_raised
+from jobrun._gc_tuning import threshold_for_worker, young_threshold_raised
 from jobrun.config import DEFAULT_CLAIM_AHEAD, Config
 from jobrun.domain import Job, Outcome, OutcomeKind
 from jobrun.errors import ConfigurationError, UsageError
@@ -97,8 +97,9 @@ class Worker:
     outcome and every reap (metrics). With ``config.handoff`` and a dispatcher
     that can deliver them, enqueues lease jobs straight to its free slots
     (:mod:`jobrun.worker.handoff`; never in drain mode). While it runs,
-    CPython's young-generation collection threshold is
-    ``config.gc_young_threshold`` (:mod:`jobrun._gc_tuning`).
+    CPython's young-generation collection threshold is at least
+    ``config.gc_young_threshold``, and 40 per slot of its concurrency
+    (:mod:`jobrun._gc_tuning`).
 
     :attr:`signals` tells tests what the worker did (claimed, went idle,
     recorded outcomes), once they turn it on (:mod:`jobrun.worker.signals`).
@@ -232,7 +233,9 @@ class Worker:
         if self._started:
             raise UsageError("a Worker runs once; create a new one")
         self._started = True
-        with young_threshold_raised(self._settings.gc_young_threshold):
+        settings = self._settings
+        threshold = threshold_for_worker(settings.gc_young_threshold, settings.concurrency)
+        with young_threshold_raised(threshold):
             await self._run(stop, drain)
 
     # -- the run ------------------------------------------------------------------------------
