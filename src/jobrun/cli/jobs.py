@@ -31,6 +31,7 @@ from jobrun.cli.rendering import events_table, stdout, when
 from jobrun.domain import (
     SEARCH_ROWS,
     JobFilter,
+    JobPage,
     JobProgress,
     JobState,
     QueueDepth,
@@ -46,6 +47,18 @@ __all__ = ["jobs_app"]
 
 jobs_app = typer.Typer(help="List, inspect, cancel, retry and purge jobs.", no_args_is_help=True)
 app.add_typer(jobs_app, name="jobs")
+
+
+SearchRowsOption = Annotated[
+    int,
+    typer.Option(
+        envvar="JOBRUN_SEARCH_ROWS",
+        show_envvar=True,
+        min=1,
+        help="A search examines at most this many jobs, newest first, then says where it stopped.",
+    ),
+]
+"""``jobs list --search-rows``: how far one search call reads."""
 
 
 @jobs_app.command("list")
@@ -110,16 +123,7 @@ def jobs_list_command(
             help="Search for payloads containing this JSON, e.g. '{\"customer\": 42}'.",
         ),
     ] = None,
-    search_rows: Annotated[
-        int,
-        typer.Option(
-            envvar="JOBRUN_SEARCH_ROWS",
-            show_envvar=True,
-            min=1,
-            help="A search examines at most this many jobs, newest first, then says where "
-            "it stopped.",
-        ),
-    ] = SEARCH_ROWS,
+    search_rows: SearchRowsOption = SEARCH_ROWS,
 ) -> None:
     """List jobs, newest first, or search them (--id, --error, --payload).
 
@@ -133,6 +137,11 @@ def jobs_list_command(
         read_url,
         lambda store: store.list_jobs(flt, limit=limit, cursor=after, search_rows=search_rows),
     )
+    _print_page(page, search_rows)
+
+
+def _print_page(page: JobPage, search_rows: int) -> None:
+    """One page of ``jobs list`` as a table, then how to read the next one."""
     table = Table(title=f"jobs ({len(page.jobs)})")
     # The whole id, however narrow the terminal: a UUIDv7's leading characters
     # are its timestamp, so any cut of it names many jobs at once.

@@ -1,23 +1,22 @@
-"""The Store's enqueue methods: one job, a batch, many jobs alike, and idempotent replays."""
+"""The Store's enqueue methods: one job, a batch, and idempotent replays.
+
+Many jobs alike (``enqueue_many``) are :mod:`jobrun.postgres.bulk_enqueueing`'s.
+"""
 
 from __future__ import annotations
 
 import asyncio  # sync: skip
 import contextlib  # sync: skip
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import Coroutine, Sequence
 from datetime import datetime
-from typing import Any, Unpack
-from uuid import UUID
+from typing import Any
 
 from jobrun._gc_tuning import young_threshold_raised
 from jobrun.domain import (
     EventMode,
     Job,
-    JobOptions,
     JobState,
     NewJob,
-    new_job_id,
-    new_job_ids,
 )
 from jobrun.errors import (
     IdempotencyConflict,
@@ -29,12 +28,11 @@ from jobrun.postgres.convert import (
     job_from_row,
     utc,
 )
-from jobrun.postgres.copyrows import JobCopyEncoder, copy_data, copy_slice
+from jobrun.postgres.copyrows import JobCopyEncoder, copy_slice
 from jobrun.postgres.store_core import (
     COPY_CHUNK,
     COPY_SLICE,
     StoreCore,
-    copy_in,
     copy_stream,
     one_exchange,
 )
@@ -44,7 +42,6 @@ from jobrun.sqlc import events as event_queries
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import locks as lock_queries
 from jobrun.sqlc import models
-from jobrun.sqlc import system as system_queries
 from jobrun.sqlc import unique as unique_queries
 from jobrun.telemetry.tracing import current_trace_meta
 
@@ -283,63 +280,6 @@ class EnqueueMethods(StoreCore):
                 await running
             raise
         return prepared, await running
-
-    async def enqueue_many(
-        self,
-        job_type: str,
-        payloads: Iterable[Any],
-        *,
-        conn: Any | None = None,
-        **options: Unpack[JobOptions],
-    ) -> list[UUID]:
-        """Insert one job of ``job_type`` per payload, alike in all else, in one transaction.
-
-        The bulk path: the shared fields (``queue``, ``priority``,
-        ``max_attempts``, ``backoff``, ``delay`` or ``run_at``, as NewJob
-        takes them) are validated once, each payload as JSON, all before
-        anything is written; the jobs go in by COPY. Returns the new jobs' ids
-        in payload order. With a ``unique`` policy the jobs go through
-        :meth:`enqueue_batch`, one statement each, and a payload whose key
-        another job holds gives that job's id. With ``conn`` the jobs join
-        the caller's transaction.
-        """
-        many = preparing.prepare_many(
-            job_type, payloads, options, self.payload_models, self.max_payload_bytes, self.job_types
-        )
-        if not many.texts:
-            return []
-        if many.template.unique is not None:
-            # Each job's key depends on its payload: one statement per job.
-            alike = [
-                many.template.model_copy(update={"payload": payload, "id": new_job_id()})
-                for payload in many.payloads
-            ]
-            made = await self.enqueue_batch(alike, conn=conn)
-            return [job.id for job in made if isinstance(job, Job)]
-        meta = current_trace_meta()
-        ids = new_job_ids(len(many.texts))
-        async with self._with_tx(conn) as tx:
-            db_now = await system_queries.AsyncQuerier(tx).database_now()
-            assert db_now is not None
-            now = utc(db_now)
-            due = preparing.run_at_of(many.template, now)
-            queries = job_queries.AsyncQuerier(tx)
-            events = event_queries.AsyncQuerier(tx)
-            encoder = JobCopyEncoder(now, meta)
-            job = many.template
-            for start in range(0, len(ids), COPY_CHUNK):
-                chunk = ids[start : start + COPY_CHUNK]
-                texts = many.texts[start : start + COPY_CHUNK]
-                rows = encoder.alike(
-                    chunk, texts, queue=job.queue, job_type=job.type, priority=job.priority,
-                    max_attempts=job.max_attempts, backoff=job.backoff, run_at=due,
-                )  # fmt: skip
-                await copy_in(tx, encoder.statement, copy_data(rows))
-                await events.event_insert_enqueued_many(job_ids=chunk, at=now)
-            await queries.job_notify(channel=self.notify_channel, queue=many.template.queue)
-        if self.observer is not None:
-            self.observer.enqueued(preparing.many_jobs(many, ids, due, now, meta))
-        return ids
 
     async def _copy_plain(
         self,

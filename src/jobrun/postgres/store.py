@@ -37,8 +37,8 @@ Times passed in are database time as read by the caller (``await store.now()``).
 
 from __future__ import annotations
 
+from jobrun.postgres.bulk_enqueueing import BulkEnqueueMethods
 from jobrun.postgres.completing import CompletionMethods
-from jobrun.postgres.enqueueing import EnqueueMethods
 from jobrun.postgres.job_admin import JobAdminMethods
 from jobrun.postgres.leasing import LeaseMethods
 from jobrun.postgres.presence import PresenceMethods
@@ -52,7 +52,7 @@ __all__ = ["DEFAULT_NOTIFY_CHANNEL", "Store"]
 
 
 class Store(
-    EnqueueMethods,
+    BulkEnqueueMethods,
     LeaseMethods,
     CompletionMethods,
     JobAdminMethods,

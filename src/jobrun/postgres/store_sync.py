@@ -44,8 +44,8 @@ Times passed in are database time as read by the caller (``store.now()``).
 
 from __future__ import annotations
 
+from jobrun.postgres.bulk_enqueueing_sync import SyncBulkEnqueueMethods
 from jobrun.postgres.completing_sync import SyncCompletionMethods
-from jobrun.postgres.enqueueing_sync import SyncEnqueueMethods
 from jobrun.postgres.job_admin_sync import SyncJobAdminMethods
 from jobrun.postgres.leasing_sync import SyncLeaseMethods
 from jobrun.postgres.presence_sync import SyncPresenceMethods
@@ -59,7 +59,7 @@ __all__ = ["DEFAULT_NOTIFY_CHANNEL", "SyncStore"]
 
 
 class SyncStore(
-    SyncEnqueueMethods,
+    SyncBulkEnqueueMethods,
     SyncLeaseMethods,
     SyncCompletionMethods,
     SyncJobAdminMethods,
