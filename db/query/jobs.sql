@@ -32,18 +32,22 @@ SELECT * FROM inserted;
 -- final SELECT joins the notifying CTE so that it runs (a SELECT CTE nobody
 -- references is never evaluated), and only when a row was inserted; PostgreSQL
 -- delivers the notification when the statement's transaction commits, after
--- the job is visible. No row: an idempotency-key conflict (read the stored job).
+-- the job is visible. It always returns its row: a job with an idempotency key
+-- is never handed off, so it never comes here (JobInsertQueuedNotify).
+-- offered says whether an idle worker offered a slot for the queue as the
+-- statement began, taken or not: the producer's hint (JobInsertQueuedNotify).
 -- payload_json is the payload's JSON text as the store already encoded it to
 -- validate it, so it is not encoded a second time to be sent (never empty: the
 -- nullif only lets sqlc vet EXPLAIN the query with an empty placeholder). Only the
 -- columns the database decides come back: the store knows every other one, and
 -- decoding the payload and meta it just sent would be wasted work.
 --
--- Handoff (migration 00009): when the caller allows it (a job due now, without
--- an idempotency key, small enough to travel in a notification) and an idle
--- worker offers a slot for the queue, the job is inserted already leased to
--- that worker (attempt 1, handed, for the offer's short lease until the
--- worker confirms it), the claim is recorded, and the whole job goes to the
+-- Handoff (migration 00009): a producer sends this statement only for a job it
+-- may hand off (due now, without an idempotency key, small enough to travel in
+-- a notification), and only while its enqueues to the queue find offers (see
+-- JobInsertQueuedNotify). When an idle worker offers a slot for the queue,
+-- the job is inserted already leased to that worker (attempt 1, handed, for
+-- the offer's short lease until the worker confirms it), the claim is recorded, and the whole job goes to the
 -- worker's channel instead of the queue's wake-up: the worker starts it
 -- without claiming. SKIP LOCKED passes over an offer another enqueue or the
 -- worker's own claim is rewriting. A queue with controls (paused, a
@@ -62,8 +66,7 @@ SELECT * FROM inserted;
 -- goes out instead.
 --
 -- Comments stay out of the statement's body: psycopg caches its parsing of a
--- query only up to 4096 bytes, and this one runs through a cursor on a
--- caller's connection (conn=).
+-- query only up to 4096 bytes, should this one ever run through a cursor.
 WITH job AS (
     SELECT @id::uuid AS id, @queue::text AS queue, @type::text AS type,
            nullif(sqlc.arg('payload_json')::text, '')::jsonb AS payload,
@@ -72,7 +75,6 @@ WITH job AS (
            @backoff_base::interval AS backoff_base, @backoff_max::interval AS backoff_max,
            coalesce(sqlc.narg('run_at')::timestamptz, now() + sqlc.arg('delay')::interval)
                AS run_at,
-           sqlc.narg('idempotency_key')::text AS idempotency_key,
            coalesce(sqlc.narg('meta')::jsonb, '{}'::jsonb) AS meta,
            now() AS created_at
 ), offer AS (
@@ -94,8 +96,7 @@ WITH job AS (
                 'lease_expires_at', job.created_at + candidate.lease,
                 'created_at', job.created_at, 'meta', job.meta)::text AS note
         ) AS handoff
-        WHERE @handoff::boolean
-          AND candidate.slots > 0
+        WHERE candidate.slots > 0
           AND candidate.expires_at > now()
           AND octet_length(candidate.owner) <= 200
           AND octet_length(candidate.channel) <= 63
@@ -114,19 +115,17 @@ WITH job AS (
 ), inserted AS (
     INSERT INTO jobs (
         id, queue, type, payload, priority, max_attempts,
-        backoff_kind, backoff_base, backoff_max, run_at, idempotency_key, meta,
+        backoff_kind, backoff_base, backoff_max, run_at, meta,
         state, attempts, lease_owner, lease_expires_at, handed, created_at
     )
     SELECT job.id, job.queue, job.type, job.payload, job.priority, job.max_attempts,
-           job.backoff_kind, job.backoff_base, job.backoff_max, job.run_at,
-           job.idempotency_key, job.meta,
+           job.backoff_kind, job.backoff_base, job.backoff_max, job.run_at, job.meta,
            CASE WHEN offer.owner IS NULL THEN 'queued' ELSE 'leased' END::job_state,
            CASE WHEN offer.owner IS NULL THEN 0 ELSE 1 END,
            offer.owner, job.created_at + offer.lease, offer.owner IS NOT NULL,
            job.created_at
     FROM job
     LEFT JOIN offer ON true
-    ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, queue, handed, run_at, created_at, lease_owner, lease_expires_at
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
@@ -145,7 +144,53 @@ WITH job AS (
     FROM inserted
     LEFT JOIN offer ON true
 )
-SELECT inserted.run_at, inserted.created_at, inserted.lease_owner, inserted.lease_expires_at
+SELECT inserted.run_at, inserted.created_at, inserted.lease_owner, inserted.lease_expires_at,
+       EXISTS (SELECT FROM worker_offers AS w WHERE w.queue = inserted.queue
+                   AND w.slots > 0 AND w.expires_at > now()) AS offered
+FROM inserted CROSS JOIN notified;
+
+-- name: JobInsertQueuedNotify :one
+-- A single enqueue that is never handed off: JobInsert and the queue's
+-- notification in one statement, without JobInsertNotify's look for an idle
+-- worker's offer. That look costs the server about as much as the rest of the
+-- insert even when no worker offers anything (its scans and locks are set up
+-- on every execution), so a producer sends this statement instead whenever a
+-- handoff is not allowed or its last enqueue to the queue found no offer.
+-- offered says whether an idle worker offers a slot for the queue now: the
+-- producer's hint to look for an offer again next time. No row: an
+-- idempotency-key conflict (read the stored job).
+WITH inserted AS (
+    INSERT INTO jobs (
+        id, queue, type, payload, priority, max_attempts,
+        backoff_kind, backoff_base, backoff_max, run_at, idempotency_key, meta,
+        state, created_at
+    )
+    VALUES (
+        @id::uuid, @queue::text, @type::text,
+        nullif(sqlc.arg('payload_json')::text, '')::jsonb, @priority::smallint,
+        @max_attempts::integer, @backoff_kind::backoff_kind, @backoff_base::interval,
+        @backoff_max::interval,
+        coalesce(sqlc.narg('run_at')::timestamptz, now() + sqlc.arg('delay')::interval),
+        sqlc.narg('idempotency_key')::text, coalesce(sqlc.narg('meta')::jsonb, '{}'::jsonb),
+        'queued', now()
+    )
+    ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING id, queue, run_at, created_at
+), recorded AS (
+    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
+    SELECT inserted.id, inserted.created_at, 'enqueued', NULL::job_state,
+           'queued'::job_state, 0, NULL::text
+    FROM inserted
+), notified AS (
+    SELECT pg_notify(@channel::text, inserted.queue) FROM inserted
+)
+SELECT inserted.run_at, inserted.created_at,
+       EXISTS (
+           SELECT 1 FROM worker_offers
+           WHERE worker_offers.queue = inserted.queue
+             AND worker_offers.slots > 0
+             AND worker_offers.expires_at > now()
+       ) AS offered
 FROM inserted CROSS JOIN notified;
 
 -- name: JobInsertCopy :copyfrom

@@ -45,7 +45,7 @@ def _insert(queue: str, key: str | None) -> jobs.JobInsertParams:
     )
 
 
-def _notify(handoff: bool) -> jobs.JobInsertNotifyParams:
+def _notify() -> jobs.JobInsertNotifyParams:
     return jobs.JobInsertNotifyParams(
         id=_NEW_ID,
         queue="default",
@@ -58,10 +58,27 @@ def _notify(handoff: bool) -> jobs.JobInsertNotifyParams:
         backoff_max=timedelta(hours=1),
         run_at=None,
         delay=timedelta(0),
-        idempotency_key=None,
         meta=None,
-        handoff=handoff,
         record_claim=True,
+        channel="jobrun",
+    )
+
+
+def _queued(queue: str, key: str | None) -> jobs.JobInsertQueuedNotifyParams:
+    return jobs.JobInsertQueuedNotifyParams(
+        id=_NEW_ID,
+        queue=queue,
+        type="sync_account",
+        payload_json='{"account": 42}',
+        priority=0,
+        max_attempts=25,
+        backoff_kind=BackoffKind.EXPONENTIAL,
+        backoff_base=timedelta(seconds=1),
+        backoff_max=timedelta(hours=1),
+        run_at=None,
+        delay=timedelta(0),
+        idempotency_key=key,
+        meta=None,
         channel="jobrun",
     )
 
@@ -229,12 +246,19 @@ def cases(f: Facts) -> dict[str, list[Case]]:
             Case(
                 "handoff",
                 "a job of the default queue, offers standing",
-                lambda g: q.job_insert_notify(params=_notify(True)),
+                lambda g: q.job_insert_notify(params=_notify()),
             ),
+        ],
+        "JobInsertQueuedNotify": [
             Case(
                 "queued",
-                "a job queued without handoff",
-                lambda g: q.job_insert_notify(params=_notify(False)),
+                "a job of the default queue, queued without looking for an offer",
+                lambda g: q.job_insert_queued_notify(params=_queued("default", None)),
+            ),
+            Case(
+                "replay",
+                "a keyed job whose key is taken (the conflict path)",
+                lambda g: q.job_insert_queued_notify(params=_queued("emails", fact.keyed_key)),
             ),
         ],
         "JobInsertUnique": [

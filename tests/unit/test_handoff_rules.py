@@ -61,11 +61,13 @@ def test_the_trace_context_counts_in_bytes_too() -> None:
 
 
 def test_the_single_enqueue_statement_stays_within_psycopgs_parse_cache() -> None:
-    # On a caller's connection (conn=) the statement goes through a psycopg
-    # cursor, which caches its parsing of a query only up to this length and
-    # parses a longer one again on every call (about 0.1 ms of CPU).
+    # On a caller's connection (conn=) the statement (the queued one) goes
+    # through a psycopg cursor, which caches its parsing of a query only up to
+    # this length and parses a longer one again on every call (about 0.1 ms of
+    # CPU). The handoff statement stays within it too.
     from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
 
-    from jobrun.sqlc.jobs import JOB_INSERT_NOTIFY
+    from jobrun.sqlc.jobs import JOB_INSERT_NOTIFY, JOB_INSERT_QUEUED_NOTIFY
 
     assert len(JOB_INSERT_NOTIFY.encode()) <= MAX_CACHED_STATEMENT_LENGTH
+    assert len(JOB_INSERT_QUEUED_NOTIFY.encode()) <= MAX_CACHED_STATEMENT_LENGTH

@@ -75,31 +75,52 @@ class EnqueueMethods(StoreCore):
             # The common path: one statement on an autocommit pooled connection
             # inserts the job and its event and notifies, or hands the job to
             # an idle worker's offer; it commits as it ends.
-            params = preparing.insert_args(
-                item,
-                self.notify_channel,
-                meta,
-                handoff=preparing.handoff_allowed(item, meta),
-                record_claim=self.event_mode is EventMode.ALL,
-            )
             async with self._connection() as pooled:
                 queries = job_queries.AsyncQuerier(one_exchange(pooled))
-                row = await queries.job_insert_notify(params=params)
-                if row is None:
-                    return await self._replay(queries, item, params)
+                hints = self._offer_hints
+                if preparing.handoff_allowed(item, meta) and hints.worth_looking(job.queue):
+                    params = preparing.insert_args(
+                        item,
+                        self.notify_channel,
+                        meta,
+                        record_claim=self.event_mode is EventMode.ALL,
+                    )
+                    handed = await queries.job_insert_notify(params=params)
+                    if handed is None:  # it has no idempotency key to conflict on
+                        raise JobrunError(f"job {job.id} was not inserted")
+                    hints.found(job.queue, handed.offered)
+                    made, fresh = preparing.inserted_job(item, handed, meta), True
+                else:
+                    made, fresh = await self._insert_queued(queries, item, meta)
         else:
             # Never handed off: the caller's transaction may commit long after
             # the lease it would start, or not at all.
-            params = preparing.insert_args(item, self.notify_channel, meta)
             async with self._with_tx(conn) as tx:
                 queries = job_queries.AsyncQuerier(tx)
-                row = await queries.job_insert_notify(params=params)
-                if row is None:
-                    return await self._replay(queries, item, params)
-        made = preparing.inserted_job(item, row, params.meta)
-        if self.observer is not None:
+                made, fresh = await self._insert_queued(queries, item, meta)
+        if fresh and self.observer is not None:
             self.observer.enqueued((made,))
         return made
+
+    async def _insert_queued(
+        self,
+        queries: job_queries.AsyncQuerier,
+        item: preparing.PreparedJob,
+        meta: dict[str, str] | None,
+    ) -> tuple[Job, bool]:
+        """Insert ``item`` queued (never handed off), or find the job its key replays.
+
+        Runs where the caller runs it (a pooled connection, or the caller's
+        transaction); true with the job when it was inserted. The statement
+        also says whether an idle worker offers a slot for the queue now,
+        which the next enqueue's choice of statement follows.
+        """
+        params = preparing.queued_insert_args(item, self.notify_channel, meta)
+        row = await queries.job_insert_queued_notify(params=params)
+        if row is None:
+            return await self._replay(queries, item, params)
+        self._offer_hints.found(item.job.queue, row.offered)
+        return preparing.inserted_job(item, row, meta), True
 
     async def _insert_one_by_one(
         self, tx: Any, item: preparing.PreparedJob, meta: dict[str, str] | None
@@ -158,8 +179,8 @@ class EnqueueMethods(StoreCore):
         self,
         queries: job_queries.AsyncQuerier,
         item: preparing.PreparedJob,
-        params: job_queries.JobInsertNotifyParams,
-    ) -> Job:
+        params: job_queries.JobInsertQueuedNotifyParams,
+    ) -> tuple[Job, bool]:
         """The stored job that ``item``'s insert conflicted with, or ``item`` inserted after all.
 
         Runs where the insert ran (the pooled connection, or the caller's
@@ -170,15 +191,12 @@ class EnqueueMethods(StoreCore):
             queue=job.queue, idempotency_key=job.idempotency_key or ""
         )
         if stored is not None:
-            return preparing.check_replay(item, job_from_row(stored))
+            return preparing.check_replay(item, job_from_row(stored)), False
         # The conflicting row was purged between our insert and read: retry once.
-        row = await queries.job_insert_notify(params=params)
+        row = await queries.job_insert_queued_notify(params=params)
         if row is None:
             raise JobrunError(f"could not insert or read job key {job.idempotency_key}")
-        made = preparing.inserted_job(item, row, params.meta)
-        if self.observer is not None:
-            self.observer.enqueued((made,))
-        return made
+        return preparing.inserted_job(item, row, params.meta), True
 
     async def enqueue_batch(
         self, jobs: Sequence[NewJob], *, conn: Any | None = None

@@ -58,6 +58,7 @@ __all__ = [
     "many_jobs",
     "prepare_jobs",
     "prepare_many",
+    "queued_insert_args",
     "run_at_of",
     "split_batch",
 ]
@@ -269,37 +270,50 @@ def insert_args(
     channel: str,
     meta: dict[str, str] | None = None,
     *,
-    handoff: bool = False,
     record_claim: bool = True,
 ) -> job_queries.JobInsertNotifyParams:
-    """The parameters of the generated ``job_insert_notify`` for one job.
+    """The parameters of the generated ``job_insert_notify`` for one job it may hand off.
 
     ``channel`` is the notification channel; ``meta`` the trace context. The
-    payload goes as the JSON text :func:`prepare_jobs` already encoded.
-    ``handoff`` lets the statement lease the job to an idle worker's offer
-    (see :func:`handoff_allowed`); ``record_claim`` records that claim too.
+    payload goes as the JSON text :func:`prepare_jobs` already encoded. Only
+    for a job :func:`handoff_allowed` passes; ``record_claim`` records the
+    claim of a job handed to an idle worker too.
     """
     return job_queries.JobInsertNotifyParams(
+        **job_columns(item), meta=meta, record_claim=record_claim, channel=channel
+    )
+
+
+def queued_insert_args(
+    item: PreparedJob, channel: str, meta: dict[str, str] | None = None
+) -> job_queries.JobInsertQueuedNotifyParams:
+    """The parameters of the generated ``job_insert_queued_notify`` for one job.
+
+    As :func:`insert_args`, for the statement that never hands a job off.
+    """
+    return job_queries.JobInsertQueuedNotifyParams(
         **job_columns(item),
-        handoff=handoff,
         idempotency_key=item.job.idempotency_key,
         meta=meta,
-        record_claim=record_claim,
         channel=channel,
     )
 
 
 def inserted_job(
-    item: PreparedJob, row: job_queries.JobInsertNotifyRow, meta: dict[str, str] | None
+    item: PreparedJob,
+    row: job_queries.JobInsertNotifyRow | job_queries.JobInsertQueuedNotifyRow,
+    meta: dict[str, str] | None,
 ) -> Job:
-    """The Job ``job_insert_notify`` stored, from the columns it returns.
+    """The Job a single-enqueue statement stored, from the columns it returns.
 
     Every other column is what was sent (or a default), so the payload and
-    meta are not decoded back from the row. A job the statement handed to
-    an idle worker comes back leased to it, as its first attempt.
+    meta are not decoded back from the row. A job ``job_insert_notify``
+    handed to an idle worker comes back leased to it, as its first attempt.
     """
     now = utc(row.created_at)
     made = job_from_new(item.job, item.payload, utc(row.run_at), now, meta)
+    if not isinstance(row, job_queries.JobInsertNotifyRow):
+        return made
     if row.lease_owner is None or row.lease_expires_at is None:
         return made
     return job_handed(made, row.lease_owner, utc(row.lease_expires_at))

@@ -35,6 +35,7 @@ from jobrun.postgres.convert import (
 )
 from jobrun.postgres.copyrows import SIGNATURE, TRAILER
 from jobrun.postgres.errors_map import map_error
+from jobrun.postgres.offer_hints import OfferHints
 from jobrun.postgres.one_exchange import AsyncOneExchangeConnection
 from jobrun.postgres.pool import Pool, database_location
 from jobrun.sqlc import concurrency as concurrency_queries
@@ -134,6 +135,7 @@ class StoreCore:
         self._timeout_setting = f"{max(1, int(commit_timeout.total_seconds() * 1000))}ms"
         self._location = database_location(str(pool.conninfo))
         self._pool_check: Any = None
+        self._offer_hints = OfferHints()
 
     @property
     def pool(self) -> Pool:

@@ -31,6 +31,7 @@ from jobrun.postgres import _base, holders, keyed_jobs, preparing
 from jobrun.postgres.convert import utc
 from jobrun.postgres.copyrows import SIGNATURE, TRAILER
 from jobrun.postgres.errors_map import map_error
+from jobrun.postgres.offer_hints import OfferHints
 from jobrun.postgres.one_exchange import OneExchangeConnection
 from jobrun.postgres.pool import SyncPool, database_location
 from jobrun.sqlc import concurrency as concurrency_queries
@@ -129,6 +130,7 @@ class SyncStoreCore:
         self._timeout_setting = f"{max(1, int(commit_timeout.total_seconds() * 1000))}ms"
         self._location = database_location(str(pool.conninfo))
         self._pool_check: Any = None
+        self._offer_hints = OfferHints()
 
     @property
     def pool(self) -> SyncPool:

@@ -47,7 +47,6 @@ WITH job AS (
            %(backoff_base)s::interval AS backoff_base, %(backoff_max)s::interval AS backoff_max,
            coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval)
                AS run_at,
-           %(idempotency_key)s::text AS idempotency_key,
            coalesce(%(meta)s::jsonb, '{}'::jsonb) AS meta,
            now() AS created_at
 ), offer AS (
@@ -69,8 +68,7 @@ WITH job AS (
                 'lease_expires_at', job.created_at + candidate.lease,
                 'created_at', job.created_at, 'meta', job.meta)::text AS note
         ) AS handoff
-        WHERE %(handoff)s::boolean
-          AND candidate.slots > 0
+        WHERE candidate.slots > 0
           AND candidate.expires_at > now()
           AND octet_length(candidate.owner) <= 200
           AND octet_length(candidate.channel) <= 63
@@ -89,19 +87,17 @@ WITH job AS (
 ), inserted AS (
     INSERT INTO jobs (
         id, queue, type, payload, priority, max_attempts,
-        backoff_kind, backoff_base, backoff_max, run_at, idempotency_key, meta,
+        backoff_kind, backoff_base, backoff_max, run_at, meta,
         state, attempts, lease_owner, lease_expires_at, handed, created_at
     )
     SELECT job.id, job.queue, job.type, job.payload, job.priority, job.max_attempts,
-           job.backoff_kind, job.backoff_base, job.backoff_max, job.run_at,
-           job.idempotency_key, job.meta,
+           job.backoff_kind, job.backoff_base, job.backoff_max, job.run_at, job.meta,
            CASE WHEN offer.owner IS NULL THEN 'queued' ELSE 'leased' END::job_state,
            CASE WHEN offer.owner IS NULL THEN 0 ELSE 1 END,
            offer.owner, job.created_at + offer.lease, offer.owner IS NOT NULL,
            job.created_at
     FROM job
     LEFT JOIN offer ON true
-    ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, queue, handed, run_at, created_at, lease_owner, lease_expires_at
 ), recorded AS (
     INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
@@ -120,7 +116,45 @@ WITH job AS (
     FROM inserted
     LEFT JOIN offer ON true
 )
-SELECT inserted.run_at, inserted.created_at, inserted.lease_owner, inserted.lease_expires_at
+SELECT inserted.run_at, inserted.created_at, inserted.lease_owner, inserted.lease_expires_at,
+       EXISTS (SELECT FROM worker_offers AS w WHERE w.queue = inserted.queue
+                   AND w.slots > 0 AND w.expires_at > now()) AS offered
+FROM inserted CROSS JOIN notified
+"""
+
+JOB_INSERT_QUEUED_NOTIFY = """
+WITH inserted AS (
+    INSERT INTO jobs (
+        id, queue, type, payload, priority, max_attempts,
+        backoff_kind, backoff_base, backoff_max, run_at, idempotency_key, meta,
+        state, created_at
+    )
+    VALUES (
+        %(id)s::uuid, %(queue)s::text, %(type)s::text,
+        nullif(%(payload_json)s::text, '')::jsonb, %(priority)s::smallint,
+        %(max_attempts)s::integer, %(backoff_kind)s::backoff_kind, %(backoff_base)s::interval,
+        %(backoff_max)s::interval,
+        coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval),
+        %(idempotency_key)s::text, coalesce(%(meta)s::jsonb, '{}'::jsonb),
+        'queued', now()
+    )
+    ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING id, queue, run_at, created_at
+), recorded AS (
+    INSERT INTO job_events (job_id, at, kind, from_state, to_state, attempt, owner)
+    SELECT inserted.id, inserted.created_at, 'enqueued', NULL::job_state,
+           'queued'::job_state, 0, NULL::text
+    FROM inserted
+), notified AS (
+    SELECT pg_notify(%(channel)s::text, inserted.queue) FROM inserted
+)
+SELECT inserted.run_at, inserted.created_at,
+       EXISTS (
+           SELECT 1 FROM worker_offers
+           WHERE worker_offers.queue = inserted.queue
+             AND worker_offers.slots > 0
+             AND worker_offers.expires_at > now()
+       ) AS offered
 FROM inserted CROSS JOIN notified
 """
 
@@ -893,9 +927,7 @@ class JobInsertNotifyParams:
     backoff_max: timedelta
     run_at: datetime | None
     delay: timedelta
-    idempotency_key: str | None
     meta: JsonValue | None
-    handoff: bool
     record_claim: bool
     channel: str
 
@@ -907,9 +939,10 @@ class JobInsertNotifyRow(pydantic.BaseModel):
     created_at: datetime
     lease_owner: str | None
     lease_expires_at: datetime | None
+    offered: bool
 
 
-_JOB_INSERT_NOTIFY_ROW_FIELDS = frozenset({'run_at', 'created_at', 'lease_owner', 'lease_expires_at'})
+_JOB_INSERT_NOTIFY_ROW_FIELDS = frozenset({'run_at', 'created_at', 'lease_owner', 'lease_expires_at', 'offered'})
 
 
 def _row_to_job_insert_notify_row(row: Sequence[Any]) -> JobInsertNotifyRow:
@@ -923,9 +956,59 @@ def _row_to_job_insert_notify_row(row: Sequence[Any]) -> JobInsertNotifyRow:
             "created_at": row[1],
             "lease_owner": row[2],
             "lease_expires_at": row[3],
+            "offered": row[4],
         },
     )
     _setattr(obj, "__pydantic_fields_set__", set(_JOB_INSERT_NOTIFY_ROW_FIELDS))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
+@dataclass(slots=True, kw_only=True)
+class JobInsertQueuedNotifyParams:
+    """The parameters of ``JobInsertQueuedNotify``."""
+
+    id: UUID
+    queue: str
+    type: str
+    payload_json: str
+    priority: int
+    max_attempts: int
+    backoff_kind: BackoffKind
+    backoff_base: timedelta
+    backoff_max: timedelta
+    run_at: datetime | None
+    delay: timedelta
+    idempotency_key: str | None
+    meta: JsonValue | None
+    channel: str
+
+
+class JobInsertQueuedNotifyRow(pydantic.BaseModel):
+    """A row returned by ``JobInsertQueuedNotify``."""
+
+    run_at: datetime
+    created_at: datetime
+    offered: bool
+
+
+_JOB_INSERT_QUEUED_NOTIFY_ROW_FIELDS = frozenset({'run_at', 'created_at', 'offered'})
+
+
+def _row_to_job_insert_queued_notify_row(row: Sequence[Any]) -> JobInsertQueuedNotifyRow:
+    """Build a :class:`JobInsertQueuedNotifyRow` from a driver row, without re-validating it."""
+    obj = JobInsertQueuedNotifyRow.__new__(JobInsertQueuedNotifyRow)
+    _setattr(
+        obj,
+        "__dict__",
+        {
+            "run_at": row[0],
+            "created_at": row[1],
+            "offered": row[2],
+        },
+    )
+    _setattr(obj, "__pydantic_fields_set__", set(_JOB_INSERT_QUEUED_NOTIFY_ROW_FIELDS))
     _setattr(obj, "__pydantic_extra__", None)
     _setattr(obj, "__pydantic_private__", None)
     return obj
@@ -1462,18 +1545,22 @@ class AsyncQuerier:
         final SELECT joins the notifying CTE so that it runs (a SELECT CTE nobody
         references is never evaluated), and only when a row was inserted; PostgreSQL
         delivers the notification when the statement's transaction commits, after
-        the job is visible. No row: an idempotency-key conflict (read the stored job).
+        the job is visible. It always returns its row: a job with an idempotency key
+        is never handed off, so it never comes here (JobInsertQueuedNotify).
+        offered says whether an idle worker offered a slot for the queue as the
+        statement began, taken or not: the producer's hint (JobInsertQueuedNotify).
         payload_json is the payload's JSON text as the store already encoded it to
         validate it, so it is not encoded a second time to be sent (never empty: the
         nullif only lets sqlc vet EXPLAIN the query with an empty placeholder). Only the
         columns the database decides come back: the store knows every other one, and
         decoding the payload and meta it just sent would be wasted work.
 
-        Handoff (migration 00009): when the caller allows it (a job due now, without
-        an idempotency key, small enough to travel in a notification) and an idle
-        worker offers a slot for the queue, the job is inserted already leased to
-        that worker (attempt 1, handed, for the offer's short lease until the
-        worker confirms it), the claim is recorded, and the whole job goes to the
+        Handoff (migration 00009): a producer sends this statement only for a job it
+        may hand off (due now, without an idempotency key, small enough to travel in
+        a notification), and only while its enqueues to the queue find offers (see
+        JobInsertQueuedNotify). When an idle worker offers a slot for the queue,
+        the job is inserted already leased to that worker (attempt 1, handed, for
+        the offer's short lease until the worker confirms it), the claim is recorded, and the whole job goes to the
         worker's channel instead of the queue's wake-up: the worker starts it
         without claiming. SKIP LOCKED passes over an offer another enqueue or the
         worker's own claim is rewriting. A queue with controls (paused, a
@@ -1492,8 +1579,7 @@ class AsyncQuerier:
         goes out instead.
 
         Comments stay out of the statement's body: psycopg caches its parsing of a
-        query only up to 4096 bytes, and this one runs through a cursor on a
-        caller's connection (conn=).
+        query only up to 4096 bytes, should this one ever run through a cursor.
 
         Run ``JobInsertNotify``; return its first row, or None.
         """
@@ -1510,9 +1596,7 @@ class AsyncQuerier:
                 "backoff_max": params.backoff_max,
                 "run_at": params.run_at,
                 "delay": params.delay,
-                "idempotency_key": params.idempotency_key,
                 "meta": None if params.meta is None else Jsonb(params.meta),
-                "handoff": params.handoff,
                 "record_claim": params.record_claim,
                 "channel": params.channel,
             })
@@ -1520,6 +1604,45 @@ class AsyncQuerier:
         if _row is None:
             return None
         return _row_to_job_insert_notify_row(_row)
+
+    async def job_insert_queued_notify(
+        self,
+        *,
+        params: JobInsertQueuedNotifyParams,
+    ) -> JobInsertQueuedNotifyRow | None:
+        """A single enqueue that is never handed off: JobInsert and the queue's
+        notification in one statement, without JobInsertNotify's look for an idle
+        worker's offer. That look costs the server about as much as the rest of the
+        insert even when no worker offers anything (its scans and locks are set up
+        on every execution), so a producer sends this statement instead whenever a
+        handoff is not allowed or its last enqueue to the queue found no offer.
+        offered says whether an idle worker offers a slot for the queue now: the
+        producer's hint to look for an offer again next time. No row: an
+        idempotency-key conflict (read the stored job).
+
+        Run ``JobInsertQueuedNotify``; return its first row, or None.
+        """
+        async with self._conn.cursor() as _cur:
+            await _cur.execute(JOB_INSERT_QUEUED_NOTIFY, {
+                "id": params.id,
+                "queue": params.queue,
+                "type": params.type,
+                "payload_json": params.payload_json,
+                "priority": params.priority,
+                "max_attempts": params.max_attempts,
+                "backoff_kind": params.backoff_kind,
+                "backoff_base": params.backoff_base,
+                "backoff_max": params.backoff_max,
+                "run_at": params.run_at,
+                "delay": params.delay,
+                "idempotency_key": params.idempotency_key,
+                "meta": None if params.meta is None else Jsonb(params.meta),
+                "channel": params.channel,
+            })
+            _row = await _cur.fetchone()
+        if _row is None:
+            return None
+        return _row_to_job_insert_queued_notify_row(_row)
 
     async def job_insert_copy(self, *, rows: Iterable[JobInsertCopyParams]) -> int:
         """Insert ``rows`` with ``JobInsertCopy`` through binary COPY; return how many."""
@@ -2031,18 +2154,22 @@ class Querier:
         final SELECT joins the notifying CTE so that it runs (a SELECT CTE nobody
         references is never evaluated), and only when a row was inserted; PostgreSQL
         delivers the notification when the statement's transaction commits, after
-        the job is visible. No row: an idempotency-key conflict (read the stored job).
+        the job is visible. It always returns its row: a job with an idempotency key
+        is never handed off, so it never comes here (JobInsertQueuedNotify).
+        offered says whether an idle worker offered a slot for the queue as the
+        statement began, taken or not: the producer's hint (JobInsertQueuedNotify).
         payload_json is the payload's JSON text as the store already encoded it to
         validate it, so it is not encoded a second time to be sent (never empty: the
         nullif only lets sqlc vet EXPLAIN the query with an empty placeholder). Only the
         columns the database decides come back: the store knows every other one, and
         decoding the payload and meta it just sent would be wasted work.
 
-        Handoff (migration 00009): when the caller allows it (a job due now, without
-        an idempotency key, small enough to travel in a notification) and an idle
-        worker offers a slot for the queue, the job is inserted already leased to
-        that worker (attempt 1, handed, for the offer's short lease until the
-        worker confirms it), the claim is recorded, and the whole job goes to the
+        Handoff (migration 00009): a producer sends this statement only for a job it
+        may hand off (due now, without an idempotency key, small enough to travel in
+        a notification), and only while its enqueues to the queue find offers (see
+        JobInsertQueuedNotify). When an idle worker offers a slot for the queue,
+        the job is inserted already leased to that worker (attempt 1, handed, for
+        the offer's short lease until the worker confirms it), the claim is recorded, and the whole job goes to the
         worker's channel instead of the queue's wake-up: the worker starts it
         without claiming. SKIP LOCKED passes over an offer another enqueue or the
         worker's own claim is rewriting. A queue with controls (paused, a
@@ -2061,8 +2188,7 @@ class Querier:
         goes out instead.
 
         Comments stay out of the statement's body: psycopg caches its parsing of a
-        query only up to 4096 bytes, and this one runs through a cursor on a
-        caller's connection (conn=).
+        query only up to 4096 bytes, should this one ever run through a cursor.
 
         Run ``JobInsertNotify``; return its first row, or None.
         """
@@ -2079,9 +2205,7 @@ class Querier:
                 "backoff_max": params.backoff_max,
                 "run_at": params.run_at,
                 "delay": params.delay,
-                "idempotency_key": params.idempotency_key,
                 "meta": None if params.meta is None else Jsonb(params.meta),
-                "handoff": params.handoff,
                 "record_claim": params.record_claim,
                 "channel": params.channel,
             })
@@ -2089,6 +2213,45 @@ class Querier:
         if _row is None:
             return None
         return _row_to_job_insert_notify_row(_row)
+
+    def job_insert_queued_notify(
+        self,
+        *,
+        params: JobInsertQueuedNotifyParams,
+    ) -> JobInsertQueuedNotifyRow | None:
+        """A single enqueue that is never handed off: JobInsert and the queue's
+        notification in one statement, without JobInsertNotify's look for an idle
+        worker's offer. That look costs the server about as much as the rest of the
+        insert even when no worker offers anything (its scans and locks are set up
+        on every execution), so a producer sends this statement instead whenever a
+        handoff is not allowed or its last enqueue to the queue found no offer.
+        offered says whether an idle worker offers a slot for the queue now: the
+        producer's hint to look for an offer again next time. No row: an
+        idempotency-key conflict (read the stored job).
+
+        Run ``JobInsertQueuedNotify``; return its first row, or None.
+        """
+        with self._conn.cursor() as _cur:
+            _cur.execute(JOB_INSERT_QUEUED_NOTIFY, {
+                "id": params.id,
+                "queue": params.queue,
+                "type": params.type,
+                "payload_json": params.payload_json,
+                "priority": params.priority,
+                "max_attempts": params.max_attempts,
+                "backoff_kind": params.backoff_kind,
+                "backoff_base": params.backoff_base,
+                "backoff_max": params.backoff_max,
+                "run_at": params.run_at,
+                "delay": params.delay,
+                "idempotency_key": params.idempotency_key,
+                "meta": None if params.meta is None else Jsonb(params.meta),
+                "channel": params.channel,
+            })
+            _row = _cur.fetchone()
+        if _row is None:
+            return None
+        return _row_to_job_insert_queued_notify_row(_row)
 
     def job_insert_copy(self, *, rows: Iterable[JobInsertCopyParams]) -> int:
         """Insert ``rows`` with ``JobInsertCopy`` through binary COPY; return how many."""
