@@ -130,33 +130,10 @@ class SyncEnqueueMethods(SyncStoreCore):
                 made = made.model_copy(update={"state": JobState.WAITING})
             return (made, True)
         if not item.job.depends_on:
-            return self._insert_unique(tx, item, meta)
+            return _insert_unique(tx, item, self.notify_channel, meta)
         params = dependents.insert_args(item, self.notify_channel, meta)
         row = dependency_queries.Querier(tx).job_insert_dependent(params=params)
         return (dependents.inserted(item, row, meta), True)
-
-    def _insert_unique(
-        self, tx: Any, item: preparing.PreparedJob, meta: dict[str, str] | None
-    ) -> tuple[Job, bool]:
-        """Insert ``item`` (it has a uniqueness policy) or find the job holding its key.
-
-        Returns the job and whether it is the new one. Runs in ``tx``: a
-        transaction, so a holder that committed while this insert waited is
-        visible to the read that follows.
-        """
-        params = unique_jobs.insert_args(item, self.notify_channel, meta)
-        queries = unique_queries.Querier(tx)
-        for _ in range(unique_jobs.TRIES):
-            row = queries.job_insert_unique(params=params)
-            if row is not None:
-                now = utc(row.created_at)
-                return (job_from_new(item.job, item.payload, utc(row.run_at), now, meta), True)
-            holder = queries.job_get_unique_holder(
-                unique_base=params.unique_base, period=params.period
-            )
-            if holder is not None:
-                return (job_from_row(holder), False)
-        raise JobrunError(f"could not insert or find the holder of job {item.job.id}'s unique key")
 
     def _replay(
         self,
@@ -313,3 +290,25 @@ class SyncEnqueueMethods(SyncStoreCore):
                 prepared, chunk, new_ids, stored, now, results, meta
             )
         return inserted
+
+
+def _insert_unique(
+    tx: Any, item: preparing.PreparedJob, channel: str, meta: dict[str, str] | None
+) -> tuple[Job, bool]:
+    """Insert ``item`` (it has a uniqueness policy) or find the job holding its key.
+
+    Returns the job and whether it is the new one. Runs in ``tx``: a
+    transaction, so a holder that committed while this insert waited is
+    visible to the read that follows. ``channel`` is the notification channel.
+    """
+    params = unique_jobs.insert_args(item, channel, meta)
+    queries = unique_queries.Querier(tx)
+    for _ in range(unique_jobs.TRIES):
+        row = queries.job_insert_unique(params=params)
+        if row is not None:
+            now = utc(row.created_at)
+            return (job_from_new(item.job, item.payload, utc(row.run_at), now, meta), True)
+        holder = queries.job_get_unique_holder(unique_base=params.unique_base, period=params.period)
+        if holder is not None:
+            return (job_from_row(holder), False)
+    raise JobrunError(f"could not insert or find the holder of job {item.job.id}'s unique key")
