@@ -146,6 +146,46 @@ def test_the_api_takes_a_percent_encoded_queue_name_with_a_slash(
     assert "a,b" not in queues(db_url)
 
 
+def test_a_url_holding_a_nul_or_bytes_that_are_not_utf8_is_refused_with_400_and_changes_nothing(
+    db_url: str, web: httpx.Client
+) -> None:
+    with_client(
+        db_url,
+        lambda c: c.store.create_schedule(
+            NewSchedule(name="tick", type="t", every=timedelta(minutes=5))
+        ),
+    )
+    before_queues, before_schedules = queues(db_url), schedules(db_url)
+    h = {"X-CSRF-Token": web.get("/api/csrf").json()["token"]}
+    posts = [
+        f"/api/schedules/{name}/{verb}"
+        for name in ("%00", "a%00b")
+        for verb in ("pause", "resume", "run-now", "delete")
+    ]
+    # %FF is no UTF-8 at all, %C0%AE an overlong ".", %ED%A0%80 a lone surrogate.
+    posts += [f"/api/queues/{name}/pause" for name in ("%FF", "%C0%AE%C0%AE", "%ED%A0%80")]
+    for path in posts:
+        refused = web.post(path, json={}, headers=h)
+        assert refused.status_code == 400, (path, refused.status_code, refused.text)
+        assert refused.json()["error"].startswith("the URL's path"), (path, refused.text)
+    page = web.get("/schedules")
+    form = submit(web, page, "/schedules/%00/pause")
+    assert form.status_code == 400 and "NUL" in form.text, form.text
+    reads = [
+        "/api/stats?window=hour&queue=%00",
+        "/stats?queue=%00",
+        "/api/schedules?after=%00",
+        "/schedules?after=%00",
+        "/api/jobs?queue=%FF",
+    ]
+    for path in reads:
+        refused = web.get(path)
+        assert refused.status_code == 400, (path, refused.status_code, refused.text)
+        assert "the URL's query" in refused.text, (path, refused.text)
+    assert queues(db_url) == before_queues
+    assert schedules(db_url) == before_schedules
+
+
 def test_a_schedule_named_like_a_path_is_the_only_one_its_button_changes(
     db_url: str, web: httpx.Client
 ) -> None:

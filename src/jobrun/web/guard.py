@@ -12,6 +12,10 @@ call or action sees the request:
   the controls).
 * The actor: the name every action records (the authenticated user, or
   ``anonymous``, followed by ``via web``).
+* A URL whose path or query, percent-decoded, holds a NUL or is not UTF-8
+  is refused with 400 before anything reads it: no name or filter taken
+  from it could be stored or matched (PostgreSQL text holds neither), and
+  a decoder that replaced the bad bytes would act on a name nobody typed.
 
 Every response also carries headers that keep it out of frames and stop
 content sniffing.
@@ -24,13 +28,22 @@ import binascii
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from jobrun.web.bodies import BadRequest
 
-__all__ = ["CSRF_COOKIE", "CSRF_FIELD", "CSRF_HEADER", "Guard", "actor", "check_action"]
+__all__ = [
+    "CSRF_COOKIE",
+    "CSRF_FIELD",
+    "CSRF_HEADER",
+    "Guard",
+    "actor",
+    "check_action",
+    "url_problem",
+]
 
 CSRF_COOKIE = "jobrun_csrf"
 CSRF_FIELD = "csrf"
@@ -94,7 +107,35 @@ class Guard:
                 message["headers"] = list(message.get("headers", [])) + extra
             await send(message)
 
+        problem = url_problem(scope)
+        if problem is not None:
+            refusal: Response
+            if "/api/" in scope.get("path", ""):
+                refusal = JSONResponse({"error": problem}, status_code=400)
+            else:
+                refusal = PlainTextResponse(problem + "\n", status_code=400)
+            await refusal(scope, receive, send_with_headers)
+            return
         await self.app(scope, receive, send_with_headers)
+
+
+def url_problem(scope: Scope) -> str | None:
+    """Why the request's path or query cannot be read as text, or None.
+
+    Both are checked as sent (``raw_path``, ``query_string``), percent-decoded
+    to bytes: a NUL, or bytes that are not UTF-8 (a lone surrogate's encoding
+    included), are refused by name.
+    """
+    raw_path = scope.get("raw_path") or str(scope.get("path", "")).encode()
+    for part, raw in (("path", raw_path), ("query", scope.get("query_string") or b"")):
+        decoded = unquote_to_bytes(raw)
+        if b"\x00" in decoded:
+            return f"the URL's {part} must not contain a NUL character (%00)"
+        try:
+            decoded.decode("utf-8")
+        except UnicodeDecodeError:
+            return f"the URL's {part} is not UTF-8 text once percent-decoded"
+    return None
 
 
 def check_action(request: Request, read_only: bool, form: Mapping[str, Any] | None = None) -> None:
