@@ -50,6 +50,11 @@ def test_enqueue_does_not_read_the_workers_queue_list(db_url: str) -> None:
             ["schedules", "add", "s", "--type", "t", "--every", "1m", "--queue", "a,b"],
             "must not contain ','",
         ),
+        # A schedule is named in the dashboard's URLs too: a browser removes
+        # "." and ".." segments, so its buttons could never reach it.
+        (["schedules", "add", "..", "--type", "t", "--every", "1m"], "must not be '..'"),
+        (["schedules", "add", ".", "--type", "t", "--every", "1m"], "must not be '.'"),
+        (["schedules", "add", "ctl\x01", "--type", "t", "--every", "1m"], "control or format"),
     ],
 )
 def test_a_queue_name_that_reads_as_a_list_is_refused_everywhere(

@@ -34,6 +34,7 @@ __all__ = [
     "payload_problem",
     "queue_name_problem",
     "run_at_problem",
+    "schedule_name_problem",
     "text_problem",
 ]
 
@@ -222,4 +223,23 @@ def _queue_name_problem(name: str) -> str | None:
             )
         if unicodedata.category(char) in ("Cc", "Cf"):
             return f"queue name {name!r} must not contain a control or format character"
+    return None
+
+
+def schedule_name_problem(name: str) -> str | None:
+    """Why a new schedule may not be named ``name``, or None (its length aside).
+
+    A schedule is named in the dashboard's URLs as a queue is, and on its
+    pages and in log lines: ``.`` and ``..`` are refused, and control or
+    format characters, for the reasons :func:`queue_name_problem` gives.
+    Whitespace and commas stay allowed (schedule names are never listed in
+    one value). Schedules stored before this rule keep their names.
+    """
+    problem = text_problem("schedule name", name)
+    if problem is not None:
+        return problem
+    if name in (".", ".."):
+        return f"schedule name must not be {name!r}: a URL cannot hold it as a path segment"
+    if any(unicodedata.category(char) in ("Cc", "Cf") for char in name):
+        return f"schedule name {name!r} must not contain a control or format character"
     return None

@@ -30,6 +30,7 @@ from jobrun.domain.rules import (
     MAX_ATTEMPTS_LIMIT,
     MAX_PRIORITY,
     MIN_PRIORITY,
+    schedule_name_problem,
 )
 from jobrun.errors import InvalidSchedule, JobrunError
 
@@ -71,6 +72,14 @@ class NewSchedule(InputModel):
     @classmethod
     def _text(cls, value: str | None, info: ValidationInfo) -> str | None:
         return checked_text(value, info)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        problem = schedule_name_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="after")
     def _one_trigger(self) -> NewSchedule:
