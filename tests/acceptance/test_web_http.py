@@ -11,6 +11,9 @@ from __future__ import annotations
 import asyncio
 import html
 import re
+import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -739,3 +742,26 @@ def test_schedules_come_in_keyset_pages_on_the_page_and_in_the_api(
     assert len(web.get("/api/schedules").json()) == 250  # within the default limit, 500
     bad = web.get("/api/schedules", params={"limit": "ten"})
     assert bad.status_code == 400 and bad.json() == {"error": "limit must be a whole number"}
+
+
+def test_sigterm_stops_the_dashboard_cleanly_and_a_taken_port_is_one_error(db_url: str) -> None:
+    proc, url = serve(db_url)
+    port = url.rsplit(":", 1)[1]
+    try:
+        # The port is taken by the first dashboard: the second says so once and
+        # never claims to serve.
+        taken = subprocess.run(
+            [sys.executable, "-m", "jobrun", "web", "--database-url", db_url, "--port", port],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert taken.returncode == 2, (taken.stdout, taken.stderr)
+        assert taken.stderr.strip() == (
+            f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
+        ), taken.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    # A service manager's stop: uvicorn would re-raise SIGTERM after its
+    # shutdown and the process would end with 143, as if killed.
+    assert proc.returncode == 0, err
+    assert err.strip().splitlines()[-1] == "jobrun web: stopped", err

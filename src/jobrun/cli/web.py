@@ -11,8 +11,13 @@ on screen and in the service's log without further setup.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib
 import ipaddress
+import os
+import signal
+import socket
 from typing import Annotated, Any
 
 import typer
@@ -53,6 +58,36 @@ def _load(name: str) -> Any:
         if missing in {"starlette", "jinja2", "uvicorn", "multipart", "python_multipart"}:
             raise fail(f"the dashboard needs the {missing} package: {WEB_EXTRA}") from None
         raise
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The dashboard's listening socket, bound before anything else starts.
+
+    A port already taken is then one ``error:`` line (exit 2) before the
+    command says it serves anything, and ``--port 0`` reports the port the
+    system chose.
+    """
+    address = host.strip("[]")
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    try:
+        return socket.create_server((address, port), family=family)
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise fail(f"cannot listen on {host}:{port}: {reason}") from None
+
+
+def _stop_on_signals(server: Any) -> None:
+    """SIGTERM and SIGINT stop ``server`` gracefully and the command exits 0.
+
+    uvicorn's own handlers raise the signal again once it has shut down, so
+    a service manager's SIGTERM would end the process with status 143, as if
+    it had been killed; the first signal asks uvicorn to stop, a second one
+    makes it stop at once (its own rule).
+    """
+    server.capture_signals = contextlib.nullcontext
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, server.handle_exit, sig, None)
 
 
 @app.command()
@@ -116,6 +151,7 @@ def web(
     setup_logging(log_level, log_format)
     web_app = _load("jobrun.web")
     uvicorn = _load("uvicorn")
+    listening = _listen(host, port)
 
     async def serve(client: Client) -> None:
         dashboard = web_app.create_app(
@@ -123,9 +159,12 @@ def web(
         )
         config = uvicorn.Config(dashboard, host=host, port=port, log_level="warning")
         server = uvicorn.Server(config)
+        _stop_on_signals(server)
         mode = " (read-only)" if read_only else ""
-        typer.echo(f"jobrun web: serving on http://{host}:{port}/{mode}", err=True)
-        await server.serve()
+        bound = listening.getsockname()[1]
+        typer.echo(f"jobrun web: serving on http://{host}:{bound}/{mode}", err=True)
+        await server.serve(sockets=[listening])
+        typer.echo("jobrun web: stopped", err=True)
 
     replica: dict[str, Any] = {} if read_url is None else {"read_url": read_url}
     run_with_client(database_url, serve, concurrency=1, **replica)
