@@ -741,7 +741,9 @@ def test_schedules_come_in_keyset_pages_on_the_page_and_in_the_api(
     assert [s["name"] for s in rest] == names[120:]
     assert len(web.get("/api/schedules").json()) == 250  # within the default limit, 500
     bad = web.get("/api/schedules", params={"limit": "ten"})
-    assert bad.status_code == 400 and bad.json() == {"error": "limit must be a whole number"}
+    assert bad.status_code == 400 and bad.json() == {
+        "error": "limit must be a whole number, not 'ten'"
+    }
 
 
 def test_sigterm_stops_the_dashboard_cleanly_and_a_taken_port_is_one_error(db_url: str) -> None:
@@ -765,3 +767,14 @@ def test_sigterm_stops_the_dashboard_cleanly_and_a_taken_port_is_one_error(db_ur
     # shutdown and the process would end with 143, as if killed.
     assert proc.returncode == 0, err
     assert err.strip().splitlines()[-1] == "jobrun web: stopped", err
+
+
+def test_api_reads_name_the_parameter_or_id_they_cannot_use(web: httpx.Client) -> None:
+    for path, field in (("/api/jobs?limit=abc", "limit"), ("/api/schedules?limit=abc", "limit")):
+        refused = web.get(path)
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"] == f"{field} must be a whole number, not 'abc'"
+    for path in ("/api/jobs/notauuid", "/api/workflows/notauuid"):
+        missing = web.get(path)
+        assert missing.status_code == 404, missing.text
+        assert missing.json()["error"] == "'notauuid' is not a job id (a UUID)"

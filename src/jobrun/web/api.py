@@ -55,7 +55,7 @@ async def jobs(dash: Dashboard, request: Request) -> Response:
     params = request.query_params
     try:
         flt, cursor = listing(params)
-        limit = min(max(int(params.get("limit", "50")), 1), 500)
+        limit = min(max(_whole_number("limit", params.get("limit", "50")), 1), 500)
     except ValueError as exc:
         return JSONResponse({"error": str(exc)}, status_code=400)
     page = await store.list_jobs(flt, limit=limit, cursor=cursor, search_rows=dash.search_rows)
@@ -70,7 +70,7 @@ async def job(dash: Dashboard, request: Request) -> Response:
     """One job and its events."""
     store = await dash.reader()
     try:
-        found = await store.get(UUID(request.path_params["job_id"]))
+        found = await store.get(_job_id(request.path_params["job_id"]))
     except (JobNotFound, ValueError) as exc:
         return JSONResponse({"error": str(exc)}, status_code=404)
     events = await store.events(found.id)
@@ -97,9 +97,10 @@ async def schedules(dash: Dashboard, request: Request) -> Response:
     store = await dash.reader()
     params = request.query_params
     try:
-        limit = min(max(int(params.get("limit", str(SCHEDULES_LIMIT))), 1), SCHEDULES_LIMIT)
-    except ValueError:
-        return JSONResponse({"error": "limit must be a whole number"}, status_code=400)
+        given = _whole_number("limit", params.get("limit", str(SCHEDULES_LIMIT)))
+    except ValueError as exc:
+        return JSONResponse({"error": str(exc)}, status_code=400)
+    limit = min(max(given, 1), SCHEDULES_LIMIT)
     found = await store.list_schedules(after=params.get("after") or None, limit=limit)
     return _read(dash, [_jsonable(s) for s in found])
 
@@ -123,7 +124,7 @@ async def workflow(dash: Dashboard, request: Request) -> Response:
     """The workflow a job belongs to: its steps by level, its edges, its counts."""
     store = await dash.reader()
     try:
-        found = await store.workflow(UUID(request.path_params["job_id"]))
+        found = await store.workflow(_job_id(request.path_params["job_id"]))
     except (JobNotFound, ValueError) as exc:
         return JSONResponse({"error": str(exc)}, status_code=404)
     return _read(dash, found.as_json())
@@ -155,3 +156,19 @@ def _read(dash: Dashboard, content: Any) -> JSONResponse:
     """A read's answer; when it came from a replica, with :data:`REPLICA_HEADER` saying so."""
     headers = {REPLICA_HEADER: dash.replica_note} if dash.replica_note else None
     return JSONResponse(content, headers=headers)
+
+
+def _whole_number(field: str, text: str) -> int:
+    """``text`` as an int, or ValueError naming ``field`` and what was given."""
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{field} must be a whole number, not {text[:60]!r}") from None
+
+
+def _job_id(text: str) -> UUID:
+    """``text`` as a job id, or ValueError saying it is not one."""
+    try:
+        return UUID(text)
+    except ValueError:
+        raise ValueError(f"{text[:60]!r} is not a job id (a UUID)") from None
