@@ -13,13 +13,12 @@ and the request; :func:`jobrun.web.create_app` binds the dashboard.
 from __future__ import annotations
 
 from typing import Any
-from uuid import UUID
 
 from pydantic import TypeAdapter
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from jobrun.domain import WorkerInfo
+from jobrun.domain import WorkerInfo, parse_job_id
 from jobrun.errors import ConfirmationNeeded, JobNotFound
 from jobrun.web.actions import REFUSALS, Action, refusal_status
 from jobrun.web.bodies import Unconfirmed, job_result, json_body, listing
@@ -70,7 +69,7 @@ async def job(dash: Dashboard, request: Request) -> Response:
     """One job and its events."""
     store = await dash.reader()
     try:
-        found = await store.get(_job_id(request.path_params["job_id"]))
+        found = await store.get(parse_job_id(request.path_params["job_id"]))
     except (JobNotFound, ValueError) as exc:
         return JSONResponse({"error": str(exc)}, status_code=404)
     events = await store.events(found.id)
@@ -124,7 +123,7 @@ async def workflow(dash: Dashboard, request: Request) -> Response:
     """The workflow a job belongs to: its steps by level, its edges, its counts."""
     store = await dash.reader()
     try:
-        found = await store.workflow(_job_id(request.path_params["job_id"]))
+        found = await store.workflow(parse_job_id(request.path_params["job_id"]))
     except (JobNotFound, ValueError) as exc:
         return JSONResponse({"error": str(exc)}, status_code=404)
     return _read(dash, found.as_json())
@@ -164,11 +163,3 @@ def _whole_number(field: str, text: str) -> int:
         return int(text)
     except ValueError:
         raise ValueError(f"{field} must be a whole number, not {text[:60]!r}") from None
-
-
-def _job_id(text: str) -> UUID:
-    """``text`` as a job id, or ValueError saying it is not one."""
-    try:
-        return UUID(text)
-    except ValueError:
-        raise ValueError(f"{text[:60]!r} is not a job id (a UUID)") from None
