@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.acceptance.test_cli import ROOT, jobrun, ok, one_line_error
 
 from jobrun import Client
-from jobrun.domain import DeclaredSet, NewJob, NewSchedule
+from jobrun.domain import DeclaredSet, NewJob, NewSchedule, WorkerReport
 from jobrun.testing import eventually_sync
 
 
@@ -109,3 +109,36 @@ def test_queues_drain_wait_returns_once_the_last_running_job_finished(db_url: st
         proc.communicate()
     assert proc.returncode == 0
     assert rest.strip().splitlines()[-1] == "queue 'mail' paused; drained"
+
+
+def test_a_control_on_a_queue_nothing_uses_is_noted(db_url: str) -> None:
+    async def setup(client: Client) -> None:
+        await client.store.enqueue(NewJob(type="t", queue="emails"))
+        started = datetime.now(UTC)
+        await client.store.worker_seen(
+            WorkerReport(
+                owner="h:1:ab", host="h", pid=1, version="test", queues=("reports/eu",),
+                concurrency=1, beat=timedelta(minutes=1), started_at=started,
+            )
+        )  # fmt: skip
+
+    with_client(db_url, setup)
+    url = ("--database-url", db_url)
+    typo = jobrun("queues", "pause", "emials", *url)
+    assert typo.returncode == 0 and "queue 'emials' paused" in typo.stdout
+    assert typo.stderr.strip() == (
+        "note: no job waits or runs in queue 'emials', no control is set on it"
+        " and no worker serves it; did you mean 'emails'?"
+    )
+    # Once paused, the name holds a control: lifting it draws no note.
+    resumed = jobrun("queues", "resume", "emials", *url)
+    assert resumed.returncode == 0 and resumed.stderr == ""
+    limited = jobrun("queues", "limit", "new/queue", "--concurrency", "2", *url)
+    assert limited.returncode == 0 and limited.stderr.startswith("note: no job waits or runs")
+    assert "did you mean" not in limited.stderr  # nothing in use is close to it
+    drained = jobrun("queues", "drain", "nowhere", *url)
+    assert drained.returncode == 0 and "no worker serves it" in drained.stderr
+    # A queue with jobs, or one a live worker serves, draws no note.
+    for queue in ("emails", "reports/eu"):
+        paused = jobrun("queues", "pause", queue, *url)
+        assert paused.returncode == 0 and paused.stderr == "", paused.stderr

@@ -12,9 +12,11 @@ told how many.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import re
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 from rich.table import Table
@@ -26,7 +28,9 @@ from jobrun.domain import QueueControls, QueueInfo, queue_limits_problem, queue_
 from jobrun.errors import ConfirmationNeeded
 from jobrun.ports import Store
 
-__all__ = ["parse_rate", "queues_app"]
+__all__ = ["parse_rate", "queues_app", "unused_queue_note"]
+
+T = TypeVar("T")
 
 queues_app = typer.Typer(
     help="Pause, resume and limit queues across every worker.", no_args_is_help=True
@@ -57,6 +61,41 @@ def _checked_name(name: str) -> str:
     if problem is not None:
         raise fail(problem)
     return name
+
+
+async def unused_queue_note(store: Store, name: str) -> str | None:
+    """A note for an operator who names a queue nothing uses, else None.
+
+    Controls need no queue to exist first (a queue may be paused or limited
+    before its first job), so such a name is not refused; but a mistyped name
+    would otherwise be paused silently while the queue meant runs on. In use:
+    a control set on it, jobs queued or leased in it, or a live worker serving
+    it. The note names the closest name in use, if one is close.
+    """
+    in_use = {queue.name for queue in await store.list_queues()}
+    in_use.update(q for worker in await store.workers() if worker.alive for q in worker.queues)
+    if name in in_use:
+        return None
+    near = difflib.get_close_matches(name, sorted(in_use), n=1)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    return (
+        f"note: no job waits or runs in queue {name!r}, no control is set on it"
+        f" and no worker serves it{hint}"
+    )
+
+
+def _run_control(
+    database_url: str | None, name: str, control: Callable[[Store], Awaitable[T]]
+) -> T:
+    """Run ``control`` on the store, first printing on stderr the note for a queue nobody uses."""
+
+    async def noted(store: Store) -> T:
+        note = await unused_queue_note(store, name)
+        if note is not None:
+            typer.echo(note, err=True)
+        return await control(store)
+
+    return run_with_store(database_url, noted)
 
 
 def _limits(controls: QueueControls) -> str:
@@ -102,7 +141,7 @@ def queues_list_command(database_url: DatabaseUrlOption = None) -> None:
 def queues_pause_command(queue: QueueArgument, database_url: DatabaseUrlOption = None) -> None:
     """Stop every worker from claiming the queue's jobs; running jobs finish."""
     name = _checked_name(queue)
-    run_with_store(database_url, lambda store: store.pause_queue(name))
+    _run_control(database_url, name, lambda store: store.pause_queue(name))
     typer.echo(f"queue {name!r} paused")
 
 
@@ -110,7 +149,7 @@ def queues_pause_command(queue: QueueArgument, database_url: DatabaseUrlOption =
 def queues_resume_command(queue: QueueArgument, database_url: DatabaseUrlOption = None) -> None:
     """Let workers claim the queue's jobs again."""
     name = _checked_name(queue)
-    run_with_store(database_url, lambda store: store.resume_queue(name))
+    _run_control(database_url, name, lambda store: store.resume_queue(name))
     typer.echo(f"queue {name!r} resumed")
 
 
@@ -159,8 +198,9 @@ def queues_limit_command(
         if concurrency is None and parsed is None and per_key is None:
             problem = "give --concurrency, --rate or both, or --per-key"
         raise fail(problem)
-    controls = run_with_store(
+    controls = _run_control(
         database_url,
+        name,
         lambda store: store.set_queue_limits(
             name, concurrency=concurrency, rate=parsed, key_limit=per_key
         ),
@@ -172,7 +212,7 @@ def queues_limit_command(
 def queues_unlimit_command(queue: QueueArgument, database_url: DatabaseUrlOption = None) -> None:
     """Remove the queue's concurrency limit, rate and limit per key; a pause stays."""
     name = _checked_name(queue)
-    run_with_store(database_url, lambda store: store.clear_queue_limits(name))
+    _run_control(database_url, name, lambda store: store.clear_queue_limits(name))
     typer.echo(f"queue {name!r} has no limits")
 
 
@@ -206,7 +246,7 @@ def queues_drain_command(
             info = await _running(store, name)
         return drain_state(info)
 
-    typer.echo(f"queue {name!r} paused; {run_with_store(database_url, drain)}")
+    typer.echo(f"queue {name!r} paused; {_run_control(database_url, name, drain)}")
 
 
 @queues_app.command("clear")
