@@ -47,8 +47,13 @@ def declared_options(job_type: str, **options: Any) -> dict[str, Any]:
     for name, value in options.items():
         if value is None:
             continue
+        given = {name: value}
+        if name == "concurrency_limit":
+            # A job's limit needs its key; a type's limit applies to whichever
+            # of its jobs carry one, so it is checked beside a stand-in key.
+            given["concurrency_key"] = "declared"
         try:
-            checked = NewJob(type=job_type, **{name: value})
+            checked = NewJob(type=job_type, **given)
         except InvalidJob as exc:
             reason = str(exc).removeprefix("invalid job: ")
             raise ConfigurationError(

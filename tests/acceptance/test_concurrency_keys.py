@@ -129,6 +129,9 @@ def test_the_cli_enqueues_with_a_key_and_says_when_a_job_waits(db_url: str) -> N
     assert "waiting: concurrency key 'customer:7' is at its limit" in second.stderr
     no_limit = jobrun(*args, "--concurrency-key", "customer:7")
     assert no_limit.returncode == 2 and "concurrency_limit" in no_limit.stderr
+    no_key = jobrun(*args, "--concurrency-limit", "2")
+    assert no_key.returncode == 2, no_key.stdout
+    assert "concurrency_limit needs a concurrency_key" in no_key.stderr
     zero = jobrun(*args, "--concurrency-key", "customer:7", "--concurrency-limit", "0")
     assert zero.returncode == 2 and "concurrency_limit" in zero.stderr
     listed = jobrun("jobs", "list", "--database-url", db_url, "--state", "waiting")

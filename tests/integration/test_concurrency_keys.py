@@ -117,6 +117,9 @@ async def test_bad_keys_and_limits_are_refused_and_nothing_is_written(store: Sto
     ):
         with pytest.raises(InvalidJob):
             NewJob(type="sync", **bad)
+    # A limit alone limits nothing: it caps the jobs that share a key.
+    with pytest.raises(InvalidJob, match="concurrency_limit needs a concurrency_key"):
+        NewJob(type="sync", concurrency_limit=2)
     assert (await store.list_jobs()).jobs == []
 
 
@@ -131,9 +134,12 @@ async def test_a_handler_declares_its_types_limit(db_url: str) -> None:
         first = await client.enqueue(NewJob(type="per.customer", concurrency_key="c:1"))
         second = await client.enqueue(NewJob(type="per.customer", concurrency_key="c:1"))
         other = await client.enqueue(NewJob(type="per.customer", concurrency_key="c:2"))
-        assert [first.state, second.state, other.state] == [
+        # The declared limit is filled in on a job without a key too, and limits nothing.
+        keyless = await client.enqueue(NewJob(type="per.customer"))
+        assert [first.state, second.state, other.state, keyless.state] == [
             JobState.QUEUED,
             JobState.WAITING,
+            JobState.QUEUED,
             JobState.QUEUED,
         ]
         await client.run_worker(drain=True)

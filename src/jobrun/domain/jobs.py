@@ -141,6 +141,13 @@ class NewJob(InputModel):
     def _check(self) -> NewJob:
         if self.run_at is not None and self.delay is not None:
             raise ValueError("give run_at or delay, not both")
+        if self.concurrency_limit is not None and self.concurrency_key is None:
+            # Checked here, not in new_job_problem: a limit declared on the
+            # type's handler is filled in (without validation) on every job of
+            # the type, and limits only those that carry a key.
+            raise ValueError(
+                "concurrency_limit needs a concurrency_key: it limits the jobs that share one"
+            )
         problem = new_job_problem(self)
         if problem is not None:
             raise ValueError(problem)
