@@ -35,6 +35,7 @@ def test_schedules_edit_and_run_now(db_url: str) -> None:
     for args, needle in [
         (["--cron", "* * * * *", "--every", "1m"], "give --cron or --every, not both"),
         (["--every", "5"], "--every: invalid duration '5'"),
+        (["--every", "10ms"], "every must be at least 1s, not 10ms"),
         (["--payload", "["], "--payload is not valid JSON"),
         (["--timezone", "Mars/Base"], "unknown time zone 'Mars/Base'"),
         ([], "give a field to change"),

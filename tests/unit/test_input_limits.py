@@ -257,6 +257,12 @@ def test_schedule_interval_is_bounded() -> None:
         SchedulePatch(every=timedelta(days=3_000_000))
     with pytest.raises(InvalidSchedule, match="every must be positive"):
         SchedulePatch(every=timedelta(0))
+    # Under the scheduler's one look a second, an interval would say what never happens.
+    with pytest.raises(InvalidSchedule, match="every must be at least 1s, not 999ms"):
+        NewSchedule(name="s", type="t", every=timedelta(milliseconds=999))
+    with pytest.raises(InvalidSchedule, match="every must be at least 1s, not 10ms"):
+        SchedulePatch(every=timedelta(milliseconds=10))
+    assert NewSchedule(name="s", type="t", every=timedelta(seconds=1)).every == timedelta(seconds=1)
 
 
 def test_duration_problem() -> None:

@@ -96,6 +96,7 @@ def test_a_model_payload_is_dumped_and_a_payload_the_handler_refuses_is_refused(
         ((None,), {}, "give exactly one of cron and every"),
         (("* * * * *",), {"every": 5}, "give exactly one of cron and every"),
         ((None,), {"every": -1}, "every"),
+        ((None,), {"every": 0.5}, "every must be at least 1s, not 500ms"),
         (("* * * * *",), {"queue": "a b"}, "queue name 'a b'"),
         (("* * * * *",), {"priority": 10**6}, "priority"),
         (("* * * * *",), {"name": ""}, "name"),

@@ -101,9 +101,19 @@ def checked_queue(value: str | None) -> str | None:
     return value
 
 
+MIN_EVERY = timedelta(seconds=1)
+"""The shortest interval a schedule may have: the scheduler's leader looks for
+due schedules once a second (``scheduler_tick``), and fires a schedule that
+fell behind once, not once per missed run, so a shorter interval would still
+fire once a second while saying otherwise."""
+
+
 def check_every(every: timedelta | None) -> None:
-    """Raise ValueError when a schedule's interval ``every`` is not positive or is too long."""
+    """Raise ValueError when a schedule's interval ``every`` is under a second or too long."""
     if every is not None:
         problem = duration_problem("every", every, positive=True)
+        if problem is None and every < MIN_EVERY:
+            # Under a second, as the duration text users type (250ms).
+            problem = f"every must be at least 1s, not {every.total_seconds() * 1000:g}ms"
         if problem is not None:
             raise ValueError(problem)
