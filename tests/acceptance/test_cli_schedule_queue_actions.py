@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import getpass
+import socket
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -143,3 +145,15 @@ def test_a_control_on_a_queue_nothing_uses_is_noted(db_url: str) -> None:
     for queue in ("emails", "reports/eu"):
         paused = jobrun("queues", "pause", queue, *url)
         assert paused.returncode == 0 and paused.stderr == "", paused.stderr
+
+
+def test_queue_controls_from_the_cli_record_who_ran_them(db_url: str) -> None:
+    url = ("--database-url", db_url)
+    who = f"{getpass.getuser()}@{socket.gethostname()} via cli"
+    ok("queues", "pause", "mail", *url)
+    [mail] = with_client(db_url, lambda c: c.store.list_queues())
+    assert mail.changed_by == who
+    with_client(db_url, lambda c: c.store.resume_queue("mail", actor="ops via web"))
+    ok("queues", "limit", "mail", "--concurrency", "2", *url)
+    [mail] = with_client(db_url, lambda c: c.store.list_queues())
+    assert (mail.changed_by, mail.concurrency_limit) == (who, 2)

@@ -11,6 +11,8 @@ live in sibling modules that register themselves on :data:`app` when
 from __future__ import annotations
 
 import contextlib
+import getpass
+import socket
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
@@ -33,6 +35,7 @@ __all__ = [
     "LogLevelOption",
     "PgbouncerOption",
     "app",
+    "cli_actor",
     "fail",
     "main",
     "run_with_client",
@@ -44,6 +47,20 @@ EXIT_JOBRUN_ERROR = 2
 """Exit code of a command that failed with a JobrunError (bad input, database down, ...)."""
 
 T = TypeVar("T")
+
+
+def cli_actor() -> str:
+    """Who runs this command, as the changes it makes record it: ``<user>@<host> via cli``.
+
+    The dashboard records ``<user> via web``; naming the login and the machine
+    lets an operator tell who cancelled a job or paused a queue from a shell.
+    """
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name and no passwd entry (some containers)
+        user = "unknown"
+    return f"{user}@{socket.gethostname()} via cli"
+
 
 DatabaseUrlOption = Annotated[
     str | None,

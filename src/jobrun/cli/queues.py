@@ -21,7 +21,7 @@ from typing import Annotated, TypeVar
 import typer
 from rich.table import Table
 
-from jobrun.cli.app import DatabaseUrlOption, app, fail, run_with_store
+from jobrun.cli.app import DatabaseUrlOption, app, cli_actor, fail, run_with_store
 from jobrun.cli.durations import DurationError, format_duration, parse_duration
 from jobrun.cli.rendering import stdout
 from jobrun.domain import QueueControls, QueueInfo, queue_limits_problem, queue_name_problem
@@ -141,7 +141,7 @@ def queues_list_command(database_url: DatabaseUrlOption = None) -> None:
 def queues_pause_command(queue: QueueArgument, database_url: DatabaseUrlOption = None) -> None:
     """Stop every worker from claiming the queue's jobs; running jobs finish."""
     name = _checked_name(queue)
-    _run_control(database_url, name, lambda store: store.pause_queue(name))
+    _run_control(database_url, name, lambda store: store.pause_queue(name, actor=cli_actor()))
     typer.echo(f"queue {name!r} paused")
 
 
@@ -149,7 +149,7 @@ def queues_pause_command(queue: QueueArgument, database_url: DatabaseUrlOption =
 def queues_resume_command(queue: QueueArgument, database_url: DatabaseUrlOption = None) -> None:
     """Let workers claim the queue's jobs again."""
     name = _checked_name(queue)
-    _run_control(database_url, name, lambda store: store.resume_queue(name))
+    _run_control(database_url, name, lambda store: store.resume_queue(name, actor=cli_actor()))
     typer.echo(f"queue {name!r} resumed")
 
 
@@ -202,7 +202,7 @@ def queues_limit_command(
         database_url,
         name,
         lambda store: store.set_queue_limits(
-            name, concurrency=concurrency, rate=parsed, key_limit=per_key
+            name, concurrency=concurrency, rate=parsed, key_limit=per_key, actor=cli_actor()
         ),
     )
     typer.echo(f"queue {name!r} limited: {_limits(controls)}")
@@ -212,7 +212,9 @@ def queues_limit_command(
 def queues_unlimit_command(queue: QueueArgument, database_url: DatabaseUrlOption = None) -> None:
     """Remove the queue's concurrency limit, rate and limit per key; a pause stays."""
     name = _checked_name(queue)
-    _run_control(database_url, name, lambda store: store.clear_queue_limits(name))
+    _run_control(
+        database_url, name, lambda store: store.clear_queue_limits(name, actor=cli_actor())
+    )
     typer.echo(f"queue {name!r} has no limits")
 
 
@@ -238,7 +240,7 @@ def queues_drain_command(
     name = _checked_name(queue)
 
     async def drain(store: Store) -> str:
-        await store.pause_queue(name)
+        await store.pause_queue(name, actor=cli_actor())
         info = await _running(store, name)
         while wait and info is not None and info.leased:
             typer.echo(f"queue {name!r} {drain_state(info)}")
@@ -271,7 +273,7 @@ def queues_clear_command(
 
     async def clear(store: Store) -> int | ConfirmationNeeded:
         try:
-            return await store.clear_queue(name, confirm=confirm)
+            return await store.clear_queue(name, confirm=confirm, actor=cli_actor())
         except ConfirmationNeeded as exc:
             return exc
 
