@@ -9,6 +9,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 from tests.acceptance.test_cli import ROOT, jobrun, ok, one_line_error
 
@@ -157,3 +158,24 @@ def test_queue_controls_from_the_cli_record_who_ran_them(db_url: str) -> None:
     ok("queues", "limit", "mail", "--concurrency", "2", *url)
     [mail] = with_client(db_url, lambda c: c.store.list_queues())
     assert (mail.changed_by, mail.concurrency_limit) == (who, 2)
+
+
+def test_job_and_schedule_actions_from_the_cli_record_who_ran_them(db_url: str) -> None:
+    url = ("--database-url", db_url)
+    who = f"{getpass.getuser()}@{socket.gethostname()} via cli"
+    job_id = ok("enqueue", "t", "--delay", "1h", *url).strip()
+    ok("jobs", "run-now", job_id, *url)
+    ok("jobs", "cancel", job_id, *url)
+    ok("jobs", "retry", job_id, *url)
+    events = with_client(db_url, lambda c: c.store.events(UUID(job_id)))
+    details = {e.kind: e.detail for e in events if e.kind in ("run_now", "cancelled", "retried")}
+    assert len(details) == 3, [(e.kind, e.detail) for e in events]
+    assert all(detail is not None and f"by {who}" in detail for detail in details.values())
+    ok("schedules", "add", "nightly", "--type", "t", "--cron", "0 3 * * *", *url)
+    ok("schedules", "pause", "nightly", *url)
+    paused = with_client(db_url, lambda c: c.store.get_schedule("nightly"))
+    assert paused.changed_by == who
+    with_client(db_url, lambda c: c.store.resume_schedule("nightly", actor="ops via web"))
+    ok("schedules", "edit", "nightly", "--priority", "2", *url)
+    edited = with_client(db_url, lambda c: c.store.get_schedule("nightly"))
+    assert edited.changed_by == who

@@ -20,6 +20,7 @@ from jobrun.cli.app import (
     DatabaseUrlOption,
     ReadUrlOption,
     app,
+    cli_actor,
     fail,
     run_with_client,
     run_with_reader,
@@ -305,7 +306,7 @@ def jobs_cancel_command(
 ) -> None:
     """Cancel a queued job, or ask the worker running it to stop."""
     jid = read_job_id(job_id)
-    job = run_with_store(database_url, lambda store: store.cancel(jid))
+    job = run_with_store(database_url, lambda store: store.cancel(jid, actor=cli_actor()))
     if job.state is JobState.CANCELLED:
         typer.echo(f"job {job.id} cancelled")
     else:
@@ -319,7 +320,7 @@ def jobs_retry_command(
 ) -> None:
     """Put a dead or cancelled job back in its queue, due now."""
     jid = read_job_id(job_id)
-    job = run_with_store(database_url, lambda store: store.retry(jid))
+    job = run_with_store(database_url, lambda store: store.retry(jid, actor=cli_actor()))
     typer.echo(f"job {job.id} is {job.state.value} again")
 
 
@@ -330,7 +331,7 @@ def jobs_run_now_command(
 ) -> None:
     """Make a queued job that is not due yet (delayed, or waiting for a retry) due now."""
     jid = read_job_id(job_id)
-    job = run_with_store(database_url, lambda store: store.run_now(jid))
+    job = run_with_store(database_url, lambda store: store.run_now(jid, actor=cli_actor()))
     typer.echo(f"job {job.id} is due now")
 
 

@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from jobrun.cli.app import DatabaseUrlOption, app, fail, run_with_store
+from jobrun.cli.app import DatabaseUrlOption, app, cli_actor, fail, run_with_store
 from jobrun.cli.rendering import stdout, trigger, when
 from jobrun.domain import Schedule
 from jobrun.errors import JobrunError
@@ -147,7 +147,9 @@ def schedules_pause_command(
     database_url: DatabaseUrlOption = None,
 ) -> None:
     """Stop a schedule from firing until it is resumed."""
-    schedule = run_with_store(database_url, lambda store: store.pause_schedule(name))
+    schedule = run_with_store(
+        database_url, lambda store: store.pause_schedule(name, actor=cli_actor())
+    )
     typer.echo(f"schedule {schedule.name!r} paused")
 
 
@@ -157,7 +159,9 @@ def schedules_resume_command(
     database_url: DatabaseUrlOption = None,
 ) -> None:
     """Let a paused schedule fire again, from now on."""
-    schedule = run_with_store(database_url, lambda store: store.resume_schedule(name))
+    schedule = run_with_store(
+        database_url, lambda store: store.resume_schedule(name, actor=cli_actor())
+    )
     typer.echo(f"schedule {schedule.name!r} resumed; next run {when(schedule.next_run_at)} UTC")
 
 
@@ -211,7 +215,9 @@ def schedules_edit_command(
         patch = schedule_patch(options, spell=_option)
     except JobrunError as exc:
         raise fail(str(exc)) from None
-    changed = run_with_store(database_url, lambda store: store.update_schedule(name, patch))
+    changed = run_with_store(
+        database_url, lambda store: store.update_schedule(name, patch, actor=cli_actor())
+    )
     typer.echo(
         f"schedule {changed.name!r} changed ({trigger(changed)}); "
         f"next run {when(changed.next_run_at)} UTC"
@@ -224,5 +230,7 @@ def schedules_run_now_command(
     database_url: DatabaseUrlOption = None,
 ) -> None:
     """Enqueue one job of a schedule now; its regular next run stays as it was."""
-    job = run_with_store(database_url, lambda store: store.run_schedule_now(name))
+    job = run_with_store(
+        database_url, lambda store: store.run_schedule_now(name, actor=cli_actor())
+    )
     typer.echo(f"schedule {name!r} ran now: job {job.id} queued in {job.queue!r}")
