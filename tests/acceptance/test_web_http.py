@@ -774,6 +774,13 @@ def test_api_reads_name_the_parameter_or_id_they_cannot_use(web: httpx.Client) -
         refused = web.get(path)
         assert refused.status_code == 400, refused.text
         assert refused.json()["error"] == f"{field} must be a whole number, not 'abc'"
+    # A page of nothing is refused, not served as a page of one.
+    for path in ("/api/jobs", "/api/schedules"):
+        for given in ("0", "-1"):
+            refused = web.get(f"{path}?limit={given}")
+            assert refused.status_code == 400, refused.text
+            assert refused.json()["error"] == f"limit must be at least 1, not {given}"
+        assert web.get(f"{path}?limit=100000").status_code == 200  # served at the most
     for path in ("/api/jobs/notauuid", "/api/workflows/notauuid"):
         missing = web.get(path)
         assert missing.status_code == 404, missing.text

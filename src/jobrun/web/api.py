@@ -43,8 +43,13 @@ async def overview(dash: Dashboard, request: Request) -> Response:
     return _read(dash, {"queues": await dash.overview_data(), "read_only": dash.read_only})
 
 
+JOBS_LIMIT = 500
+"""The most jobs one answer of ``/api/jobs`` holds (``limit`` 1 to this)."""
+
+
 async def jobs(dash: Dashboard, request: Request) -> Response:
-    """A page of jobs under the query's filter and search (``limit`` 1 to 500, 50 by default).
+    """A page of jobs under the query's filter and search (``limit`` 1 to 500, 50 by default;
+    a larger limit is served as 500, one of 0 or below refused).
 
     A search (``id``, ``error``, ``payload``) examines at most the dashboard's
     ``search_rows`` jobs: ``scan_cut`` true says it stopped there, and
@@ -54,7 +59,7 @@ async def jobs(dash: Dashboard, request: Request) -> Response:
     params = request.query_params
     try:
         flt, cursor = listing(params)
-        limit = min(max(_whole_number("limit", params.get("limit", "50")), 1), 500)
+        limit = _page_size(params.get("limit", "50"), JOBS_LIMIT)
     except ValueError as exc:
         return JSONResponse({"error": str(exc)}, status_code=400)
     page = await store.list_jobs(flt, limit=limit, cursor=cursor, search_rows=dash.search_rows)
@@ -91,15 +96,14 @@ SCHEDULES_LIMIT = 500
 
 
 async def schedules(dash: Dashboard, request: Request) -> Response:
-    """Schedules by name: up to ``limit`` (500 by default and at most) after the name
-    ``after``; ask again after the last name for the rest."""
+    """Schedules by name: up to ``limit`` (500 by default and at most; 0 or below is
+    refused) after the name ``after``; ask again after the last name for the rest."""
     store = await dash.reader()
     params = request.query_params
     try:
-        given = _whole_number("limit", params.get("limit", str(SCHEDULES_LIMIT)))
+        limit = _page_size(params.get("limit", str(SCHEDULES_LIMIT)), SCHEDULES_LIMIT)
     except ValueError as exc:
         return JSONResponse({"error": str(exc)}, status_code=400)
-    limit = min(max(given, 1), SCHEDULES_LIMIT)
     found = await store.list_schedules(after=params.get("after") or None, limit=limit)
     return _read(dash, [_jsonable(s) for s in found])
 
@@ -157,9 +161,17 @@ def _read(dash: Dashboard, content: Any) -> JSONResponse:
     return JSONResponse(content, headers=headers)
 
 
-def _whole_number(field: str, text: str) -> int:
-    """``text`` as an int, or ValueError naming ``field`` and what was given."""
+def _page_size(text: str, most: int) -> int:
+    """``limit``'s ``text`` as a page size: at least 1, and ``most`` when above it.
+
+    A limit of 0 or below asks for nothing a page can hold, so it is refused
+    (ValueError naming ``limit`` and the value) rather than read as 1; one
+    above ``most`` is served as ``most``, and the caller pages on.
+    """
     try:
-        return int(text)
+        size = int(text)
     except ValueError:
-        raise ValueError(f"{field} must be a whole number, not {text[:60]!r}") from None
+        raise ValueError(f"limit must be a whole number, not {text[:60]!r}") from None
+    if size < 1:
+        raise ValueError(f"limit must be at least 1, not {size}")
+    return min(size, most)
