@@ -343,6 +343,7 @@ class ConfirmationNeeded(JobrunError):
     def __init__(self, count: int) -> None:
         self.count = count
         super().__init__(
-            f"this deletes {count} job{'s' if count != 1 else ''} with their events and "
-            f"results, and cannot be undone: send confirm={count} to go ahead"
+            f"this deletes {count} job{'s' if count != 1 else ''} with"
+            f" {'their' if count != 1 else 'its'} events and results, and cannot be undone:"
+            f" send confirm={count} to go ahead"
         )

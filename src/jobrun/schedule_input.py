@@ -114,11 +114,21 @@ def _check_trigger(cron: str | None, timezone: str | None) -> None:
 def new_schedule(values: Mapping[str, Any], *, spell: Spell = str) -> NewSchedule:
     """The schedule ``values`` (``name`` and :data:`SCHEDULE_FIELDS`, as texts) describe.
 
-    Exactly one of ``cron`` and ``every`` must be given; the other fields
+    ``name`` and ``type`` must be given and not blank, and exactly one of
+    ``cron`` and ``every``; the other fields
     default as :class:`~jobrun.domain.NewSchedule`'s do. InvalidSchedule when
     anything is wrong, naming the field.
     """
     fields = _read(values, spell)
+    for required in ("name", "type"):
+        if required not in fields:
+            # Said here: NewSchedule would call a blank one "Field required".
+            blank = isinstance(values.get(required), str)
+            raise InvalidSchedule(
+                f"{spell(required)} must not be blank"
+                if blank
+                else f"{spell(required)} is required"
+            )
     if ("cron" in fields) == ("every" in fields):
         raise InvalidSchedule(f"give exactly one of {spell('cron')} and {spell('every')}")
     _check_trigger(fields.get("cron"), fields.get("timezone", "UTC"))

@@ -179,3 +179,13 @@ def test_job_and_schedule_actions_from_the_cli_record_who_ran_them(db_url: str) 
     ok("schedules", "edit", "nightly", "--priority", "2", *url)
     edited = with_client(db_url, lambda c: c.store.get_schedule("nightly"))
     assert edited.changed_by == who
+
+
+def test_a_schedule_with_a_blank_name_or_type_is_refused_naming_it(db_url: str) -> None:
+    url = ("--database-url", db_url)
+    for args, message in (
+        (["s", "--type", "", "--every", "5m"], "error: --type must not be blank"),
+        (["  ", "--type", "t", "--every", "5m"], "error: NAME must not be blank"),
+    ):
+        assert one_line_error(jobrun("schedules", "add", *args, *url)) == message
+    assert with_client(db_url, lambda c: c.store.list_schedules()) == []

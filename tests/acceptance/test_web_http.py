@@ -785,3 +785,33 @@ def test_api_reads_name_the_parameter_or_id_they_cannot_use(web: httpx.Client) -
         missing = web.get(path)
         assert missing.status_code == 404, missing.text
         assert missing.json()["error"] == "'notauuid' is not a job id (a UUID)"
+
+
+def test_a_confirmation_for_one_job_speaks_of_one_job(db_url: str, web: httpx.Client) -> None:
+    made = with_client(db_url, lambda c: c.store.enqueue(NewJob(type="t", queue="single")))
+    h = {"X-CSRF-Token": web.get("/api/csrf").json()["token"]}
+    cleared = web.post("/api/queues/single/clear", headers=h, json={})
+    assert cleared.status_code == 409, cleared.text
+    assert cleared.json()["error"].startswith(
+        "clearing queue 'single' deletes 1 job that is not running, with its events,"
+    )
+    deleted = web.post(
+        "/api/jobs/bulk", headers=h, json={"action": "delete", "ids": [str(made.id)]}
+    )
+    assert deleted.status_code == 409, deleted.text
+    assert deleted.json()["error"].startswith("this deletes 1 job with its events and results")
+
+
+def test_a_schedule_without_a_name_or_type_is_refused_naming_it(
+    db_url: str, web: httpx.Client
+) -> None:
+    h = {"X-CSRF-Token": web.get("/api/csrf").json()["token"]}
+    for body, message in (
+        ({"name": "s", "type": " ", "every": "5m"}, "type must not be blank"),
+        ({"name": "s", "every": "5m"}, "type is required"),
+        ({"name": "", "type": "t", "every": "5m"}, "name must not be blank"),
+    ):
+        refused = web.post("/api/schedules/new", headers=h, json=body)
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"] == message
+    assert schedules(db_url) == {}

@@ -102,8 +102,8 @@ def schedules_add_command(
 
 
 def _option(field: str) -> str:
-    """How the command line spells a schedule field: its option."""
-    return "--" + field.replace("_", "-")
+    """How the command line spells a schedule field: its option, or NAME, the argument."""
+    return "NAME" if field == "name" else "--" + field.replace("_", "-")
 
 
 @schedules_app.command("list")

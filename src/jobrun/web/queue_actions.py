@@ -51,16 +51,18 @@ async def clear_queue(
     try:
         deleted = await store.clear_queue(name, confirm=confirm, actor=actor)
     except ConfirmationNeeded as exc:
-        jobs = f"{exc.count} job{'s' if exc.count != 1 else ''}"
+        one = exc.count == 1
+        jobs = f"{exc.count} job{'' if one else 's'}"
+        idle = f"{jobs} that {'is' if one else 'are'} not running"
         raise Unconfirmed(
-            f"clearing queue {name!r} deletes {jobs} that are not running, with their events,"
+            f"clearing queue {name!r} deletes {idle}, with {'its' if one else 'their'} events,"
             f" and cannot be undone: send confirm={exc.count} to go ahead",
             confirm=exc.count,
             title=f"Clear queue {name}: delete {jobs}?",
             detail=(
-                f"This deletes the queue's {jobs} that are not running (queued, scheduled for"
-                " later, or waiting) with their events. It cannot be undone. Running jobs are"
-                " left to finish; jobs enqueued from now on are kept."
+                f"This deletes the queue's {idle} (queued, scheduled for later, or waiting)"
+                f" with {'its' if one else 'their'} events. It cannot be undone. Running jobs"
+                " are left to finish; jobs enqueued from now on are kept."
             ),
         ) from None
     _log.info("queue %r clear: %d jobs deleted by %s", name, deleted, actor)
