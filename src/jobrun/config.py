@@ -25,7 +25,7 @@ from jobrun.domain import (
     notify_channel_problem,
     queue_name_problem,
 )
-from jobrun.durations import parse_duration
+from jobrun.durations import format_duration, parse_duration
 from jobrun.errors import ConfigurationError
 from jobrun.retention import Retention, retention_problem
 from jobrun.unrunnable import (
@@ -301,8 +301,9 @@ class Config(BaseSettings):
             raise ValueError(problem)
         if self.heartbeat_every is not None and self.heartbeat_every > self.lease / 3:
             raise ValueError(
-                f"heartbeat_every ({self.heartbeat_every}) must be at most a third of "
-                f"the lease ({self.lease}), so a late heartbeat still lands before the "
+                f"heartbeat_every ({format_duration(self.heartbeat_every)}) must be at most a"
+                f" third of the lease ({format_duration(self.lease)}), so a late heartbeat"
+                " still lands before the "
                 "lease expires"
             )
         return self

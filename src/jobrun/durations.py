@@ -122,5 +122,5 @@ def positive_seconds(name: str, value: timedelta, *, allow_zero: bool = False) -
     if not isinstance(value, timedelta):
         raise ConfigurationError(f"{name} must be a timedelta, got {value!r}")
     if value < timedelta(0) or (value == timedelta(0) and not allow_zero):
-        raise ConfigurationError(f"{name} must be positive, got {value}")
+        raise ConfigurationError(f"{name} must be positive, got {format_duration(value)}")
     return value.total_seconds()

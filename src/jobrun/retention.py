@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from jobrun.domain import JobState, duration_problem
+from jobrun.durations import format_duration
 
 __all__ = ["Retention", "retention_problem"]
 
@@ -70,7 +71,7 @@ def retention_problem(
             return problem
     if effects < succeeded:
         return (
-            f"{prefix}effects ({effects}) must be at least {prefix}succeeded "
-            f"({succeeded}): the ledger must outlive the jobs it guards"
+            f"{prefix}effects ({format_duration(effects)}) must be at least {prefix}succeeded "
+            f"({format_duration(succeeded)}): the ledger must outlive the jobs it guards"
         )
     return None

@@ -77,3 +77,27 @@ def test_worker_on_a_never_migrated_database_fails_at_start(empty_db_url: str) -
     line = one_line_error(result)
     assert "schema is missing" in line and "jobrun migrate" in line
     assert time.monotonic() - started < 15
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            ["--lease", "1s", "--heartbeat-every", "2s"],
+            "heartbeat_every (2s) must be at most a third of the lease (1s)",
+        ),
+        (
+            ["--retention-effects", "1h", "--retention-succeeded", "1d12h"],
+            "retention_effects (1h) must be at least retention_succeeded (1d12h)",
+        ),
+    ],
+)
+def test_worker_settings_errors_show_durations_as_typed(
+    db_url: str, options: list[str], message: str
+) -> None:
+    # Python's own form of a timedelta (0:00:02, 1 day, 12:00:00) is not what users type.
+    app = ("--app", "tests.acceptance.cli_worker_app")
+    refused = jobrun("worker", "--database-url", db_url, *app, *options)
+    assert refused.returncode == 2, (refused.stdout, refused.stderr)
+    assert message in refused.stderr, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr

@@ -41,7 +41,7 @@ from psycopg.rows import TupleRow
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from jobrun.durations import positive_seconds
+from jobrun.durations import format_duration, positive_seconds
 from jobrun.errors import ConfigurationError, DatabaseUnavailable
 from jobrun.sqlc import system as system_queries
 
@@ -98,7 +98,7 @@ def _check_idle_timeout(idle_in_transaction_timeout: timedelta | None) -> None:
     if idle_in_transaction_timeout is not None and idle_in_transaction_timeout <= timedelta(0):
         raise ConfigurationError(
             "idle_in_transaction_timeout must be positive (or None to leave the server's "
-            f"setting), got {idle_in_transaction_timeout}"
+            f"setting), got {format_duration(idle_in_transaction_timeout)}"
         )
 
 
