@@ -189,3 +189,12 @@ def test_a_schedule_with_a_blank_name_or_type_is_refused_naming_it(db_url: str) 
     ):
         assert one_line_error(jobrun("schedules", "add", *args, *url)) == message
     assert with_client(db_url, lambda c: c.store.list_schedules()) == []
+
+
+def test_the_type_a_schedule_makes_does_not_filter_the_jobs_listing(db_url: str) -> None:
+    url = ("--database-url", db_url)
+    job_id = ok("enqueue", "mail.send", *url).strip()
+    # Exported for `schedules add`, JOBRUN_TYPE leaves `jobs list` whole.
+    assert job_id in ok("jobs", "list", *url, env={"JOBRUN_TYPE": "report.build"})
+    assert job_id not in ok("jobs", "list", *url, env={"JOBRUN_LIST_TYPE": "report.build"})
+    assert job_id in ok("jobs", "list", *url, env={"JOBRUN_LIST_TYPE": "mail.send"})

@@ -87,7 +87,7 @@ def jobs_list_command(
     job_type: Annotated[
         str | None,
         typer.Option(
-            "--type", envvar="JOBRUN_TYPE", show_envvar=True, help="Only jobs of this type."
+            "--type", envvar="JOBRUN_LIST_TYPE", show_envvar=True, help="Only jobs of this type."
         ),
     ] = None,
     limit: Annotated[
