@@ -75,6 +75,8 @@ def format_duration(value: timedelta) -> str:
     micros = value // timedelta(microseconds=1)
     sign = "-" if micros < 0 else ""
     micros = abs(micros)
+    if micros == 0:
+        return "0s"
     if micros < 1_000_000:
         return f"{sign}{micros / 1000:g}ms"
     seconds, rest = divmod(micros, 1_000_000)

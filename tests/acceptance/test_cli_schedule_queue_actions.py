@@ -198,3 +198,18 @@ def test_the_type_a_schedule_makes_does_not_filter_the_jobs_listing(db_url: str)
     assert job_id in ok("jobs", "list", *url, env={"JOBRUN_TYPE": "report.build"})
     assert job_id not in ok("jobs", "list", *url, env={"JOBRUN_LIST_TYPE": "report.build"})
     assert job_id in ok("jobs", "list", *url, env={"JOBRUN_LIST_TYPE": "mail.send"})
+
+
+def test_jobs_purge_deletes_finished_jobs_and_says_how_many(db_url: str) -> None:
+    url = ("--database-url", db_url)
+    kept = ok("enqueue", "t", *url).strip()
+    finished = ok("enqueue", "t", *url).strip()
+    ok("jobs", "cancel", finished, *url)
+    assert ok("jobs", "purge", "--older-than", "1d", *url).strip() == (
+        "purged 0 jobs finished more than 1d ago"
+    )
+    assert ok("jobs", "purge", "--older-than", "0s", *url).strip() == (
+        "purged 1 job finished more than 0s ago"
+    )
+    listed = ok("jobs", "list", *url)
+    assert kept in listed and finished not in listed

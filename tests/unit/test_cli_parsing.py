@@ -48,6 +48,7 @@ def test_refuses(text: str) -> None:
         (timedelta(milliseconds=250), "250ms"),
         (timedelta(days=2, seconds=1), "2d1s"),
         (timedelta(seconds=1.5), "1.5s"),
+        (timedelta(0), "0s"),
     ],
 )
 def test_formats(value: timedelta, text: str) -> None:

@@ -350,7 +350,8 @@ def jobs_purge_command(
     """Delete finished jobs (with their events) older than a duration."""
     age = read_duration("--older-than", older_than)
     count = run_with_store(database_url, lambda store: store.purge(age))
-    typer.echo(f"purged {count} job(s) finished more than {format_duration(age)} ago")
+    jobs = f"{count} job{'' if count == 1 else 's'}"
+    typer.echo(f"purged {jobs} finished more than {format_duration(age)} ago")
 
 
 # -- demo -----------------------------------------------------------------------------------
