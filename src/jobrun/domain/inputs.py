@@ -103,9 +103,9 @@ def checked_queue(value: str | None) -> str | None:
 
 MIN_EVERY = timedelta(seconds=1)
 """The shortest interval a schedule may have: the scheduler's leader looks for
-due schedules once a second (``scheduler_tick``), and fires a schedule that
-fell behind once, not once per missed run, so a shorter interval would still
-fire once a second while saying otherwise."""
+due schedules once a tick (``scheduler_tick``, a second by default) and fires
+a schedule that fell behind once, not once per missed run, so a shorter
+interval would still fire once a tick while saying otherwise."""
 
 
 def check_every(every: timedelta | None) -> None:
