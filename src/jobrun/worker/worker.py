@@ -52,6 +52,7 @@ import socket
 from typing import Any
 
 from jobrun._gc_tuning import threshold_for_worker, young_threshold_raised
+from jobrun._waiting import cancel_and_wait
 from jobrun.config import DEFAULT_CLAIM_AHEAD, Config
 from jobrun.domain import Job, Outcome, OutcomeKind
 from jobrun.errors import ConfigurationError, UsageError
@@ -279,9 +280,7 @@ class Worker:
         self._completer.close()
         with contextlib.suppress(TimeoutError, asyncio.CancelledError):
             await asyncio.wait_for(asyncio.shield(background[0]), HAND_BACK_TIMEOUT)
-        for task in background:
-            task.cancel()
-        await asyncio.gather(*background, return_exceptions=True)
+        await cancel_and_wait(background)
         await self._presence.close()
         # Threads of sync handlers cannot be interrupted; don't wait for them.
         self._executor.shutdown()
