@@ -13,8 +13,10 @@ async def test_a_task_that_swallowed_a_cancellation_is_cancelled_again() -> None
     # on to its next wait as if it had not been cancelled.
     never = asyncio.Event()
     swallowed = asyncio.Event()
+    started = [asyncio.Event(), asyncio.Event()]
 
     async def carries_on() -> None:
+        started[0].set()
         try:
             await never.wait()
         except asyncio.CancelledError:
@@ -22,11 +24,13 @@ async def test_a_task_that_swallowed_a_cancellation_is_cancelled_again() -> None
         await never.wait()
 
     async def ends() -> None:
+        started[1].set()
         await never.wait()
 
     stubborn = asyncio.create_task(carries_on())
     plain = asyncio.create_task(ends())
-    await asyncio.sleep(0)  # both are waiting
+    for event in started:  # both are waiting
+        await event.wait()
     # A bound far above again_every: without the second cancellation this never returns.
     await asyncio.wait_for(cancel_and_wait([stubborn, plain], again_every=0.05), 60)
     assert swallowed.is_set()
@@ -38,6 +42,6 @@ async def test_exceptions_the_tasks_end_with_are_collected_not_raised() -> None:
         raise RuntimeError("boom")
 
     failed = asyncio.create_task(fails())
-    await asyncio.sleep(0)
+    await asyncio.wait([failed])  # it has ended with its exception
     await cancel_and_wait([failed])
     assert isinstance(failed.exception(), RuntimeError)
