@@ -303,8 +303,7 @@ class Config(BaseSettings):
             raise ValueError(
                 f"heartbeat_every ({format_duration(self.heartbeat_every)}) must be at most a"
                 f" third of the lease ({format_duration(self.lease)}), so a late heartbeat"
-                " still lands before the "
-                "lease expires"
+                " still lands before the lease expires"
             )
         return self
 

@@ -16,6 +16,7 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
+from jobrun._endings import plural
 from jobrun.cli.app import (
     DatabaseUrlOption,
     ReadUrlOption,
@@ -350,8 +351,7 @@ def jobs_purge_command(
     """Delete finished jobs (with their events) older than a duration."""
     age = read_duration("--older-than", older_than)
     count = run_with_store(database_url, lambda store: store.purge(age))
-    jobs = f"{count} job{'' if count == 1 else 's'}"
-    typer.echo(f"purged {jobs} finished more than {format_duration(age)} ago")
+    typer.echo(f"purged {plural(count, 'job')} finished more than {format_duration(age)} ago")
 
 
 # -- demo -----------------------------------------------------------------------------------

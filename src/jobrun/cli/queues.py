@@ -21,6 +21,7 @@ from typing import Annotated, TypeVar
 import typer
 from rich.table import Table
 
+from jobrun._endings import plural
 from jobrun.cli.app import DatabaseUrlOption, app, cli_actor, fail, run_with_store
 from jobrun.cli.durations import DurationError, format_duration, parse_duration
 from jobrun.cli.rendering import stdout
@@ -280,7 +281,7 @@ def queues_clear_command(
     done = run_with_store(database_url, clear)
     if isinstance(done, ConfirmationNeeded):
         raise fail(
-            f"queue {name!r} has {done.count} job{'s' if done.count != 1 else ''} not running: "
+            f"queue {name!r} has {plural(done.count, 'job')} not running: "
             f"nothing was deleted; to delete them, run again with --confirm {done.count}"
         )
-    typer.echo(f"queue {name!r} cleared: {done} job{'s' if done != 1 else ''} deleted")
+    typer.echo(f"queue {name!r} cleared: {plural(done, 'job')} deleted")

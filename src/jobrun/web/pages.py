@@ -26,6 +26,7 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from jobrun._endings import plural
 from jobrun.domain import INDEXED_STATES, JobFilter, JobState, queue_name_problem
 from jobrun.durations import format_duration
 from jobrun.errors import ConfirmationNeeded, JobNotFound
@@ -286,7 +287,7 @@ def _asking(
             "button": exc.title.removesuffix("?"),
             "keep": "Keep it" if isinstance(exc.confirm, str) else "Keep them",
         }
-    jobs = f"{exc.count} job{'s' if exc.count != 1 else ''}"
+    jobs = plural(exc.count, "job")
     return {
         "title": f"Delete {jobs}?",
         "detail": (

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from jobrun._endings import plural
 from jobrun.domain import QueueInfo
 from jobrun.errors import ConfirmationNeeded
 from jobrun.ports import Admin
@@ -52,7 +53,7 @@ async def clear_queue(
         deleted = await store.clear_queue(name, confirm=confirm, actor=actor)
     except ConfirmationNeeded as exc:
         one = exc.count == 1
-        jobs = f"{exc.count} job{'' if one else 's'}"
+        jobs = plural(exc.count, "job")
         idle = f"{jobs} that {'is' if one else 'are'} not running"
         raise Unconfirmed(
             f"clearing queue {name!r} deletes {idle}, with {'its' if one else 'their'} events,"
