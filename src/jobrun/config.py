@@ -248,7 +248,11 @@ class Config(BaseSettings):
             try:
                 super().__init__(**data)
             except ValidationError as exc:
-                raise ConfigurationError(describe_invalid("configuration", exc)) from exc
+                raise ConfigurationError(self._described(exc)) from exc
+
+    @classmethod
+    def _described(cls, exc: ValidationError) -> str:
+        return describe_invalid("configuration", exc, known=cls.model_fields, noun="setting")
 
     @model_validator(mode="after")
     def _check(self) -> Config:
@@ -264,15 +268,15 @@ class Config(BaseSettings):
         ):
             value: timedelta = getattr(self, name)
             if value <= timedelta(0):
-                raise ValueError(f"{name} must be positive, got {value}")
+                raise ValueError(f"{name} must be positive, not {format_duration(value)}")
         for name in ("shutdown_grace", "claim_ahead"):  # zero: none
             value = getattr(self, name)
             if value < timedelta(0):
-                raise ValueError(f"{name} must not be negative, got {value}")
+                raise ValueError(f"{name} must not be negative, not {format_duration(value)}")
         for name in ("heartbeat_every", "job_timeout", "reap_every"):
             maybe: timedelta | None = getattr(self, name)
             if maybe is not None and maybe <= timedelta(0):
-                raise ValueError(f"{name} must be positive, got {maybe}")
+                raise ValueError(f"{name} must be positive, not {format_duration(maybe)}")
         # Built once here so a bad pair (a retry over 100 years) is refused at once.
         UnrunnableRetry(attempts=self.unrunnable_attempts, retry=self.unrunnable_retry)
         problem = retention_problem(
@@ -374,4 +378,4 @@ class Config(BaseSettings):
         try:
             return type(self).model_validate(values)
         except ValidationError as exc:
-            raise ConfigurationError(describe_invalid("configuration", exc)) from exc
+            raise ConfigurationError(self._described(exc)) from exc

@@ -101,3 +101,44 @@ def test_worker_settings_errors_show_durations_as_typed(
     assert refused.returncode == 2, (refused.stdout, refused.stderr)
     assert message in refused.stderr, refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "variables", "message"),
+    [
+        (
+            ["enqueue", "t", "--priority", "99999"],
+            {},
+            "error: invalid job: priority must be at most 32767, not 99999",
+        ),
+        (
+            ["enqueue", "t", "--queue", ""],
+            {},
+            "error: invalid job: queue must not be empty",
+        ),
+        (
+            ["worker", "--app", "tests.acceptance.cli_worker_app"],
+            {"JOBRUN_CONCURRENCY": "0"},
+            "error: JOBRUN_CONCURRENCY must be at least 1, not '0'",
+        ),
+        (
+            ["worker", "--app", "tests.acceptance.cli_worker_app", "--concurrency", "many"],
+            {},
+            "error: --concurrency must be a whole number, not 'many'",
+        ),
+    ],
+)
+def test_refused_input_names_the_field_the_rule_and_the_value(
+    db_url: str, args: list[str], variables: dict[str, str], message: str
+) -> None:
+    # pydantic's wording ("Input should be less than or equal to 32767") said
+    # the rule but not the value given, in words of its own.
+    refused = subprocess.run(
+        [sys.executable, "-m", "jobrun", *args, "--database-url", db_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": "250", **variables},
+    )
+    assert one_line_error(refused) == message

@@ -60,7 +60,7 @@ def test_a_database_url_in_settings_jobrun_wins_over_django_s() -> None:
     ("jobrun", "message"),
     [
         ('{"concurency": 3}', "settings.JOBRUN (or a JOBRUN_* variable): invalid configuration: "
-         "concurency: Extra inputs are not permitted"),
+         "unknown setting 'concurency'; did you mean 'concurrency'?"),
         ('["queues"]', "settings.JOBRUN must be a dict of jobrun.Config fields, not list"),
     ],
 )  # fmt: skip

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from jobrun.cli.app import fail
 from jobrun.cli.durations import DurationError, parse_duration
-from jobrun.domain import MAX_PAYLOAD_DEPTH, JobState
+from jobrun.domain import MAX_PAYLOAD_DEPTH, JobState, describe_invalid
 
 __all__ = ["read_duration", "read_job_id", "read_json", "read_state", "validation_exit"]
 
@@ -62,9 +62,4 @@ def read_state(text: str) -> JobState:
 
 def validation_exit(what: str, exc: ValidationError) -> typer.Exit:
     """Print a pydantic error about ``what`` as one line; return the Exit to raise."""
-    parts = []
-    for err in exc.errors(include_url=False):
-        where = ".".join(str(p) for p in err["loc"])
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        parts.append(f"{where}: {msg}" if where else msg)
-    return fail(f"invalid {what}: {'; '.join(parts)}")
+    return fail(describe_invalid(what, exc))

@@ -48,6 +48,7 @@ from jobrun.cli.log_setup import setup_logging
 from jobrun.cli.supervisor import Supervisor
 from jobrun.client import Client
 from jobrun.config import Config, queue_list
+from jobrun.domain.refusals import field_problem
 from jobrun.errors import ConfigurationError, JobrunError
 from jobrun.registry import Registry
 from jobrun.telemetry.serving import load_metrics
@@ -192,7 +193,7 @@ def _config(given: dict[str, Any]) -> Config:
                 if field in Config.model_fields
                 else "configuration"
             )
-            problems.append(f"{source}: {str(err['msg']).removeprefix('Value error, ')}")
+            problems.append(field_problem(source, err, known=Config.model_fields, noun="setting"))
         raise fail("; ".join(problems)) from None
 
 

@@ -7,16 +7,19 @@ or a schedule raises jobrun's own error (:class:`~jobrun.errors.InvalidJob`,
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import (
     BaseModel,
+    ConfigDict,
     ValidationError,
     ValidationInfo,
     ValidatorFunctionWrapHandler,
 )
 
+from jobrun.domain.refusals import field_label, field_problem
 from jobrun.domain.rules import (
     MAX_PAYLOAD_DEPTH,
     duration_problem,
@@ -35,14 +38,20 @@ __all__ = [
 ]
 
 
-def describe_invalid(what: str, exc: ValidationError) -> str:
-    """One line naming every field pydantic refused: ``invalid job: priority: ...``."""
-    parts = []
-    for err in exc.errors(include_url=False):
-        where = ".".join(str(p) for p in err["loc"])
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        parts.append(f"{where}: {msg}" if where else msg)
-    return f"invalid {what}: {'; '.join(parts)}"
+def describe_invalid(
+    what: str, exc: ValidationError, *, known: Iterable[str] = (), noun: str = "field"
+) -> str:
+    """One line naming every field pydantic refused: ``invalid job: priority must be ...``.
+
+    ``known`` and ``noun`` are :func:`~jobrun.domain.refusals.field_problem`'s:
+    the model's own field names, offered when a name given is not one of them.
+    """
+    known = tuple(known)
+    problems = [
+        field_problem(field_label(err["loc"]), err, known=known, noun=noun)
+        for err in exc.errors(include_url=False)
+    ]
+    return f"invalid {what}: {'; '.join(problems)}"
 
 
 class InputModel(BaseModel):
@@ -51,6 +60,9 @@ class InputModel(BaseModel):
     The one exception tree holds at construction too: ``NewJob(priority=99999)``
     raises :class:`~jobrun.errors.InvalidJob` (still a ``ValueError``), naming the field.
     """
+
+    model_config = ConfigDict(extra="forbid")
+    """A misspelt field (``priorty=5``) is refused, never silently left at its default."""
 
     _invalid: ClassVar[type[JobrunError]] = InvalidJob
     _what: ClassVar[str] = "job"
@@ -63,7 +75,9 @@ class InputModel(BaseModel):
             try:
                 self.__pydantic_validator__.validate_python(data, self_instance=self)
             except ValidationError as exc:
-                raise self._invalid(describe_invalid(self._what, exc)) from exc
+                raise self._invalid(
+                    describe_invalid(self._what, exc, known=type(self).model_fields)
+                ) from exc
 
 
 def bounded_nesting(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
