@@ -18,6 +18,7 @@ import logging
 from datetime import timedelta
 
 from jobrun.domain import Job
+from jobrun.durations import format_duration
 from jobrun.errors import ConfigurationError, JobrunError
 from jobrun.outages import process_outages
 from jobrun.ports import Reaping
@@ -41,9 +42,11 @@ class Reaper:
         observer: Observer | None = None,
     ) -> None:
         if every <= timedelta(0):
-            raise ConfigurationError(f"reap interval must be positive, got {every}")
+            raise ConfigurationError(
+                f"reap interval must be positive, not {format_duration(every)}"
+            )
         if limit < 1:
-            raise ConfigurationError(f"reap limit must be at least 1, got {limit}")
+            raise ConfigurationError(f"reap limit must be at least 1, not {limit}")
         self._store = store
         self._every = every.total_seconds()
         self._limit = limit

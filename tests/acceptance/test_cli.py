@@ -302,6 +302,7 @@ def test_queues_pause_limit_list_resume_unlimit(db_url: str) -> None:
         (("limit", "q", "--rate", "10"), "--rate: invalid rate '10'"),
         (("limit", "q", "--rate", "10/fortnight"), "--rate: invalid duration"),
         (("limit", "q", "--rate", "0/1s"), "rate count must be between 1"),
+        (("limit", "q", "--rate", "-1/1s"), "rate count must be between 1 and 2147483647, got -1"),
         (("limit", "q", "--rate", "5/0s"), "rate interval must be positive"),
         (("limit", "q", "--concurrency", "0"), "concurrency limit must be between 1"),
         (("limit", "q", "--concurrency", "abc"), "--concurrency"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
+from jobrun._endings import plural
 from jobrun.cli.app import (
     DatabaseUrlOption,
     DirectUrlOption,
@@ -51,7 +52,7 @@ def migrate_command(
         database_url, run, concurrency=1, direct_url=direct_url, pgbouncer=pgbouncer
     )
     if applied:
-        typer.echo(f"applied {len(applied)} migration(s): {', '.join(map(str, applied))}")
+        typer.echo(f"applied {plural(len(applied), 'migration')}: {', '.join(map(str, applied))}")
     else:
         typer.echo("database is up to date")
 

@@ -40,7 +40,7 @@ app.add_typer(queues_app, name="queues")
 
 QueueArgument = Annotated[str, typer.Argument(help="The queue name.")]
 
-_RATE = re.compile(r"\s*(\d+)\s*/\s*(\S+)\s*")
+_RATE = re.compile(r"\s*(-?\d+)\s*/\s*(\S+)\s*")
 
 
 def parse_rate(text: str) -> tuple[int, timedelta]:

@@ -44,6 +44,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from jobrun._endings import plural
 from jobrun.client import Client
 from jobrun.demo.fixtures import (
     count_demo_effects,
@@ -245,7 +246,7 @@ async def _run(
 ) -> bool:
     first = clients[0]
     applied = await first.migrate()
-    console.print(f"migrated ({len(applied)} migration(s) applied)")
+    console.print(f"migrated ({plural(len(applied), 'migration')} applied)")
     await ensure_demo_effects_table(first.pool)
     store = first.store
     stop = asyncio.Event()
@@ -261,8 +262,8 @@ async def _run(
         enqueued = [job for job in results if isinstance(job, Job)]
         long_id = planned[0].id
         console.print(
-            f"enqueued {len(enqueued)} jobs in queue {queue!r} with {len(clients)} worker(s) "
-            f"x {WORKER_CONCURRENCY} slots"
+            f"enqueued {plural(len(enqueued), 'job')} in queue {queue!r} "
+            f"with {plural(len(clients), 'worker')} x {WORKER_CONCURRENCY} slots"
         )
         await store.create_schedule(
             NewSchedule(

@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 from jobrun._endings import plural
 from jobrun.domain import Job
+from jobrun.durations import format_duration
 from jobrun.worker.attempt import STOP_SHUTDOWN, Attempt
 from jobrun.worker.settings import WorkerSettings
 from jobrun.worker.signals import Signal
@@ -75,7 +76,9 @@ class Shutdown:
         if not state.running:
             return
         self._log.warning(
-            "handing back %d unfinished jobs", len(state.running), extra={"owner": self._owner}
+            "handing back %s",
+            plural(len(state.running), "unfinished job"),
+            extra={"owner": self._owner},
         )
         state.handing_back = True
         for run in list(state.running.values()):
@@ -136,7 +139,7 @@ class Shutdown:
                 "their leases expire within %s and the reaper then retries them",
                 plural(len(left), "job"),
                 ", ".join(str(r.job.id) for r in left),
-                self._lease,
+                format_duration(self._lease),
                 extra={"owner": self._owner, "job_ids": [str(r.job.id) for r in left]},
             )
         return left
