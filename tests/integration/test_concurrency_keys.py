@@ -206,3 +206,26 @@ async def test_a_queues_limit_per_key_applies_to_its_keyed_jobs_without_their_ow
     for bad in (0, 10_001, True, 2.5):
         with pytest.raises(ConfigurationError, match="limit per key"):
             await store.set_queue_limits("billing", key_limit=bad)  # type: ignore[arg-type]
+
+
+async def test_a_key_is_one_line_across_queues(store: Store) -> None:
+    # A key names one set of slots wherever its jobs are queued: a job of the
+    # key in another queue waits behind the key's older waiting jobs, even
+    # when its own limit has room (the guide says so under "Limits").
+    def job(queue: str, limit: int) -> NewJob:
+        return NewJob(type="sync", queue=queue, concurrency_key="k", concurrency_limit=limit)
+
+    first, second = job("a", 1), job("a", 1)
+    later = job("b", 3)
+    made = [await store.enqueue(j) for j in (first, second, later)]
+    assert [m.state.value for m in made] == ["queued", "waiting", "waiting"]
+    held = await store.claim(["a", "b"], "w", 10, LEASE)
+    assert [h.id for h in held] == [first.id]
+    # Its slot frees: the oldest waiting job is admitted first, under its own
+    # limit (1), so the job in queue b still waits.
+    await store.record_outcomes("w", [Outcome(job=held[0])])
+    assert await states(store, [second, later]) == ["queued", "waiting"]
+    # Once it is the oldest waiting, its own limit (3) is the key's: the next
+    # admission (here the maintenance pass's) lets it in beside the admitted one.
+    assert await store.settle_concurrency() == 1
+    assert await states(store, [second, later]) == ["queued", "queued"]
