@@ -18,6 +18,7 @@ from datetime import timedelta
 from uuid import UUID
 
 from jobrun.domain import Dependency, Job, key_lock_id, progress_report
+from jobrun.durations import format_duration
 from jobrun.errors import ConfigurationError
 
 __all__ = [
@@ -58,8 +59,11 @@ class Snooze(Exception):
         if not isinstance(delay, timedelta) or delay < timedelta(0):
             raise ConfigurationError(f"Snooze needs a non-negative timedelta, got {delay!r}")
         if delay > MAX_SNOOZE:
-            raise ConfigurationError(f"Snooze delay {delay} is longer than {MAX_SNOOZE}")
-        super().__init__(f"snoozed for {delay}")
+            longest = format_duration(MAX_SNOOZE)
+            raise ConfigurationError(
+                f"Snooze delay {format_duration(delay)} is longer than {longest}"
+            )
+        super().__init__(f"snoozed for {format_duration(delay)}")
         self.delay = delay
 
 

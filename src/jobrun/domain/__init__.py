@@ -97,6 +97,7 @@ from jobrun.domain.rules import (
     notify_channel_problem,
     payload_problem,
     queue_name_problem,
+    storable_text,
     text_problem,
 )
 from jobrun.domain.schedules import (
@@ -245,5 +246,6 @@ __all__ = [
     "queue_name_problem",
     "reconcile_declared",
     "split_id_search",
+    "storable_text",
     "text_problem",
 ]

@@ -35,6 +35,7 @@ __all__ = [
     "queue_name_problem",
     "run_at_problem",
     "schedule_name_problem",
+    "storable_text",
     "text_problem",
 ]
 
@@ -86,6 +87,21 @@ def text_problem(field: str, value: str) -> str | None:
             char = ord(exc.object[exc.start])
             return f"{field} must be valid Unicode text: it holds a lone surrogate (U+{char:04X})"
     return None
+
+
+def storable_text(text: str) -> str:
+    """``text`` with what a PostgreSQL text column refuses written out: ``\\x00``, ``\\ud800``.
+
+    For text jobrun records but nobody typed as input, such as a handler's
+    exception message or a cancel reason: refusing it would leave the attempt
+    unrecorded, so the NUL and lone-surrogate characters :func:`text_problem`
+    names are replaced by their escapes, and everything else is kept.
+    """
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 NOTIFY_CHANNEL_MAX_BYTES = 63

@@ -20,23 +20,16 @@ from jobrun.errors import (
     LeaseLost,
 )
 from jobrun.postgres import deadlines
-from jobrun.postgres.convert import (
-    job_recorded,
-)
-from jobrun.postgres.store_core import (
-    StoreCore,
-    log,
-    one_exchange,
-)
+from jobrun.postgres.outcome_rows import OutcomeRowMethods
+from jobrun.postgres.store_core import log
 from jobrun.sqlc import effects as effect_queries
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import locks as lock_queries
-from jobrun.sqlc import models
 
 __all__ = ["CompletionMethods"]
 
 
-class CompletionMethods(StoreCore):
+class CompletionMethods(OutcomeRowMethods):
     """Recording outcomes, mixed into :class:`jobrun.postgres.store.Store`."""
 
     async def effect_key(self, job: Job) -> tuple[str, str]:
@@ -132,10 +125,7 @@ class CompletionMethods(StoreCore):
         plain = [o for o in outcomes if o.commit is None or o.kind is not OutcomeKind.COMPLETE]
         pending = [o for o in outcomes if o.commit is not None and o.kind is OutcomeKind.COMPLETE]
         if plain:
-            async with self._connection() as conn:
-                freed |= await self._record(
-                    job_queries.AsyncQuerier(one_exchange(conn)), owner, plain, results
-                )
+            freed |= await self._record_plain(owner, plain, results)
         while pending:
             try:
                 freed |= await self._complete_group(owner, pending, results)
@@ -166,45 +156,6 @@ class CompletionMethods(StoreCore):
         if freed:
             await self._admit_after_completion(freed)
         return [results[o.job.id.int] for o in outcomes]
-
-    async def _record(
-        self,
-        queries: job_queries.AsyncQuerier,
-        owner: str,
-        outcomes: Sequence[Outcome],
-        results: dict[int, Job | Exception],
-    ) -> set[str]:
-        """Record ``outcomes`` in one statement; LeaseLost for the jobs the fence refused.
-
-        Returns the concurrency keys whose slots the jobs it ended gave up.
-        """
-        rows = await queries.job_record_outcomes(
-            params=job_queries.JobRecordOutcomesParams(
-                ids=[o.job.id for o in outcomes],
-                attempts=[o.job.attempts for o in outcomes],
-                outcomes=[_OUTCOMES[o.kind] for o in outcomes],
-                details=[o.detail for o in outcomes],
-                delays=[o.delay for o in outcomes],
-                attempt_limits=[o.max_attempts or 0 for o in outcomes],
-                owner=owner,
-                jitter=self.retry_jitter,
-                now=None,
-                channel=self.notify_channel,
-                result_ids=[o.job.id for o in outcomes if o.result is not None],
-                result_values=[o.result for o in outcomes if o.result is not None],
-            )
-        )
-        # Keyed by the ids' integers: a UUID hashes in Python, an int in C,
-        # and this runs a few times per job on the worker's hottest path.
-        by_key = {o.job.id.int: o.job for o in outcomes}
-        for row in rows:
-            key = row.id.int
-            results[key] = job_recorded(by_key[key], row)
-        for outcome in outcomes:
-            key = outcome.job.id.int
-            if key not in results:
-                results[key] = LeaseLost(outcome.job.id, owner)
-        return {row.concurrency_key for row in rows if row.concurrency_key is not None}
 
     async def _complete_group(
         self, owner: str, group: Sequence[Outcome], results: dict[int, Job | Exception]
@@ -321,9 +272,6 @@ class _CallbackFailed(Exception):
         super().__init__(str(error))
         self.outcome = outcome
         self.error = error
-
-
-_OUTCOMES = {kind: models.JobOutcome(kind.value) for kind in OutcomeKind}
 
 
 def _as_exception(exc: BaseException) -> Exception:

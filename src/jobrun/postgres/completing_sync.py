@@ -18,17 +18,16 @@ import psycopg
 from jobrun.domain import Effect, Job, OutcomeKind, SyncCommitCallback, SyncOutcome, key_lock_id
 from jobrun.errors import LeaseLost
 from jobrun.postgres import deadlines
-from jobrun.postgres.convert import job_recorded
-from jobrun.postgres.store_core_sync import SyncStoreCore, log, one_exchange
+from jobrun.postgres.outcome_rows_sync import SyncOutcomeRowMethods
+from jobrun.postgres.store_core_sync import log
 from jobrun.sqlc import effects as effect_queries
 from jobrun.sqlc import jobs as job_queries
 from jobrun.sqlc import locks as lock_queries
-from jobrun.sqlc import models
 
 __all__ = ["SyncCompletionMethods"]
 
 
-class SyncCompletionMethods(SyncStoreCore):
+class SyncCompletionMethods(SyncOutcomeRowMethods):
     """Recording outcomes, mixed into :class:`jobrun.postgres.store_sync.SyncStore`."""
 
     def effect_key(self, job: Job) -> tuple[str, str]:
@@ -121,10 +120,7 @@ class SyncCompletionMethods(SyncStoreCore):
         plain = [o for o in outcomes if o.commit is None or o.kind is not OutcomeKind.COMPLETE]
         pending = [o for o in outcomes if o.commit is not None and o.kind is OutcomeKind.COMPLETE]
         if plain:
-            with self._connection() as conn:
-                freed |= self._record(
-                    job_queries.Querier(one_exchange(conn)), owner, plain, results
-                )
+            freed |= self._record_plain(owner, plain, results)
         while pending:
             try:
                 freed |= self._complete_group(owner, pending, results)
@@ -149,43 +145,6 @@ class SyncCompletionMethods(SyncStoreCore):
         if freed:
             self._admit_after_completion(freed)
         return [results[o.job.id.int] for o in outcomes]
-
-    def _record(
-        self,
-        queries: job_queries.Querier,
-        owner: str,
-        outcomes: Sequence[SyncOutcome],
-        results: dict[int, Job | Exception],
-    ) -> set[str]:
-        """Record ``outcomes`` in one statement; LeaseLost for the jobs the fence refused.
-
-        Returns the concurrency keys whose slots the jobs it ended gave up.
-        """
-        rows = queries.job_record_outcomes(
-            params=job_queries.JobRecordOutcomesParams(
-                ids=[o.job.id for o in outcomes],
-                attempts=[o.job.attempts for o in outcomes],
-                outcomes=[_OUTCOMES[o.kind] for o in outcomes],
-                details=[o.detail for o in outcomes],
-                delays=[o.delay for o in outcomes],
-                attempt_limits=[o.max_attempts or 0 for o in outcomes],
-                owner=owner,
-                jitter=self.retry_jitter,
-                now=None,
-                channel=self.notify_channel,
-                result_ids=[o.job.id for o in outcomes if o.result is not None],
-                result_values=[o.result for o in outcomes if o.result is not None],
-            )
-        )
-        by_key = {o.job.id.int: o.job for o in outcomes}
-        for row in rows:
-            key = row.id.int
-            results[key] = job_recorded(by_key[key], row)
-        for outcome in outcomes:
-            key = outcome.job.id.int
-            if key not in results:
-                results[key] = LeaseLost(outcome.job.id, owner)
-        return {row.concurrency_key for row in rows if row.concurrency_key is not None}
 
     def _complete_group(
         self, owner: str, group: Sequence[SyncOutcome], results: dict[int, Job | Exception]
@@ -268,9 +227,6 @@ class _CallbackFailed(Exception):
         super().__init__(str(error))
         self.outcome = outcome
         self.error = error
-
-
-_OUTCOMES = {kind: models.JobOutcome(kind.value) for kind in OutcomeKind}
 
 
 def _as_exception(exc: BaseException) -> Exception:
