@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from uuid import UUID
 
-from jobrun.domain import Dependency, Job, key_lock_id, progress_report
+from jobrun.domain import Dependency, Job, key_lock_id, progress_report, storable_text
 from jobrun.durations import format_duration
 from jobrun.errors import ConfigurationError
 
@@ -154,8 +154,12 @@ class JobContext:
         worker's next heartbeat writes the latest report (no write per call),
         and ``jobrun jobs show`` and the dashboard show it while the job
         runs. A fraction outside 0..1, or a message over 200 characters,
-        raises ValueError.
+        raises ValueError. A NUL or a lone surrogate in the message is kept
+        written out (``\\x00``): one heartbeat writes the reports of all the
+        worker's jobs, and a text column refuses those characters.
         """
+        if isinstance(message, str):
+            message = storable_text(message)
         self.reported = progress_report(fraction, message)
 
     def lock(self, *keys: str) -> None:

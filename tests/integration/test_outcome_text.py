@@ -1,21 +1,24 @@
-"""Outcomes whose text PostgreSQL refuses, or whose values it cannot store, against PostgreSQL.
+"""Text from handlers that PostgreSQL refuses, and outcomes it cannot store, against PostgreSQL.
 
-A handler's exception message may hold a NUL or a lone surrogate, which a
-text column refuses. The worker records a batch of outcomes in one
-statement, so such a message used to fail the whole statement: the failing
-job stayed leased until its lease ran out, and the jobs that succeeded
-beside it were marked failed ("completion failed: UnicodeEncodeError"),
-dead on their last attempt.
+A handler's exception message or progress message may hold a NUL or a lone
+surrogate, which a text column refuses. The worker writes many jobs' reports
+in one statement, so such a message used to fail the whole statement. An
+outcome's failed statement left the failing job leased until its lease ran
+out and failed the jobs that succeeded beside it ("completion failed:
+UnicodeEncodeError"), dead on their last attempt. A progress message failed
+every heartbeat of the worker, so none of its jobs' leases was extended.
 """
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
-from jobrun import Cancel, Client, JobContext, NewJob, Registry
+from jobrun import Cancel, Client, Config, JobContext, NewJob, Registry
 from jobrun.domain import Job, JobState, Outcome, OutcomeKind
 from jobrun.postgres import Pool, Store
+from jobrun.testing import eventually
 
 LEASE = timedelta(minutes=5)
 
@@ -88,3 +91,42 @@ async def test_one_outcome_the_statement_cannot_store_fails_alone(pool: Pool) ->
 
 def _n(job: Job) -> int:
     return int(job.payload["n"])  # type: ignore[index,call-overload]
+
+
+async def test_a_progress_message_a_text_column_refuses_keeps_the_heartbeats_going(
+    db_url: str,
+) -> None:
+    release = asyncio.Event()
+    handlers = Registry()
+
+    @handlers.handler("report")
+    async def report(ctx: JobContext, payload: Any) -> None:
+        # A payload cannot carry a NUL (it is refused at enqueue); a handler
+        # can still make one, from a file name or a reply, say.
+        ctx.progress(0.5, "a\x00b" if payload["odd"] else "plain")
+        await release.wait()
+
+    config = Config(
+        database_url=db_url, lease=timedelta(seconds=30), heartbeat_every=timedelta(seconds=1)
+    )
+    async with Client(handlers, config) as client:
+        odd = await client.enqueue(NewJob(type="report", payload={"odd": True}))
+        plain = await client.enqueue(NewJob(type="report", payload={"odd": False}))
+        worker = asyncio.create_task(client.run_worker(drain=True))
+        try:
+            # Both reports reach the database: the heartbeat that carries them
+            # succeeded, for the job with the odd message and for its neighbour.
+            shown = await eventually(
+                lambda: _both_reported(client.store, [odd.id, plain.id]),
+                what="both jobs' progress written by a heartbeat",
+            )
+            assert [shown[odd.id].message, shown[plain.id].message] == ["a\\x00b", "plain"]
+        finally:
+            release.set()
+            await worker
+        assert (await client.store.get(odd.id)).state is JobState.SUCCEEDED
+
+
+async def _both_reported(store: Store, ids: list[Any]) -> Any:
+    shown = await store.progress_of(ids)
+    return shown if len(shown) == 2 else None
