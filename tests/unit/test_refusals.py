@@ -28,6 +28,8 @@ from jobrun.errors import ConfigurationError, InvalidJob, InvalidSchedule
         ({"queue": ""}, "invalid job: queue must not be empty"),
         ({"queue": "q" * 200}, "invalid job: queue must be at most 128 characters long, not 200"),
         ({"type": 5}, "invalid job: type must be text, not 5"),
+        # What Python makes of argv bytes that are not UTF-8.
+        ({"type": "t\udcff"}, "invalid job: type must be valid Unicode text, not 't\\udcff'"),
         ({"depends_on": ["x"]}, "invalid job: depends_on[0] must be a UUID, not 'x'"),
         ({"depends_on": 5}, "invalid job: depends_on must be a list, not 5"),
         (

@@ -108,6 +108,7 @@ _PHRASES: dict[str, Callable[[str, ErrorDetails], str]] = {
     "bool_type": _kind("true or false"),
     "bool_parsing": _kind("true or false"),
     "string_type": _kind("text"),
+    "string_unicode": _kind("valid Unicode text"),
     "uuid_type": _kind("a UUID"),
     "uuid_parsing": _kind("a UUID"),
     "datetime_type": _MOMENT,
