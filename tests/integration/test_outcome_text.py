@@ -130,3 +130,23 @@ async def test_a_progress_message_a_text_column_refuses_keeps_the_heartbeats_goi
 async def _both_reported(store: Store, ids: list[Any]) -> Any:
     shown = await store.progress_of(ids)
     return shown if len(shown) == 2 else None
+
+
+async def test_a_result_jsonb_refuses_fails_its_job_naming_the_place_in_the_result(
+    db_url: str,
+) -> None:
+    handlers = Registry()
+
+    @handlers.handler("answer")
+    async def answer(ctx: JobContext, payload: Any) -> dict[str, Any]:
+        return {"rows": [{"name": "a\x00b"}]}
+
+    async with Client(handlers, database_url=db_url) as client:
+        job = await client.enqueue(NewJob(type="answer", max_attempts=1))
+        await client.run_worker(drain=True)
+        ended = await client.store.get(job.id)
+    assert ended.state is JobState.DEAD
+    assert (ended.last_error or "").endswith(
+        "result of job type 'answer' is refused: "
+        'result["rows"][0]["name"] must not contain a NUL character'
+    )

@@ -89,12 +89,12 @@ def encode_payload(job_type: str, payload: Any, max_bytes: int, what: str = "pay
     # as \\u0000, so a match only says "maybe": the walk decides. The brackets
     # bound the depth from above (brackets inside strings only add to it).
     if "\\u0000" in text or text.count("[") + text.count("{") > MAX_PAYLOAD_DEPTH:
-        problem = payload_problem(payload)
+        problem = payload_problem(payload, what)
         if problem is not None:
             raise InvalidJob(f"{what} of job type {job_type!r} is refused: {problem}")
     return text
 
 
 def _refused(job_type: str, payload: Any, fallback: str, what: str) -> InvalidJob:
-    problem = payload_problem(payload) or fallback
+    problem = payload_problem(payload, what) or fallback
     return InvalidJob(f"{what} of job type {job_type!r} is refused: {problem}")

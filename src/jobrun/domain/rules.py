@@ -154,8 +154,8 @@ def _json_key(key: object) -> str:
     return f"[{json.dumps(key)}]" if isinstance(key, str) else f"[{key!r}]"
 
 
-def payload_problem(payload: Any) -> str | None:
-    """Why ``payload`` cannot be stored as jsonb, naming where, or None.
+def payload_problem(payload: Any, root: str = "payload") -> str | None:
+    """Why ``payload`` cannot be stored as jsonb, naming where (from ``root``), or None.
 
     Walks the decoded value, keys included, for what jsonb refuses: a NUL
     character, a lone surrogate, nesting deeper than MAX_PAYLOAD_DEPTH.
@@ -163,7 +163,7 @@ def payload_problem(payload: Any) -> str | None:
     store calls it only when a cheap test on the encoded text says it might
     find something.
     """
-    stack: list[tuple[Any, str, int]] = [(payload, "payload", 1)]
+    stack: list[tuple[Any, str, int]] = [(payload, root, 1)]
     while stack:
         value, path, depth = stack.pop()
         if isinstance(value, str):
@@ -178,7 +178,7 @@ def payload_problem(payload: Any) -> str | None:
         else:
             continue
         if depth > MAX_PAYLOAD_DEPTH:
-            return f"payload is nested more than {MAX_PAYLOAD_DEPTH} levels deep"
+            return f"{root} is nested more than {MAX_PAYLOAD_DEPTH} levels deep"
         for key, child in items:
             if isinstance(key, str):
                 problem = text_problem(f"a key in {path}", key)
